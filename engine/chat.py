@@ -1,0 +1,167 @@
+"""Chat turns over stored conversations: the logic the terminal and the GUI share.
+
+A turn commits the user's message before anything else happens, runs a job on the
+scheduler, and saves the answer when the job ends: complete, or marked ``partial`` when
+it was stopped or failed, so nothing the user saw is lost.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from .errors import InglenookError, InvalidRequest
+from .runtime import Chunk, Finished
+from .sampling import SamplingParams
+from .scheduler import GenerateJob, JobHandle, Scheduler
+from .store import Conversation, Message, Store
+
+log = logging.getLogger(__name__)
+
+TITLE_LENGTH = 48
+
+
+def title_from(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= TITLE_LENGTH else line[: TITLE_LENGTH - 1].rstrip() + "…"
+
+
+class Turn:
+    """One assistant answer in progress. Iterate it for chunks; the answer is saved at the end."""
+
+    def __init__(self, store: Store, conversation: Conversation, handle: JobHandle, model_id: str) -> None:
+        self.store = store
+        self.conversation = conversation
+        self.handle = handle
+        self.model_id = model_id
+        self.finished: Finished | None = None
+        self.message: Message | None = None
+        self.error: InglenookError | None = None
+        self._parts: list[str] = []
+        self._saved = threading.Event()
+
+    @property
+    def text(self) -> str:
+        return "".join(self._parts)
+
+    def cancel(self) -> None:
+        self.handle.cancel()
+
+    def __iter__(self) -> Iterator[Chunk]:
+        try:
+            for event in self.handle.events():
+                if isinstance(event, Chunk):
+                    self._parts.append(event.text)
+                    yield event
+                elif isinstance(event, Finished):
+                    self.finished = event
+        except InglenookError as exc:
+            self.error = exc
+            self._save()
+            raise
+        self._save()
+
+    def wait(self) -> Message | None:
+        """Drain the turn and return the saved answer."""
+        for _ in self:
+            pass
+        return self.message
+
+    def _save(self) -> None:
+        if self._saved.is_set():
+            return
+        self._saved.set()
+        finished = self.finished
+        text = self.text
+        if finished is None and not text:
+            return  # failed before producing anything: there is nothing to keep
+        if finished is not None and finished.finish_reason == "cancelled" and not text:
+            return
+        status = "complete"
+        if self.error is not None:
+            status = "error"
+        elif finished is not None and finished.finish_reason == "cancelled":
+            status = "partial"
+        stats: dict[str, Any] = {"model_id": self.model_id, "status": status}
+        if finished is not None:
+            stats.update(
+                finish_reason=finished.finish_reason,
+                model_id=finished.model_id,
+                prompt_tokens=finished.usage.prompt_tokens,
+                cached_tokens=finished.usage.cached_tokens,
+                completion_tokens=finished.usage.completion_tokens,
+                ttft_ms=round(finished.timings.ttft_s * 1000, 2),
+                tokens_per_s=round(finished.tokens_per_s, 2),
+            )
+        self.message = self.store.add_message(self.conversation.id, "assistant", text, **stats)
+
+
+class ChatService:
+    def __init__(self, store: Store, scheduler: Scheduler, default_model: Any) -> None:
+        """``default_model`` is a callable returning the id to use when a chat names none."""
+        self.store = store
+        self.scheduler = scheduler
+        self._default_model = default_model
+
+    def new_conversation(
+        self,
+        model_id: str | None = None,
+        system_prompt: str | None = None,
+        sampling: dict[str, Any] | None = None,
+        title: str = "New chat",
+    ) -> Conversation:
+        if sampling:
+            SamplingParams.from_dict(sampling)  # reject bad values before they are stored
+        return self.store.create_conversation(title, model_id, system_prompt, sampling)
+
+    def history(self, conversation: Conversation) -> list[dict[str, str]]:
+        """The messages a model sees: the system prompt, then every kept message."""
+        messages: list[dict[str, str]] = []
+        if conversation.system_prompt:
+            messages.append({"role": "system", "content": conversation.system_prompt})
+        for message in self.store.messages(conversation.id):
+            if message.status == "error":
+                continue
+            messages.append({"role": message.role, "content": message.content})
+        return messages
+
+    def send(self, conversation_id: int, text: str, use_cache: bool = True, **sampling_overrides: Any) -> Turn:
+        """Commit the user's message, then start the answer. ``use_cache=False`` prefills
+        the whole prompt even when a cached state covers part of it (for comparisons)."""
+        if not text.strip():
+            raise InvalidRequest("the message is empty", param="content")
+        conversation = self.store.get_conversation(conversation_id)
+        if not self.store.messages(conversation_id) and conversation.title in ("", "New chat"):
+            conversation = self.store.update_conversation(conversation_id, title=title_from(text))
+        self.store.add_message(conversation_id, "user", text)
+        return self._answer(conversation, sampling_overrides, use_cache)
+
+    def regenerate(self, conversation_id: int, **sampling_overrides: Any) -> Turn:
+        """Drop the last answer and answer the last user message again."""
+        conversation = self.store.get_conversation(conversation_id)
+        messages = self.store.messages(conversation_id)
+        while messages and messages[-1].role == "assistant":
+            self.store.delete_messages_from(conversation_id, messages[-1].id)
+            messages.pop()
+        if not messages:
+            raise InvalidRequest("there is no message to answer")
+        return self._answer(conversation, sampling_overrides)
+
+    def edit_and_resend(self, message_id: int, text: str, **sampling_overrides: Any) -> Turn:
+        """Replace a user message and everything after it, then answer again."""
+        message = self.store.get_message(message_id)
+        if message.role != "user":
+            raise InvalidRequest("only user messages can be edited and resent")
+        self.store.delete_messages_from(message.conversation_id, message_id)
+        return self.send(message.conversation_id, text, **sampling_overrides)
+
+    def _answer(self, conversation: Conversation, overrides: dict[str, Any], use_cache: bool = True) -> Turn:
+        model_id = conversation.model_id or self._default_model()
+        sampling = SamplingParams.from_dict({**conversation.sampling, **overrides})
+        job = GenerateJob(
+            model_id=model_id, sampling=sampling, messages=self.history(conversation), use_cache=use_cache
+        )
+        handle = self.scheduler.submit(job)
+        return Turn(self.store, conversation, handle, model_id)

@@ -1,0 +1,76 @@
+"""The engine's front door: wires paths, store, settings, registry, scheduler and chats.
+
+Front ends (terminal, GUI, HTTP server) construct one ``Engine`` and use its parts.
+There are no module-level singletons: tests open as many engines as they like, each
+under its own ``INGLENOOK_HOME``.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from .chat import ChatService
+from .errors import ModelNotFound
+from .paths import Paths
+from .registry import ModelRegistry
+from .runtime import LoadOptions
+from .scheduler import Scheduler
+from .settings import Settings
+from .starter import STARTER_ID
+from .store import Store
+
+log = logging.getLogger(__name__)
+
+
+class Engine:
+    def __init__(self, paths: Paths | None = None, scan: bool = True) -> None:
+        self.paths = (paths or Paths.default()).ensure()
+        self.store = Store(self.paths.database)
+        self.settings = Settings.load(self.store)
+        self.registry = ModelRegistry(self.store, self.paths, self.settings.models_dirs)
+        if scan:
+            self.registry.refresh()
+        self.scheduler = Scheduler(
+            resolve=self.registry.resolve,
+            load_options=self.load_options,
+            idle_unload_s=self.settings.idle_unload_s,
+        )
+        self.chats = ChatService(self.store, self.scheduler, self.default_model_id)
+
+    def load_options(self) -> LoadOptions:
+        s = self.settings
+        return LoadOptions(
+            context_size=s.context_size, threads=s.threads, gpu_layers=s.gpu_layers, kv_cache_type=s.kv_cache_type
+        )
+
+    def update_settings(self, **changes: object) -> Settings:
+        self.settings = self.settings.save(self.store, **changes)
+        self.scheduler.idle_unload_s = self.settings.idle_unload_s
+        return self.settings
+
+    def default_model_id(self) -> str:
+        """The configured default, else the starter model, else the first installed model."""
+        models = self.registry.list()
+        ids = {m.id for m in models}
+        if self.settings.default_model and self.settings.default_model in ids:
+            return self.settings.default_model
+        if STARTER_ID in ids:
+            return STARTER_ID
+        if models:
+            return models[0].id
+        raise ModelNotFound("no models are installed; `inglenook pull REPO` downloads one")
+
+    def close(self) -> None:
+        self.scheduler.close()
+        self.store.close()
+
+    def __enter__(self) -> "Engine":
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+
+def open_engine(home: Path | None = None) -> Engine:
+    return Engine(Paths.under(home) if home else None)

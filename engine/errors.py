@@ -1,0 +1,82 @@
+"""Typed errors raised by the engine.
+
+Every failure a caller can act on has its own class, so front ends map errors by type
+(never by matching message text). Messages are written for people and never contain
+file-system paths unless the path is the user's own input.
+"""
+
+from __future__ import annotations
+
+
+class InglenookError(Exception):
+    """Base class for every error the engine raises on purpose."""
+
+    #: A short machine-readable code, used by the HTTP API's error bodies.
+    code: str = "internal_error"
+
+
+class InvalidRequest(InglenookError):
+    """A request's parameters are out of range or of the wrong type."""
+
+    code = "invalid_request"
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+class ModelNotFound(InglenookError):
+    """No local model matches the given id, alias or path."""
+
+    code = "model_not_found"
+
+
+class ModelLoadError(InglenookError):
+    """A model file is missing, not GGUF, damaged, or llama.cpp refused it."""
+
+    code = "model_load_error"
+
+
+class ContextLengthExceeded(InglenookError):
+    """The prompt plus the requested completion does not fit in the context window."""
+
+    code = "context_length_exceeded"
+
+    def __init__(self, message: str, prompt_tokens: int = 0, context_size: int = 0) -> None:
+        super().__init__(message)
+        self.prompt_tokens = prompt_tokens
+        self.context_size = context_size
+
+
+class DownloadError(InglenookError):
+    """A download failed, was refused by the hub, or did not verify."""
+
+    code = "download_error"
+
+
+class StoreError(InglenookError):
+    """The data directory or the database cannot be used."""
+
+    code = "store_error"
+
+
+class ConversationNotFound(InglenookError):
+    """No stored conversation has the given id."""
+
+    code = "conversation_not_found"
+
+
+class QueueFull(InglenookError):
+    """The scheduler's queue is full; the caller should retry later."""
+
+    code = "queue_full"
+
+    def __init__(self, message: str, retry_after_s: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class JobCancelled(InglenookError):
+    """The job was cancelled before it produced its result."""
+
+    code = "cancelled"

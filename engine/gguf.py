@@ -1,0 +1,324 @@
+"""Read and validate a GGUF file's header without loading its weights.
+
+llama.cpp aborts or crashes on some malformed files; everything it would trip over is
+checked here first, in Python, so a bad file becomes a clear ``ModelLoadError``.
+The format is documented in ggml's ``docs/gguf.md``: magic, version, tensor count,
+key/value count, the key/value pairs, the tensor infos, then aligned tensor data.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ModelLoadError
+
+log = logging.getLogger(__name__)
+
+GGUF_MAGIC = b"GGUF"
+SUPPORTED_VERSIONS = (2, 3)
+DEFAULT_ALIGNMENT = 32
+
+# Limits far above any real model, so that a corrupt count is caught before we try to
+# allocate or loop over it.
+MAX_TENSORS = 1_000_000
+MAX_KV_PAIRS = 100_000
+MAX_DIMS = 4
+MAX_STRING_BYTES = 64 * 1024 * 1024
+
+# Arrays longer than this are kept as a count only (the tokenizer's vocabulary and merges).
+KEEP_ARRAY_LIMIT = 512
+
+_SCALAR_FORMATS: dict[int, str] = {
+    0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
+    10: "<Q", 11: "<q", 12: "<d",
+}
+_STRING, _ARRAY = 8, 9
+
+# ggml tensor types: name, elements per block, bytes per block.
+GGML_TYPES: dict[int, tuple[str, int, int]] = {
+    0: ("F32", 1, 4), 1: ("F16", 1, 2), 2: ("Q4_0", 32, 18), 3: ("Q4_1", 32, 20),
+    6: ("Q5_0", 32, 22), 7: ("Q5_1", 32, 24), 8: ("Q8_0", 32, 34), 9: ("Q8_1", 32, 36),
+    10: ("Q2_K", 256, 84), 11: ("Q3_K", 256, 110), 12: ("Q4_K", 256, 144),
+    13: ("Q5_K", 256, 176), 14: ("Q6_K", 256, 210), 15: ("Q8_K", 256, 292),
+    16: ("IQ2_XXS", 256, 66), 17: ("IQ2_XS", 256, 74), 18: ("IQ3_XXS", 256, 98),
+    19: ("IQ1_S", 256, 50), 20: ("IQ4_NL", 32, 18), 21: ("IQ3_S", 256, 110),
+    22: ("IQ2_S", 256, 82), 23: ("IQ4_XS", 256, 136), 24: ("I8", 1, 1), 25: ("I16", 1, 2),
+    26: ("I32", 1, 4), 27: ("I64", 1, 8), 28: ("F64", 1, 8), 29: ("IQ1_M", 256, 56),
+    30: ("BF16", 1, 2), 34: ("TQ1_0", 256, 54), 35: ("TQ2_0", 256, 66), 39: ("MXFP4", 32, 17),
+}
+
+# llama.cpp's ``general.file_type`` (enum llama_ftype): the quantization a file was made with.
+FILE_TYPES: dict[int, str] = {
+    0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1",
+    10: "Q2_K", 11: "Q3_K_S", 12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M",
+    16: "Q5_K_S", 17: "Q5_K_M", 18: "Q6_K", 19: "IQ2_XXS", 20: "IQ2_XS", 21: "Q2_K_S",
+    22: "IQ3_XS", 23: "IQ3_XXS", 24: "IQ1_S", 25: "IQ4_NL", 26: "IQ3_S", 27: "IQ3_M",
+    28: "IQ2_S", 29: "IQ2_M", 30: "IQ4_XS", 31: "IQ1_M", 32: "BF16", 36: "TQ1_0",
+    37: "TQ2_0", 38: "MXFP4_MOE",
+}
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    name: str
+    shape: tuple[int, ...]
+    ggml_type: int
+    offset: int
+
+    @property
+    def n_elements(self) -> int:
+        count = 1
+        for dim in self.shape:
+            count *= dim
+        return count
+
+    @property
+    def n_bytes(self) -> int | None:
+        info = GGML_TYPES.get(self.ggml_type)
+        if info is None:
+            return None
+        _, block, size = info
+        return (self.n_elements + block - 1) // block * size
+
+
+@dataclass
+class GGUFInfo:
+    """What a GGUF header says about a model, read without touching the weights."""
+
+    path: Path
+    version: int
+    file_size: int
+    metadata: dict[str, Any]
+    tensors: list[TensorInfo] = field(repr=False)
+    data_offset: int
+    # Special tokens as {role: (id, text)}, e.g. {"bos": (1, "<|im_start|>")}.
+    special_tokens: dict[str, tuple[int, str | None]] = field(default_factory=dict)
+    vocab_size: int = 0
+
+    @property
+    def architecture(self) -> str:
+        return str(self.metadata.get("general.architecture", "unknown"))
+
+    @property
+    def name(self) -> str | None:
+        value = self.metadata.get("general.name")
+        return str(value) if value else None
+
+    @property
+    def parameter_count(self) -> int:
+        return sum(t.n_elements for t in self.tensors)
+
+    @property
+    def quantization(self) -> str:
+        file_type = self.metadata.get("general.file_type")
+        if isinstance(file_type, int) and file_type in FILE_TYPES:
+            return FILE_TYPES[file_type]
+        return self._dominant_tensor_type()
+
+    @property
+    def bits_per_weight(self) -> float:
+        params = self.parameter_count
+        return (self.file_size - self.data_offset) * 8 / params if params else 0.0
+
+    @property
+    def context_length(self) -> int | None:
+        value = self.metadata.get(f"{self.architecture}.context_length")
+        return int(value) if isinstance(value, int) else None
+
+    @property
+    def block_count(self) -> int | None:
+        value = self.metadata.get(f"{self.architecture}.block_count")
+        return int(value) if isinstance(value, int) else None
+
+    @property
+    def chat_template(self) -> str | None:
+        value = self.metadata.get("tokenizer.chat_template")
+        return value if isinstance(value, str) and value.strip() else None
+
+    def arch_value(self, key: str) -> Any:
+        return self.metadata.get(f"{self.architecture}.{key}")
+
+    def _dominant_tensor_type(self) -> str:
+        weights: dict[int, int] = {}
+        for tensor in self.tensors:
+            if len(tensor.shape) >= 2:
+                weights[tensor.ggml_type] = weights.get(tensor.ggml_type, 0) + tensor.n_elements
+        if not weights:
+            return "unknown"
+        dominant = max(weights, key=lambda k: weights[k])
+        return GGML_TYPES.get(dominant, (f"type{dominant}", 0, 0))[0]
+
+
+class _Reader:
+    """Bounds-checked little-endian reads over a memory map."""
+
+    def __init__(self, buffer: memoryview, path: Path) -> None:
+        self.buf = buffer
+        self.pos = 0
+        self.path = path
+
+    def fail(self, what: str) -> ModelLoadError:
+        return ModelLoadError(f"{self.path.name} is not a valid GGUF file: {what}")
+
+    def take(self, n: int) -> memoryview:
+        if n < 0 or self.pos + n > len(self.buf):
+            raise self.fail("the file is truncated (header runs past the end of the file)")
+        chunk = self.buf[self.pos : self.pos + n]
+        self.pos += n
+        return chunk
+
+    def scalar(self, fmt: str) -> Any:
+        size = struct.calcsize(fmt)
+        return struct.unpack_from(fmt, self.take(size))[0]
+
+    def u32(self) -> int:
+        return self.scalar("<I")
+
+    def u64(self) -> int:
+        return self.scalar("<Q")
+
+    def string(self) -> str:
+        length = self.u64()
+        if length > MAX_STRING_BYTES:
+            raise self.fail(f"a string claims {length} bytes")
+        return bytes(self.take(length)).decode("utf-8", errors="replace")
+
+    def value(self, value_type: int, keep_array: bool = True) -> Any:
+        if value_type in _SCALAR_FORMATS:
+            return self.scalar(_SCALAR_FORMATS[value_type])
+        if value_type == _STRING:
+            return self.string()
+        if value_type == _ARRAY:
+            item_type = self.u32()
+            count = self.u64()
+            remaining = len(self.buf) - self.pos
+            if count > remaining:
+                raise self.fail(f"an array claims {count} items but the file has {remaining} bytes left")
+            return self._array(item_type, count, keep_array)
+        raise self.fail(f"unknown metadata value type {value_type}")
+
+    def _array(self, item_type: int, count: int, keep: bool) -> Any:
+        if item_type in _SCALAR_FORMATS:
+            size = struct.calcsize(_SCALAR_FORMATS[item_type])
+            raw = self.take(size * count)
+            if not keep:
+                return _ArrayStub(count)
+            fmt = "<" + _SCALAR_FORMATS[item_type][1] * count
+            return list(struct.unpack_from(fmt, raw))
+        items = [self.value(item_type, keep) for _ in range(count)]
+        return items if keep else _ArrayStub(count)
+
+
+@dataclass(frozen=True)
+class _ArrayStub:
+    """Stands for a long array that we skipped over but did not keep."""
+
+    length: int
+
+
+_SPECIAL_TOKEN_KEYS = ("bos", "eos", "eot", "eom", "unknown", "padding", "sep")
+
+
+def read_gguf(path: Path | str) -> GGUFInfo:
+    """Parse and validate a GGUF header. Raises ModelLoadError for anything malformed."""
+    path = Path(path)
+    if not path.exists():
+        raise ModelLoadError(f"model file not found: {path}")
+    if not path.is_file():
+        raise ModelLoadError(f"not a file: {path}")
+    try:
+        file_size = path.stat().st_size
+        if file_size < 24:
+            raise ModelLoadError(f"{path.name} is not a GGUF file (only {file_size} bytes)")
+        with path.open("rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            view = memoryview(mapped)
+            try:
+                return _parse(view, path, file_size)
+            finally:
+                view.release()
+    except OSError as exc:
+        raise ModelLoadError(f"cannot read {path.name}: {exc.strerror or exc}") from exc
+
+
+def _parse(view: memoryview, path: Path, file_size: int) -> GGUFInfo:
+    reader = _Reader(view, path)
+    magic = bytes(reader.take(4))
+    if magic != GGUF_MAGIC:
+        raise ModelLoadError(f"{path.name} is not a GGUF file (bad magic bytes {magic!r})")
+    version = reader.u32()
+    if version not in SUPPORTED_VERSIONS:
+        raise ModelLoadError(f"{path.name} uses GGUF version {version}; supported: 2 and 3")
+    tensor_count = reader.u64()
+    kv_count = reader.u64()
+    if tensor_count > MAX_TENSORS or kv_count > MAX_KV_PAIRS:
+        raise reader.fail(f"absurd counts ({tensor_count} tensors, {kv_count} metadata keys)")
+
+    metadata: dict[str, Any] = {}
+    tokens: list[str] | None = None
+    for _ in range(kv_count):
+        key = reader.string()
+        value_type = reader.u32()
+        keep = key == "tokenizer.ggml.tokens"
+        value = reader.value(value_type, keep_array=True) if not keep else reader.value(value_type)
+        if key == "tokenizer.ggml.tokens" and isinstance(value, list):
+            tokens = value
+            value = _ArrayStub(len(value))
+        elif isinstance(value, list) and len(value) > KEEP_ARRAY_LIMIT:
+            value = _ArrayStub(len(value))
+        metadata[key] = value
+
+    tensors: list[TensorInfo] = []
+    for _ in range(tensor_count):
+        name = reader.string()
+        n_dims = reader.u32()
+        if n_dims == 0 or n_dims > MAX_DIMS:
+            raise reader.fail(f"tensor {name!r} has {n_dims} dimensions")
+        shape = tuple(reader.u64() for _ in range(n_dims))
+        if any(d == 0 or d > 2**40 for d in shape):
+            raise reader.fail(f"tensor {name!r} has an absurd shape {shape}")
+        ggml_type = reader.u32()
+        offset = reader.u64()
+        tensors.append(TensorInfo(name, shape, ggml_type, offset))
+
+    alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
+    if not isinstance(alignment, int) or alignment <= 0 or alignment & (alignment - 1):
+        raise reader.fail(f"bad alignment {alignment!r}")
+    data_offset = (reader.pos + alignment - 1) // alignment * alignment
+    _check_tensor_data(tensors, data_offset, file_size, path)
+
+    info = GGUFInfo(
+        path=path,
+        version=version,
+        file_size=file_size,
+        metadata=metadata,
+        tensors=tensors,
+        data_offset=data_offset,
+        vocab_size=len(tokens) if tokens else 0,
+    )
+    for role in _SPECIAL_TOKEN_KEYS:
+        token_id = metadata.get(f"tokenizer.ggml.{role}_token_id")
+        if isinstance(token_id, int):
+            text = tokens[token_id] if tokens and 0 <= token_id < len(tokens) else None
+            info.special_tokens[role] = (token_id, text)
+    return info
+
+
+def _check_tensor_data(tensors: list[TensorInfo], data_offset: int, file_size: int, path: Path) -> None:
+    data_size = file_size - data_offset
+    if data_size < 0:
+        raise ModelLoadError(f"{path.name} is truncated (no tensor data)")
+    for tensor in tensors:
+        size = tensor.n_bytes
+        if size is None:
+            log.warning("%s: tensor %s has unknown type %d", path.name, tensor.name, tensor.ggml_type)
+            size = 0
+        if tensor.offset + size > data_size:
+            raise ModelLoadError(
+                f"{path.name} is truncated: tensor {tensor.name!r} ends past the end of the file "
+                f"({file_size} bytes); the download may be incomplete"
+            )

@@ -1,0 +1,74 @@
+"""Schema migrations: named functions, applied in order, recorded in ``_migrations``.
+
+Append new migrations to ``MIGRATIONS``; never edit or reorder one that has shipped,
+because databases in the wild have already recorded it as applied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import sqlite_utils
+
+
+def m001_initial(db: sqlite_utils.Database) -> None:
+    db["conversations"].create(
+        {
+            "id": int,
+            "title": str,
+            "model_id": str,
+            "system_prompt": str,
+            "sampling": str,  # JSON object of SamplingParams overrides
+            "created_at": float,
+            "updated_at": float,
+        },
+        pk="id",
+    )
+    db["messages"].create(
+        {
+            "id": int,
+            "conversation_id": int,
+            "role": str,
+            "content": str,
+            # complete | partial (stopped by the user) | error (generation failed)
+            "status": str,
+            "finish_reason": str,
+            "model_id": str,
+            "prompt_tokens": int,
+            "cached_tokens": int,
+            "completion_tokens": int,
+            "ttft_ms": float,
+            "tokens_per_s": float,
+            "created_at": float,
+        },
+        pk="id",
+        foreign_keys=[("conversation_id", "conversations", "id")],
+        not_null={"conversation_id", "role", "content", "status"},
+        defaults={"status": "complete"},
+    )
+    db["messages"].create_index(["conversation_id", "id"])
+    db["models"].create(
+        {
+            "id": str,
+            "path": str,
+            "name": str,
+            "architecture": str,
+            "quantization": str,
+            "parameter_count": int,
+            "context_length": int,
+            "size_bytes": int,
+            "mtime": float,
+            "fingerprint": str,
+            "source": str,  # starter | scan | import | download
+            "metadata": str,  # JSON: selected GGUF keys
+            "added_at": float,
+        },
+        pk="id",
+    )
+    db["models"].create_index(["path"], unique=True)
+    db["settings"].create({"key": str, "value": str}, pk="key")
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
+    m001_initial,
+]

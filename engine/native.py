@@ -1,0 +1,59 @@
+"""The few process-wide llama.cpp settings: backend start-up and where its log lines go.
+
+Importing llama_cpp is deferred to the first call, so importing the engine stays cheap
+(the CLI's ``--version`` and ``list`` never load the native library).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import threading
+from types import ModuleType
+
+import psutil
+
+log = logging.getLogger("inglenook.llama")
+
+_init_lock = threading.Lock()
+_state: dict[str, object] = {}
+
+
+def llama() -> ModuleType:
+    """The llama_cpp low-level module, with its backend initialised and logs routed to us."""
+    with _init_lock:
+        if "module" not in _state:
+            import llama_cpp  # noqa: PLC0415 — heavy native import, deferred on purpose
+
+            callback = llama_cpp.llama_log_callback(_forward_log)
+            llama_cpp.llama_log_set(callback, ctypes.c_void_p(0))
+            llama_cpp.llama_backend_init()
+            _state["callback"] = callback  # the C side keeps a pointer: keep it alive
+            _state["module"] = llama_cpp
+        return _state["module"]  # type: ignore[return-value]
+
+
+# ggml's log levels: NONE=0, DEBUG=1, INFO=2, WARN=3, ERROR=4, CONT=5 (continuation).
+_LEVELS = {1: logging.DEBUG, 2: logging.DEBUG, 3: logging.WARNING, 4: logging.ERROR}
+
+
+def _forward_log(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
+    if not text:
+        return
+    message = text.decode("utf-8", errors="replace").rstrip("\n")
+    if message and message != ".":
+        log.log(_LEVELS.get(level, logging.DEBUG), "%s", message)
+
+
+def physical_cores() -> int:
+    """Threads for inference: one per physical core (hyper-threads only add contention)."""
+    return psutil.cpu_count(logical=False) or os.cpu_count() or 1
+
+
+def supports_gpu_offload() -> bool:
+    return bool(llama().llama_supports_gpu_offload())
+
+
+def system_info() -> str:
+    return llama().llama_print_system_info().decode(errors="replace")

@@ -1,0 +1,533 @@
+"""One loaded llama.cpp model: load, tokenize, render chats, and the decode loop.
+
+The decode loop talks to llama.cpp's C API directly (through llama-cpp-python's ctypes
+bindings) rather than through ``Llama.create_completion``: one reusable batch, the native
+sampler chain, cached token pieces and no per-token copy of the logits unless logprobs
+are asked for. ``benchmarks/decode.py`` measures the difference.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .chat_template import ChatTemplate
+from .errors import ContextLengthExceeded, InvalidRequest, ModelLoadError
+from .gguf import GGUFInfo, read_gguf
+from .native import llama, physical_cores
+from .registry import ModelRecord
+from .sampling import SamplingParams
+from .textstream import TextStream
+
+log = logging.getLogger(__name__)
+
+KV_CACHE_TYPES = {"f16": 1, "q8_0": 8}  # ggml type ids
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """Load-time settings. Those that change the KV layout also key saved states."""
+
+    context_size: int = 4096
+    threads: int = 0  # 0: one per physical core
+    gpu_layers: int = -1  # -1: all that the backend can take, 0: CPU only
+    kv_cache_type: str = "f16"
+    batch_size: int = 512  # prefill chunk: long prompts are fed this many tokens at a time
+    embeddings: bool = False
+
+    def kv_layout_key(self) -> str:
+        return f"kv={self.kv_cache_type}"
+
+
+@dataclass
+class TokenLogprob:
+    token: str
+    token_bytes: bytes
+    logprob: float
+    top: list[tuple[str, bytes, float]] = field(default_factory=list)
+
+
+@dataclass
+class Chunk:
+    """Text produced by one or more tokens."""
+
+    text: str
+    token_ids: list[int]
+    logprobs: list[TokenLogprob] | None = None
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass
+class Timings:
+    ttft_s: float = 0.0  # request start to first generated token (includes prefill)
+    prompt_s: float = 0.0
+    decode_s: float = 0.0
+
+    def prompt_tps(self, tokens: int) -> float:
+        return tokens / self.prompt_s if self.prompt_s > 0 else 0.0
+
+    def decode_tps(self, completion_tokens: int) -> float:
+        # The first token comes from prefill; speed counts the ones after it.
+        return (completion_tokens - 1) / self.decode_s if completion_tokens > 1 and self.decode_s > 0 else 0.0
+
+
+@dataclass
+class Finished:
+    finish_reason: str  # stop | length | cancelled
+    usage: Usage
+    timings: Timings
+    model_id: str
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.timings.decode_tps(self.usage.completion_tokens)
+
+
+GenerationEvent = Chunk | Finished
+ProgressCallback = Callable[[float], None]
+
+
+class LoadedModel:
+    """A model and its context. Not thread-safe: the scheduler gives it one job at a time."""
+
+    def __init__(self, record: ModelRecord, options: LoadOptions, progress: ProgressCallback | None = None) -> None:
+        self.record = record
+        self.options = options
+        self.info: GGUFInfo = read_gguf(record.path)  # validate before llama.cpp opens it
+        self._lib = llama()
+        self._model = None
+        self._ctx = None
+        self._batch = None
+        self._pieces: dict[int, bytes] = {}
+        # Tokens whose KV entries sequence 0 currently holds, in order.
+        self.kv_tokens: list[int] = []
+        self._load(progress)
+
+    # -- loading --------------------------------------------------------------------
+
+    def _load(self, progress: ProgressCallback | None) -> None:
+        lib = self._lib
+        started = time.perf_counter()
+        params = lib.llama_model_default_params()
+        params.n_gpu_layers = self._gpu_layers()
+        params.use_mmap = True
+
+        def on_progress(fraction: float, _user: ctypes.c_void_p) -> bool:
+            if progress is not None:
+                try:
+                    progress(float(fraction))
+                except Exception:  # a broken progress listener must not abort the load
+                    log.exception("load progress callback failed")
+            return True
+
+        self._progress_cb = lib.llama_progress_callback(on_progress)
+        params.progress_callback = self._progress_cb
+        self._model = lib.llama_model_load_from_file(str(self.record.path).encode(), params)
+        if not self._model:
+            raise ModelLoadError(f"llama.cpp could not load {self.record.id}; the file may be damaged or of an unsupported architecture")
+        self._vocab = lib.llama_model_get_vocab(self._model)
+        self.n_vocab = lib.llama_vocab_n_tokens(self._vocab)
+        self.n_ctx_train = lib.llama_model_n_ctx_train(self._model)
+        self.n_layer = lib.llama_model_n_layer(self._model)
+
+        ctx_params = lib.llama_context_default_params()
+        wanted = self.options.context_size
+        ctx_params.n_ctx = min(wanted, self.n_ctx_train) if self.n_ctx_train > 0 else wanted
+        ctx_params.n_batch = self.options.batch_size
+        ctx_params.n_ubatch = self.options.batch_size
+        ctx_params.n_seq_max = 1
+        threads = self.options.threads or physical_cores()
+        ctx_params.n_threads = threads
+        ctx_params.n_threads_batch = threads
+        kv_type = KV_CACHE_TYPES.get(self.options.kv_cache_type)
+        if kv_type is None:
+            raise ModelLoadError(f"unknown KV cache type {self.options.kv_cache_type!r}; use f16 or q8_0")
+        ctx_params.type_k = kv_type
+        ctx_params.type_v = kv_type
+        if kv_type != KV_CACHE_TYPES["f16"]:
+            # A quantized V cache needs flash attention in llama.cpp.
+            ctx_params.flash_attn_type = lib.LLAMA_FLASH_ATTN_TYPE_ENABLED
+        ctx_params.embeddings = self.options.embeddings
+        if self.options.embeddings:
+            ctx_params.pooling_type = lib.LLAMA_POOLING_TYPE_MEAN
+        ctx_params.no_perf = True
+        self._ctx = lib.llama_init_from_model(self._model, ctx_params)
+        if not self._ctx:
+            self.close()
+            raise ModelLoadError(f"llama.cpp could not create a context for {self.record.id} (out of memory?)")
+        self.n_ctx = lib.llama_n_ctx(self._ctx)
+        self.threads = threads
+        self._memory = lib.llama_get_memory(self._ctx)
+        self._batch = lib.llama_batch_init(self.options.batch_size, 0, 1)
+        self.chat_template = ChatTemplate(
+            self.info.chat_template,
+            bos_token=self._special_text("bos"),
+            eos_token=self._special_text("eos"),
+        )
+        self.add_bos = bool(lib.llama_vocab_get_add_bos(self._vocab))
+        self.load_seconds = time.perf_counter() - started
+        log.info(
+            "loaded %s: n_ctx=%d threads=%d gpu_layers=%d in %.2fs",
+            self.record.id, self.n_ctx, threads, params.n_gpu_layers, self.load_seconds,
+        )
+
+    def _gpu_layers(self) -> int:
+        if self.options.gpu_layers >= 0:
+            return self.options.gpu_layers
+        return 999 if self._lib.llama_supports_gpu_offload() else 0
+
+    def _special_text(self, role: str) -> str:
+        found = self.info.special_tokens.get(role)
+        return found[1] or "" if found else ""
+
+    def close(self) -> None:
+        lib = self._lib
+        if self._batch is not None:
+            lib.llama_batch_free(self._batch)
+            self._batch = None
+        if self._ctx:
+            lib.llama_free(self._ctx)
+            self._ctx = None
+        if self._model:
+            lib.llama_model_free(self._model)
+            self._model = None
+        self.kv_tokens = []
+
+    @property
+    def closed(self) -> bool:
+        return self._ctx is None
+
+    # -- text <-> tokens ------------------------------------------------------------
+
+    def tokenize(self, text: str, add_special: bool = True, parse_special: bool = True) -> list[int]:
+        data = text.encode("utf-8")
+        capacity = len(data) + 16
+        buffer = (self._lib.llama_token * capacity)()
+        count = self._lib.llama_tokenize(self._vocab, data, len(data), buffer, capacity, add_special, parse_special)
+        if count < 0:  # the buffer was too small; llama.cpp says how many it needs
+            capacity = -count
+            buffer = (self._lib.llama_token * capacity)()
+            count = self._lib.llama_tokenize(self._vocab, data, len(data), buffer, capacity, add_special, parse_special)
+        return list(buffer[:count])
+
+    def token_bytes(self, token: int) -> bytes:
+        piece = self._pieces.get(token)
+        if piece is None:
+            buffer = ctypes.create_string_buffer(64)
+            n = self._lib.llama_token_to_piece(self._vocab, token, buffer, 64, 0, False)
+            if n < 0:
+                buffer = ctypes.create_string_buffer(-n)
+                n = self._lib.llama_token_to_piece(self._vocab, token, buffer, -n, 0, False)
+            piece = buffer.raw[:n]
+            self._pieces[token] = piece
+        return piece
+
+    def detokenize(self, tokens: list[int]) -> str:
+        return b"".join(self.token_bytes(t) for t in tokens).decode("utf-8", errors="replace")
+
+    def is_end_of_generation(self, token: int) -> bool:
+        return bool(self._lib.llama_vocab_is_eog(self._vocab, token))
+
+    def chat_tokens(self, messages: list[dict], tools: list[dict] | None = None) -> list[int]:
+        """Render messages with the model's template and tokenize the result."""
+        text = self.chat_template.render(messages, add_generation_prompt=True, tools=tools)
+        bos = self.chat_template.bos_token
+        # Templates that write the BOS token themselves must not get a second one.
+        add_special = self.add_bos and not (bos and text.startswith(bos))
+        return self.tokenize(text, add_special=add_special, parse_special=True)
+
+    # -- generation -----------------------------------------------------------------
+
+    def check_fits(self, prompt_tokens: int, max_tokens: int | None) -> int:
+        """The number of tokens that may be generated; ContextLengthExceeded if none fit."""
+        room = self.n_ctx - prompt_tokens
+        if room < 1 or (max_tokens is not None and max_tokens > room):
+            wanted = f" plus {max_tokens} requested tokens" if max_tokens else ""
+            raise ContextLengthExceeded(
+                f"the prompt ({prompt_tokens} tokens){wanted} does not fit in the model's context of "
+                f"{self.n_ctx} tokens; shorten the conversation or start a new one",
+                prompt_tokens=prompt_tokens,
+                context_size=self.n_ctx,
+            )
+        return max_tokens if max_tokens is not None else room
+
+    def generate(
+        self,
+        prompt: list[int],
+        sampling: SamplingParams,
+        cancel: threading.Event | None = None,
+        reuse_kv: bool = True,
+    ) -> Iterator[GenerationEvent]:
+        """Stream chunks for ``prompt``; the last event is always a ``Finished``."""
+        if self.closed:
+            raise ModelLoadError(f"{self.record.id} has been unloaded")
+        if not prompt:
+            raise InvalidRequest("the prompt is empty", param="prompt")
+        if any(t < 0 or t >= self.n_vocab for t in prompt):
+            raise InvalidRequest(f"prompt token ids must be between 0 and {self.n_vocab - 1}", param="prompt")
+        sampling = sampling.validated(self.n_vocab)
+        budget = self.check_fits(len(prompt), sampling.max_tokens)
+        cancel = cancel or threading.Event()
+        started = time.perf_counter()
+        usage = Usage(prompt_tokens=len(prompt))
+        timings = Timings()
+
+        usage.cached_tokens = self._reuse_prefix(prompt) if reuse_kv else self._clear_kv()
+        sampler = self._build_sampler(sampling)
+        try:
+            if not self._prefill(prompt[usage.cached_tokens :], cancel):
+                timings.prompt_s = time.perf_counter() - started
+                yield Finished("cancelled", usage, timings, self.record.id)
+                return
+            prefill_done = time.perf_counter()
+            timings.prompt_s = prefill_done - started
+            yield from self._decode_loop(sampler, sampling, budget, cancel, usage, timings, started)
+        finally:
+            self._lib.llama_sampler_free(sampler)
+
+    def _decode_loop(
+        self,
+        sampler: ctypes.c_void_p,
+        sampling: SamplingParams,
+        budget: int,
+        cancel: threading.Event,
+        usage: Usage,
+        timings: Timings,
+        started: float,
+    ) -> Iterator[GenerationEvent]:
+        lib, ctx = self._lib, self._ctx
+        stream = TextStream(sampling.stop)
+        want_logprobs = sampling.logprobs is not None
+        pending_ids: list[int] = []
+        pending_lp: list[TokenLogprob] = []
+        first_token_at = 0.0
+        finish_reason = "length"
+        stopped_by_string = False
+        batch = self._batch
+        while usage.completion_tokens < budget:
+            if cancel.is_set():
+                finish_reason = "cancelled"
+                break
+            logits = self._last_logits() if want_logprobs else None
+            token = lib.llama_sampler_sample(sampler, ctx, -1)
+            if usage.completion_tokens == 0:
+                first_token_at = time.perf_counter()
+                timings.ttft_s = first_token_at - started
+            if self.is_end_of_generation(token):
+                finish_reason = "stop"
+                break
+            usage.completion_tokens += 1
+            piece = self.token_bytes(token)
+            pending_ids.append(token)
+            if logits is not None:
+                pending_lp.append(self._logprob_entry(logits, token, sampling.logprobs or 0))
+            result = stream.feed(piece)
+            if result.text or result.stopped:
+                if result.text:
+                    yield Chunk(result.text, pending_ids, pending_lp if want_logprobs else None)
+                    pending_ids, pending_lp = [], []
+                if result.stopped:
+                    finish_reason, stopped_by_string = "stop", True
+                    break
+            if usage.completion_tokens >= budget:
+                break
+            # Feed the sampled token back: one token, one position, logits wanted.
+            pos = len(self.kv_tokens)
+            batch.n_tokens = 1
+            batch.token[0] = token
+            batch.pos[0] = pos
+            batch.n_seq_id[0] = 1
+            batch.seq_id[0][0] = 0
+            batch.logits[0] = 1
+            if lib.llama_decode(ctx, batch) != 0:
+                raise ModelLoadError(f"llama.cpp failed to decode with {self.record.id}")
+            self.kv_tokens.append(token)
+        # Text held back as a possible stop-string start is real output unless a stop string hit.
+        tail = "" if stopped_by_string else stream.flush()
+        if tail or pending_ids:
+            yield Chunk(tail, pending_ids, pending_lp if want_logprobs else None)
+        if first_token_at:
+            timings.decode_s = time.perf_counter() - first_token_at
+        yield Finished(finish_reason, usage, timings, self.record.id)
+
+    def _reuse_prefix(self, prompt: list[int]) -> int:
+        """Keep the KV entries shared with ``prompt``; returns how many tokens were kept."""
+        common = 0
+        limit = min(len(self.kv_tokens), len(prompt) - 1)  # at least one token must be decoded
+        while common < limit and self.kv_tokens[common] == prompt[common]:
+            common += 1
+        if common == 0:
+            return self._clear_kv()
+        if common < len(self.kv_tokens):
+            if not self._lib.llama_memory_seq_rm(self._memory, 0, common, -1):
+                # Some caches (sliding-window, recurrent) cannot drop a tail: start over.
+                return self._clear_kv()
+            del self.kv_tokens[common:]
+        return common
+
+    def _clear_kv(self) -> int:
+        self._lib.llama_memory_clear(self._memory, True)
+        self.kv_tokens = []
+        return 0
+
+    def _prefill(self, tokens: list[int], cancel: threading.Event) -> bool:
+        """Decode ``tokens`` in chunks of the batch size; logits only for the very last one."""
+        lib, batch = self._lib, self._batch
+        step = self.options.batch_size
+        for start in range(0, len(tokens), step):
+            if cancel.is_set():
+                return False
+            chunk = tokens[start : start + step]
+            base = len(self.kv_tokens)
+            batch.n_tokens = len(chunk)
+            for i, token in enumerate(chunk):
+                batch.token[i] = token
+                batch.pos[i] = base + i
+                batch.n_seq_id[i] = 1
+                batch.seq_id[i][0] = 0
+                batch.logits[i] = 0
+            if start + step >= len(tokens):
+                batch.logits[len(chunk) - 1] = 1
+            status = lib.llama_decode(self._ctx, batch)
+            if status != 0:
+                self._clear_kv()
+                raise ModelLoadError(f"llama.cpp failed to process the prompt (status {status})")
+            self.kv_tokens.extend(chunk)
+        return True
+
+    def _build_sampler(self, sampling: SamplingParams) -> ctypes.c_void_p:
+        lib = self._lib
+        chain = lib.llama_sampler_chain_init(lib.llama_sampler_chain_default_params())
+        add = lambda sampler: lib.llama_sampler_chain_add(chain, sampler)  # noqa: E731
+        if sampling.grammar:
+            grammar = lib.llama_sampler_init_grammar(self._vocab, sampling.grammar.encode(), b"root")
+            if not grammar:
+                lib.llama_sampler_free(chain)
+                raise InvalidRequest("the grammar for response_format could not be parsed", param="response_format")
+            add(grammar)
+        if sampling.logit_bias:
+            biases = (lib.llama_logit_bias * len(sampling.logit_bias))()
+            for i, (token, bias) in enumerate(sampling.logit_bias.items()):
+                biases[i].token = token
+                biases[i].bias = bias
+            add(lib.llama_sampler_init_logit_bias(self.n_vocab, len(sampling.logit_bias), biases))
+        if sampling.repeat_penalty != 1.0 or sampling.presence_penalty or sampling.frequency_penalty:
+            add(lib.llama_sampler_init_penalties(
+                self.n_vocab, sampling.repeat_last_n, sampling.repeat_penalty,
+                sampling.frequency_penalty, sampling.presence_penalty,
+            ))
+        if sampling.greedy:
+            add(lib.llama_sampler_init_greedy())
+            return chain
+        add(lib.llama_sampler_init_top_k(sampling.top_k))
+        add(lib.llama_sampler_init_top_p(sampling.top_p, 1))
+        add(lib.llama_sampler_init_min_p(sampling.min_p, 1))
+        add(lib.llama_sampler_init_temp(sampling.temperature))
+        seed = lib.LLAMA_DEFAULT_SEED if sampling.seed is None else sampling.seed & 0xFFFFFFFF
+        add(lib.llama_sampler_init_dist(seed))
+        return chain
+
+    def _last_logits(self) -> np.ndarray:
+        pointer = self._lib.llama_get_logits_ith(self._ctx, -1)
+        return np.ctypeslib.as_array(pointer, shape=(self.n_vocab,)).astype(np.float32, copy=True)
+
+    def _logprob_entry(self, logits: np.ndarray, token: int, top_n: int) -> TokenLogprob:
+        peak = float(logits.max())
+        log_z = peak + math.log(float(np.exp(logits - peak).sum()))
+        top: list[tuple[str, bytes, float]] = []
+        if top_n:
+            best = np.argpartition(-logits, top_n)[:top_n]
+            for candidate in best[np.argsort(-logits[best])]:
+                raw = self.token_bytes(int(candidate))
+                top.append((raw.decode("utf-8", errors="replace"), raw, float(logits[candidate]) - log_z))
+        raw = self.token_bytes(token)
+        return TokenLogprob(raw.decode("utf-8", errors="replace"), raw, float(logits[token]) - log_z, top)
+
+    # -- evaluation -----------------------------------------------------------------
+
+    def logits_for(self, tokens: list[int], cancel: threading.Event | None = None) -> np.ndarray:
+        """Next-token logits after every position of ``tokens``: shape (len(tokens), n_vocab).
+
+        For perplexity and KL-divergence measurements. Uses a fresh KV cache; ``tokens``
+        must fit in the context. Returns an empty array when cancelled.
+        """
+        if len(tokens) > self.n_ctx:
+            raise ContextLengthExceeded(
+                f"{len(tokens)} tokens do not fit in the context of {self.n_ctx}",
+                prompt_tokens=len(tokens), context_size=self.n_ctx,
+            )
+        lib, batch = self._lib, self._batch
+        out = np.empty((len(tokens), self.n_vocab), dtype=np.float32)
+        self._clear_kv()
+        step = self.options.batch_size
+        try:
+            for start in range(0, len(tokens), step):
+                if cancel is not None and cancel.is_set():
+                    return out[:0]
+                chunk = tokens[start : start + step]
+                batch.n_tokens = len(chunk)
+                for i, token in enumerate(chunk):
+                    batch.token[i] = token
+                    batch.pos[i] = start + i
+                    batch.n_seq_id[i] = 1
+                    batch.seq_id[i][0] = 0
+                    batch.logits[i] = 1
+                if lib.llama_decode(self._ctx, batch) != 0:
+                    raise ModelLoadError(f"llama.cpp failed to evaluate the text with {self.record.id}")
+                pointer = lib.llama_get_logits(self._ctx)
+                out[start : start + len(chunk)] = np.ctypeslib.as_array(pointer, shape=(len(chunk), self.n_vocab))
+        finally:
+            self._clear_kv()
+        return out
+
+    # -- embeddings -----------------------------------------------------------------
+
+    def embed(self, text: str) -> list[float]:
+        """A mean-pooled, L2-normalised embedding (needs ``LoadOptions(embeddings=True)``)."""
+        if not self.options.embeddings:
+            raise InvalidRequest("this model instance was not loaded for embeddings")
+        tokens = self.tokenize(text, add_special=True, parse_special=False)
+        if not tokens:
+            raise InvalidRequest("cannot embed an empty input", param="input")
+        if len(tokens) > self.options.batch_size:
+            # Pooling needs the whole input in one batch.
+            raise ContextLengthExceeded(
+                f"the input ({len(tokens)} tokens) is longer than the {self.options.batch_size} tokens "
+                "that can be embedded at once",
+                prompt_tokens=len(tokens),
+                context_size=self.options.batch_size,
+            )
+        self._clear_kv()
+        try:
+            self._prefill(tokens, threading.Event())
+            pointer = self._lib.llama_get_embeddings_seq(self._ctx, 0)
+            if not pointer:
+                raise ModelLoadError(f"{self.record.id} produced no embedding")
+            n_embd = self._lib.llama_model_n_embd(self._model)
+            vector = np.ctypeslib.as_array(pointer, shape=(n_embd,)).astype(np.float64)
+        finally:
+            self._clear_kv()
+        norm = float(np.linalg.norm(vector)) or 1.0
+        return (vector / norm).tolist()
+
+
+def load_model(record: ModelRecord, options: LoadOptions, progress: ProgressCallback | None = None) -> LoadedModel:
+    return LoadedModel(record, options, progress)
+

@@ -1,0 +1,49 @@
+"""Typed application settings, stored as JSON values in the ``settings`` table."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from .store import Store
+
+
+@dataclass
+class Settings:
+    # Inference
+    context_size: int = 4096
+    threads: int = 0  # 0: one per physical core
+    gpu_layers: int = -1  # -1: as many as fit (auto), 0: CPU only
+    kv_cache_type: str = "f16"  # f16 | q8_0
+    idle_unload_s: float = 600.0
+    default_model: str | None = None
+    models_dirs: list[str] = field(default_factory=list)  # extra folders scanned for GGUFs
+    # API server
+    api_enabled: bool = True
+    api_host: str = "127.0.0.1"
+    api_port: int = 8484
+    api_key: str | None = None
+    cors_origins: list[str] = field(default_factory=list)
+    allowed_hosts: list[str] = field(default_factory=list)
+    strict_model_names: bool = False
+    # Cache
+    cache_budget_mb: int = 2048
+    # Appearance
+    theme: str = "system"  # light | dark | system
+    # Hub
+    hf_token: str | None = None
+
+    @classmethod
+    def load(cls, store: Store) -> "Settings":
+        saved = store.all_settings()
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in saved.items() if k in known})
+
+    def save(self, store: Store, **changes: Any) -> "Settings":
+        """Apply ``changes`` (or save everything when none are given)."""
+        updated = dataclasses.replace(self, **changes) if changes else self
+        names = changes.keys() if changes else [f.name for f in dataclasses.fields(self)]
+        for name in names:
+            store.set_setting(name, getattr(updated, name))
+        return updated

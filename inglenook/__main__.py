@@ -1,0 +1,3 @@
+from inglenook.cli import main
+
+raise SystemExit(main())

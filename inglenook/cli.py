@@ -1,0 +1,293 @@
+"""The ``inglenook`` command: terminal chat and model management.
+
+This is a front end: it parses arguments, calls the engine, and prints. Errors the engine
+raises on purpose become one line on stderr and a non-zero exit status, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import logging.handlers
+import signal
+import sys
+from collections.abc import Iterator, Sequence
+
+from inglenook import __version__
+from inglenook.engine.errors import InglenookError, StoreError
+from inglenook.engine.paths import Paths
+
+log = logging.getLogger("inglenook.cli")
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        return gui_main()
+    try:
+        paths = Paths.default().ensure()
+        setup_logging(paths, debug=args.debug)
+        return args.handler(args, paths)
+    except InglenookError as exc:
+        print(f"inglenook: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print(file=sys.stderr)
+        return 130
+
+
+def gui_main() -> int:
+    try:
+        from inglenook.app.main import run_app  # noqa: PLC0415 — Qt is only loaded for the GUI
+    except ImportError:
+        print(
+            "inglenook: the desktop app is not part of this build yet; use `inglenook run MODEL` to chat in the terminal",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    return run_app()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="inglenook",
+        description="Run language models on your own machine. With no command, opens the desktop app.",
+    )
+    parser.add_argument("--version", action="version", version=f"inglenook {__version__}")
+    parser.add_argument("--debug", action="store_true", help="log engine and llama.cpp details to stderr")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = commands.add_parser("run", help="chat with a model in the terminal")
+    run.add_argument("model", metavar="MODEL", help="model id (see `inglenook list`) or a path to a .gguf file")
+    run.add_argument("prompt", metavar="PROMPT", nargs="?", help="answer this once and exit")
+    run.add_argument("--system", help="system prompt for a new conversation")
+    run.add_argument("--max-tokens", type=int, help="most tokens to generate per answer")
+    run.add_argument("--temperature", type=float, help="sampling temperature (0 = greedy)")
+    run.add_argument("--seed", type=int, help="random seed, for repeatable answers")
+    run.add_argument(
+        "--continue", dest="continue_id", nargs="?", const="last", metavar="CONVERSATION_ID",
+        help="continue the last conversation, or the one with this id",
+    )
+    run.add_argument("--no-cache", action="store_true", help="do not reuse any cached prompt state")
+    run.add_argument("--verbose", action="store_true", help="print token counts and speed to stderr")
+    run.set_defaults(handler=cmd_run)
+
+    listing = commands.add_parser("list", help="list installed models")
+    listing.set_defaults(handler=cmd_list)
+
+    show = commands.add_parser("show", help="show a model's details")
+    show.add_argument("model", metavar="MODEL")
+    show.set_defaults(handler=cmd_show)
+
+    remove = commands.add_parser("rm", help="remove a model")
+    remove.add_argument("model", metavar="MODEL")
+    remove.set_defaults(handler=cmd_rm)
+    return parser
+
+
+def setup_logging(paths: Paths, debug: bool = False) -> None:
+    root = logging.getLogger()
+    if getattr(root, "_inglenook_configured", False):
+        return
+    root.setLevel(logging.DEBUG if debug else logging.INFO)
+    try:
+        file_handler = logging.handlers.RotatingFileHandler(
+            paths.logs / "inglenook.log", maxBytes=5_000_000, backupCount=3, encoding="utf-8"
+        )
+    except OSError as exc:
+        raise StoreError(f"cannot write logs in {paths.logs}: {exc.strerror}") from exc
+    file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root.addHandler(file_handler)
+    console = logging.StreamHandler(sys.stderr)
+    console.setLevel(logging.DEBUG if debug else logging.WARNING)
+    console.setFormatter(logging.Formatter("inglenook: %(levelname)s: %(message)s"))
+    if not debug:
+        console.addFilter(lambda record: not record.name.startswith("inglenook.llama"))
+    root.addHandler(console)
+    root._inglenook_configured = True  # type: ignore[attr-defined]
+
+
+def _open_engine(paths: Paths):  # noqa: ANN202 — import deferred: keeps --help fast
+    from inglenook.engine.core import Engine  # noqa: PLC0415
+
+    return Engine(paths)
+
+
+# -- run ------------------------------------------------------------------------------
+
+
+def cmd_run(args: argparse.Namespace, paths: Paths) -> int:
+    with _open_engine(paths) as engine:
+        record = engine.registry.resolve(args.model)
+        conversation = _conversation_for(engine, args, record.id)
+        overrides = {
+            "max_tokens": args.max_tokens,
+            "temperature": args.temperature,
+            "seed": args.seed,
+        }
+        overrides = {k: v for k, v in overrides.items() if v is not None}
+        if args.prompt is not None:
+            return _answer(engine, conversation.id, args.prompt, overrides, args)
+        return _repl(engine, conversation.id, overrides, args)
+
+
+def _conversation_for(engine, args: argparse.Namespace, model_id: str):  # noqa: ANN001, ANN202
+    store = engine.store
+    if args.continue_id is None:
+        return engine.chats.new_conversation(model_id=model_id, system_prompt=args.system)
+    if args.continue_id == "last":
+        conversation = store.latest_conversation()
+        if conversation is None:
+            raise InglenookError("there is no conversation to continue yet")
+    else:
+        try:
+            conversation = store.get_conversation(int(args.continue_id))
+        except ValueError:
+            raise InglenookError(f"conversation id must be a number, got {args.continue_id!r}") from None
+    changes = {"model_id": model_id}
+    if args.system is not None:
+        changes["system_prompt"] = args.system
+    return store.update_conversation(conversation.id, **changes)
+
+
+@contextlib.contextmanager
+def _ctrl_c_cancels(turn) -> Iterator[None]:  # noqa: ANN001
+    """While an answer streams, Ctrl-C stops the answer instead of the program."""
+    previous = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, lambda *_: turn.cancel())
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _answer(engine, conversation_id: int, text: str, overrides: dict, args: argparse.Namespace) -> int:  # noqa: ANN001
+    turn = engine.chats.send(conversation_id, text, use_cache=not args.no_cache, **overrides)
+    out = sys.stdout
+    with _ctrl_c_cancels(turn):
+        for chunk in turn:
+            out.write(chunk.text)
+            out.flush()
+    out.write("\n")
+    out.flush()
+    finished = turn.finished
+    if finished is not None and finished.finish_reason == "cancelled":
+        print("[stopped]", file=sys.stderr)
+    if args.verbose and finished is not None:
+        _print_stats(finished)
+    return 0
+
+
+def _print_stats(finished) -> None:  # noqa: ANN001
+    usage, timings = finished.usage, finished.timings
+    new_tokens = usage.prompt_tokens - usage.cached_tokens
+    lines = [
+        ("model", finished.model_id),
+        ("prompt tokens", f"{usage.prompt_tokens}"),
+        ("cached prompt tokens", f"{usage.cached_tokens}"),
+        ("prompt eval rate", f"{timings.prompt_tps(new_tokens):.2f} tokens/s"),
+        ("time to first token", f"{timings.ttft_s * 1000:.1f} ms"),
+        ("completion tokens", f"{usage.completion_tokens}"),
+        ("eval rate", f"{finished.tokens_per_s:.2f} tokens/s"),
+        ("finish reason", finished.finish_reason),
+    ]
+    for label, value in lines:
+        print(f"{label + ':':<22}{value}", file=sys.stderr)
+
+
+def _repl(engine, conversation_id: int, overrides: dict, args: argparse.Namespace) -> int:  # noqa: ANN001
+    print(f"Chatting in conversation {conversation_id}. Type /bye or press Ctrl-D to leave.", file=sys.stderr)
+    while True:
+        try:
+            line = input(">>> ")
+        except EOFError:
+            print(file=sys.stderr)
+            return 0
+        except KeyboardInterrupt:
+            print("\nUse Ctrl-D or /bye to leave.", file=sys.stderr)
+            continue
+        text = line.strip()
+        if not text:
+            continue
+        if text in ("/bye", "/exit", "/quit"):
+            return 0
+        try:
+            _answer(engine, conversation_id, line, overrides, args)
+        except InglenookError as exc:
+            print(f"inglenook: error: {exc}", file=sys.stderr)
+
+
+# -- model management -------------------------------------------------------------------
+
+
+def _human_size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if n < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"
+
+
+def _human_count(n: int) -> str:
+    for unit, size in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f}{unit}".replace(".0", "")
+    return str(n)
+
+
+def cmd_list(args: argparse.Namespace, paths: Paths) -> int:
+    with _open_engine(paths) as engine:
+        models = engine.registry.list()
+    if not models:
+        print("No models installed. `inglenook pull REPO` downloads one.")
+        return 0
+    rows = [("ID", "QUANT", "SIZE", "PARAMS", "CONTEXT", "SOURCE")]
+    for m in models:
+        rows.append((m.id, m.quantization, _human_size(m.size_bytes), _human_count(m.parameter_count),
+                     str(m.context_length or "?"), m.source))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+    return 0
+
+
+def cmd_show(args: argparse.Namespace, paths: Paths) -> int:
+    from inglenook.engine.gguf import read_gguf  # noqa: PLC0415
+
+    with _open_engine(paths) as engine:
+        record = engine.registry.resolve(args.model)
+    info = read_gguf(record.path)
+    fields = [
+        ("id", record.id),
+        ("path", str(record.path)),
+        ("architecture", info.architecture),
+        ("parameters", f"{_human_count(info.parameter_count)} ({info.parameter_count:,})"),
+        ("quantization", f"{info.quantization} ({info.bits_per_weight:.2f} bits per weight)"),
+        ("context length", str(info.context_length or "unknown")),
+        ("layers", str(info.block_count or "unknown")),
+        ("size", _human_size(info.file_size)),
+        ("fingerprint", record.fingerprint),
+        ("chat template", "built in" if info.chat_template else "none (ChatML fallback)"),
+        ("special tokens", ", ".join(f"{k}={v[1]!r}" for k, v in info.special_tokens.items()) or "none"),
+        ("license", str(info.metadata.get("general.license", "unknown"))),
+        ("source", record.source),
+    ]
+    for label, value in fields:
+        print(f"{label + ':':<16}{value}")
+    return 0
+
+
+def cmd_rm(args: argparse.Namespace, paths: Paths) -> int:
+    with _open_engine(paths) as engine:
+        record = engine.registry.remove(args.model)
+    print(f"removed {record.id}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,186 @@
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from inglenook.engine.chat import ChatService
+from inglenook.engine.errors import ContextLengthExceeded, ModelNotFound, QueueFull
+from inglenook.engine.registry import ModelRecord
+from inglenook.engine.runtime import Chunk, Finished, LoadOptions
+from inglenook.engine.sampling import SamplingParams
+from inglenook.engine.scheduler import EmbedJob, GenerateJob, Scheduler
+from inglenook.engine.store import Store
+from tests.fakes import FakeModel
+
+
+def _record(model_id: str) -> ModelRecord:
+    return ModelRecord(model_id, Path(f"/models/{model_id}.gguf"), model_id, "llama", "Q4_0", 1, 256, 1, "fp-" + model_id, "scan")
+
+
+def _resolve(model_id: str) -> ModelRecord:
+    if model_id.startswith("missing"):
+        raise ModelNotFound(f"no local model named {model_id!r}")
+    return _record(model_id)
+
+
+@pytest.fixture()
+def scheduler():
+    FakeModel.step_delay_s = 0.0
+    sched = Scheduler(_resolve, lambda: LoadOptions(context_size=256), idle_unload_s=0, loader=FakeModel)
+    yield sched
+    sched.close()
+
+
+def test_a_job_streams_chunks_then_finishes(scheduler: Scheduler) -> None:
+    handle = scheduler.submit(GenerateJob("m:q4_0", messages=[{"role": "user", "content": "hi"}]))
+    events = list(handle)
+    assert all(isinstance(e, Chunk) for e in events[:-1])
+    assert isinstance(events[-1], Finished) and events[-1].finish_reason == "stop"
+    assert "".join(e.text for e in events[:-1]) == FakeModel.reply
+
+
+def test_max_tokens_ends_with_length(scheduler: Scheduler) -> None:
+    text, finished = scheduler.submit(GenerateJob("m:q4_0", text="x", sampling=SamplingParams(max_tokens=3))).result()
+    assert text == "The quick brown" and finished.finish_reason == "length"
+
+
+def test_cancel_stops_between_steps(scheduler: Scheduler) -> None:
+    FakeModel.step_delay_s = 0.05
+    handle = scheduler.submit(GenerateJob("m:q4_0", text="x"))
+    events = iter(handle)
+    first = next(events)
+    assert isinstance(first, Chunk)
+    handle.cancel()
+    rest = list(events)
+    assert rest[-1].finish_reason == "cancelled"
+    assert len(rest) < len(FakeModel.reply.split())
+
+
+def test_errors_reach_the_caller_as_their_own_type(scheduler: Scheduler) -> None:
+    with pytest.raises(ModelNotFound):
+        scheduler.submit(GenerateJob("missing:q4_0", text="x")).result()
+    with pytest.raises(ContextLengthExceeded):
+        scheduler.submit(GenerateJob("m:q4_0", text="x" * 300)).result()
+    # The worker survives errors and runs the next job.
+    assert scheduler.submit(GenerateJob("m:q4_0", text="x")).result()[1].finish_reason == "stop"
+
+
+def test_jobs_from_many_threads_each_get_their_own_answer(scheduler: Scheduler) -> None:
+    results: dict[int, str] = {}
+
+    def ask(i: int) -> None:
+        results[i] = scheduler.submit(GenerateJob("m:q4_0", text=f"q{i}", sampling=SamplingParams(max_tokens=i + 1))).result()[0]
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [len(results[i].split()) for i in range(5)] == [1, 2, 3, 4, 5]
+
+
+def test_switching_models_unloads_the_previous_one(scheduler: Scheduler) -> None:
+    states: list[tuple[str, str]] = []
+    scheduler.add_listener(lambda model_id, state, _detail: states.append((model_id, state)))
+    scheduler.submit(GenerateJob("a:q4_0", text="x")).result()
+    scheduler.submit(GenerateJob("b:q4_0", text="x")).result()
+    assert [m.record.id for m in scheduler.loaded_models()] == ["b:q4_0"]
+    assert ("a:q4_0", "unloaded") in states and ("b:q4_0", "loaded") in states
+    assert ("a:q4_0", "loading") in states
+
+
+def test_idle_models_are_unloaded() -> None:
+    sched = Scheduler(_resolve, lambda: LoadOptions(), idle_unload_s=0.2, loader=FakeModel)
+    try:
+        sched.submit(GenerateJob("m:q4_0", text="x")).result()
+        assert sched.loaded_models()
+        deadline = time.monotonic() + 5
+        while sched.loaded_models() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not sched.loaded_models()
+    finally:
+        sched.close()
+
+
+def test_a_full_queue_refuses_with_queue_full() -> None:
+    FakeModel.step_delay_s = 0.05
+    sched = Scheduler(_resolve, lambda: LoadOptions(), max_queue=2, loader=FakeModel)
+    try:
+        handles = []
+        with pytest.raises(QueueFull):
+            for _ in range(10):
+                handles.append(sched.submit(GenerateJob("m:q4_0", text="x")))
+    finally:
+        FakeModel.step_delay_s = 0.0
+        sched.close()
+
+
+def test_embeddings_job(scheduler: Scheduler) -> None:
+    result = scheduler.submit(EmbedJob("m:q4_0", ["ab", "abcd"])).embeddings()
+    assert result.vectors == [[2.0, 1.0], [4.0, 1.0]]
+
+
+def test_close_ends_queued_jobs(scheduler: Scheduler) -> None:
+    FakeModel.step_delay_s = 0.05
+    running = scheduler.submit(GenerateJob("m:q4_0", text="x"))
+    scheduler.close()
+    assert list(running)[-1].finish_reason in ("cancelled", "stop")
+
+
+# -- chat service ------------------------------------------------------------------------
+
+
+@pytest.fixture()
+def chats(tmp_path: Path, scheduler: Scheduler) -> ChatService:
+    return ChatService(Store(tmp_path / "db.sqlite"), scheduler, lambda: "m:q4_0")
+
+
+def test_the_user_message_is_committed_before_the_answer(chats: ChatService) -> None:
+    conversation = chats.new_conversation(system_prompt="Be kind.")
+    FakeModel.step_delay_s = 0.05
+    turn = chats.send(conversation.id, "Tell me a story about a fox")
+    stored = chats.store.messages(conversation.id)
+    assert [(m.role, m.content) for m in stored] == [("user", "Tell me a story about a fox")]
+    message = turn.wait()
+    assert message is not None and message.content == FakeModel.reply and message.status == "complete"
+    assert message.finish_reason == "stop" and message.completion_tokens == 10
+    assert chats.store.get_conversation(conversation.id).title == "Tell me a story about a fox"
+
+
+def test_a_stopped_answer_is_saved_as_partial(chats: ChatService) -> None:
+    conversation = chats.new_conversation()
+    FakeModel.step_delay_s = 0.05
+    turn = chats.send(conversation.id, "go")
+    for i, _ in enumerate(turn):
+        if i == 1:
+            turn.cancel()
+    assert turn.message is not None and turn.message.status == "partial"
+    assert turn.message.content and turn.message.content != FakeModel.reply
+
+
+def test_regenerate_replaces_the_last_answer(chats: ChatService) -> None:
+    conversation = chats.new_conversation()
+    chats.send(conversation.id, "one").wait()
+    chats.regenerate(conversation.id, max_tokens=2).wait()
+    roles = [(m.role, m.content) for m in chats.store.messages(conversation.id)]
+    assert roles == [("user", "one"), ("assistant", "The quick")]
+
+
+def test_edit_and_resend_drops_later_messages(chats: ChatService) -> None:
+    conversation = chats.new_conversation()
+    chats.send(conversation.id, "first").wait()
+    chats.send(conversation.id, "second").wait()
+    first_user = chats.store.messages(conversation.id)[0]
+    chats.edit_and_resend(first_user.id, "first, edited").wait()
+    contents = [m.content for m in chats.store.messages(conversation.id)]
+    assert contents == ["first, edited", FakeModel.reply]
+
+
+def test_history_has_the_system_prompt_first(chats: ChatService) -> None:
+    conversation = chats.new_conversation(system_prompt="Be brief.")
+    chats.send(conversation.id, "hi").wait()
+    history = chats.history(chats.store.get_conversation(conversation.id))
+    assert [m["role"] for m in history] == ["system", "user", "assistant"]
