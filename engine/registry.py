@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 
 _QUANT_NAMES = sorted({*FILE_TYPES.values(), "Q4_0_4_4", "Q4_0_4_8", "Q4_0_8_8", "Q3_K", "Q4_K", "Q5_K"}, key=len, reverse=True)
 _QUANT_SUFFIX = re.compile(r"[-_. ](" + "|".join(re.escape(q) for q in _QUANT_NAMES) + r")$", re.IGNORECASE)
+STARTER_REMOVED_KEY = "starter_removed"
 _SHARD = re.compile(r"-(\d{5})-of-(\d{5})$")
 
 # Metadata worth keeping in the database (the rest is re-read from the file when needed).
@@ -121,7 +122,8 @@ class ModelRegistry:
         """Register the starter model and every GGUF in the scanned folders; drop vanished files."""
         with self._lock:
             starter = find_starter_model()
-            if starter is not None:
+            # A user who removed the starter model does not want it back on every start.
+            if starter is not None and not self.store.get_setting(STARTER_REMOVED_KEY, False):
                 self._try_register(starter, "starter")
             for folder in [self.paths.models, *self.extra_dirs]:
                 for path in sorted(folder.rglob("*.gguf")) if folder.is_dir() else []:
@@ -227,7 +229,9 @@ class ModelRegistry:
             inside = self.paths.models in record.path.parents
             if delete_file is None:
                 delete_file = inside
-            if delete_file and record.source != "starter":
+            if record.source == "starter":
+                self.store.set_setting(STARTER_REMOVED_KEY, True)
+            elif delete_file:
                 record.path.unlink(missing_ok=True)
             self.store.delete_model(record.id)
             return record

@@ -143,3 +143,12 @@ def test_a_unique_name_prefix_resolves(home: Path) -> None:
     assert registry.resolve("delta-7b").id == "delta-7b-instruct:q4_1"
     with pytest.raises(ModelNotFound):
         registry.resolve("delt")
+
+
+def test_a_removed_starter_model_stays_removed(home: Path) -> None:
+    registry = _registry(home)
+    starter = [m for m in registry.refresh() if m.source == "starter"]
+    assert starter, "the starter model package is installed by `make test`"
+    registry.remove(starter[0].id)
+    assert starter[0].path.exists()  # never deletes the package's file
+    assert starter[0].id not in {m.id for m in registry.refresh()}
