@@ -48,3 +48,8 @@ def _fsync_directory(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def fsync_directory(directory: Path) -> None:
+    """Make renames into ``directory`` durable (a no-op where directories cannot be fsynced)."""
+    _fsync_directory(directory)

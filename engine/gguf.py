@@ -245,6 +245,19 @@ def read_gguf(path: Path | str) -> GGUFInfo:
         raise ModelLoadError(f"cannot read {path.name}: {exc.strerror or exc}") from exc
 
 
+def parse_gguf_header(data: bytes, name: str, file_size: int) -> GGUFInfo:
+    """Parse a header from a file's first bytes (e.g. fetched with an HTTP Range request).
+
+    ``file_size`` is the whole file's size. A ModelLoadError while ``len(data) < file_size``
+    may only mean that the header is longer than ``data``: fetch more and try again.
+    """
+    view = memoryview(data)
+    try:
+        return _parse(view, Path(name), file_size)
+    finally:
+        view.release()
+
+
 def _parse(view: memoryview, path: Path, file_size: int) -> GGUFInfo:
     reader = _Reader(view, path)
     magic = bytes(reader.take(4))

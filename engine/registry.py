@@ -142,8 +142,11 @@ class ModelRegistry:
         except ModelLoadError as exc:
             log.warning("skipping %s: %s", path, exc)
 
-    def register_file(self, path: Path | str, source: str = "import") -> ModelRecord:
-        """Add a GGUF file in place (no copy). Validates the header first."""
+    def register_file(self, path: Path | str, source: str = "import", display_name: str | None = None) -> ModelRecord:
+        """Add a GGUF file in place (no copy). Validates the header first.
+
+        ``display_name`` names a file whose own name says nothing (an Ollama blob is
+        ``sha256-…``); the id is then derived from it instead of the file name."""
         path = Path(path).expanduser().absolute()
         with self._lock:
             stat = path.stat() if path.is_file() else None
@@ -151,11 +154,12 @@ class ModelRegistry:
             if existing and stat and existing.size_bytes == stat.st_size and existing.mtime == stat.st_mtime:
                 return existing
             info = read_gguf(path)
-            model_id = self._unique_id(model_id_for(path, info), path)
+            named = Path(f"{display_name}.gguf") if display_name else path
+            model_id = self._unique_id(model_id_for(named, info), path)
             record = ModelRecord(
                 id=model_id,
                 path=path,
-                name=path.name.removesuffix(".gguf"),
+                name=named.name.removesuffix(".gguf"),
                 architecture=info.architecture,
                 quantization=info.quantization,
                 parameter_count=info.parameter_count,

@@ -1,0 +1,270 @@
+"""Terminal commands for getting models: ``pull``, ``search``, ``files``, ``import``.
+
+Registered by ``add_commands`` from ``inglenook.cli.build_parser``. The download runs in a
+worker thread so that Ctrl-C only sets the cancel event: the partial file is flushed and
+kept, and the same ``pull`` later resumes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from inglenook.engine.errors import InglenookError, JobCancelled
+from inglenook.engine.paths import Paths
+
+EXIT_CANCELLED = 130
+
+
+def add_commands(commands: Any) -> None:
+    pull = commands.add_parser("pull", help="download a GGUF model from Hugging Face")
+    pull.add_argument("spec", metavar="REPO[:QUANT]",
+                      help="e.g. bartowski/Llama-3.2-3B-Instruct-GGUF:Q4_K_M (default Q4_K_M, else the closest 4-bit file)")
+    pull.add_argument("--revision", help="branch, tag or commit (default: main)")
+    pull.set_defaults(handler=cmd_pull)
+
+    search = commands.add_parser("search", help="search Hugging Face for GGUF models")
+    search.add_argument("text", metavar="TEXT", nargs="?", default="")
+    search.add_argument("--sort", choices=("downloads", "likes", "updated", "trending"), default="downloads")
+    search.add_argument("--limit", type=int, default=20)
+    search.set_defaults(handler=cmd_search)
+
+    files = commands.add_parser("files", help="list a Hugging Face repo's GGUF files and whether each fits here")
+    files.add_argument("repo", metavar="REPO")
+    files.add_argument("--context", type=int, help="context size for the fit estimate (default: the setting)")
+    files.add_argument("--revision", help="branch, tag or commit (default: main)")
+    files.set_defaults(handler=cmd_files)
+
+    importing = commands.add_parser("import", help="use GGUF files already on disk, without copying them")
+    importing.add_argument("path", metavar="PATH", nargs="?", help="a .gguf file or a folder")
+    importing.add_argument("--scan", action="store_true",
+                           help="import from the Hugging Face cache, LM Studio and Ollama")
+    importing.set_defaults(handler=cmd_import)
+
+
+def parse_spec(spec: str) -> tuple[str, str | None]:
+    """``owner/name[:QUANT]``, also accepting ``hf.co/…`` and ``https://huggingface.co/…``."""
+    text = spec.strip()
+    for prefix in ("https://huggingface.co/", "http://huggingface.co/", "huggingface.co/", "hf.co/"):
+        if text.startswith(prefix):
+            text = text[len(prefix):]
+    repo, _, quant = text.partition(":")
+    return repo.strip("/"), quant or None
+
+
+def _engine(paths: Paths):  # noqa: ANN202 — deferred import keeps --help fast
+    from inglenook.engine.core import Engine  # noqa: PLC0415
+
+    return Engine(paths)
+
+
+# -- pull ------------------------------------------------------------------------------------
+
+
+def cmd_pull(args: argparse.Namespace, paths: Paths) -> int:
+    from inglenook.engine.downloads import downloader_for  # noqa: PLC0415
+
+    repo, quant = parse_spec(args.spec)
+    with _engine(paths) as engine:
+        downloader = downloader_for(engine)
+        listing = downloader.hub.list_files(repo, revision=args.revision)
+        option = listing.pick(quant)
+        print(f"pulling {listing.repo}: {option.display_name} ({option.quant}, {human_bytes(option.size)})",
+              file=sys.stderr)
+        bar = ProgressBar(sys.stderr)
+        cancel = threading.Event()
+        outcome: dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                outcome["record"] = downloader.download(listing.repo, option, commit=listing.commit,
+                                                        progress=bar, cancel=cancel)
+            except BaseException as exc:  # noqa: BLE001 — handed to the main thread
+                outcome["error"] = exc
+
+        worker = threading.Thread(target=work, name="inglenook-pull", daemon=True)
+        worker.start()
+        try:
+            while worker.is_alive():
+                worker.join(0.2)
+        except KeyboardInterrupt:
+            cancel.set()
+            bar.finish()
+            print("cancelling… (press Ctrl-C again to quit at once)", file=sys.stderr)
+            worker.join()
+        bar.finish()
+        error = outcome.get("error")
+        if isinstance(error, JobCancelled) or (cancel.is_set() and "record" not in outcome):
+            print("download stopped; run the same command again to resume it", file=sys.stderr)
+            return EXIT_CANCELLED
+        if error is not None:
+            raise error
+        record = outcome["record"]
+    print(f"ready: {record.id}  (`inglenook run {record.id}`)")
+    return 0
+
+
+class ProgressBar:
+    """A one-line progress bar on a terminal (plain lines every 10% when not a terminal)."""
+
+    WIDTH = 28
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.last_draw = 0.0
+        self.last_decile = -1
+        self.drawn = False
+
+    def __call__(self, event: Any) -> None:
+        now = time.monotonic()
+        final = event.phase == "done"
+        if self.tty:
+            if not final and now - self.last_draw < 0.1:
+                return
+            self.last_draw = now
+            self.stream.write("\r" + self.render(event) + "\x1b[K")
+            self.drawn = True
+        else:
+            decile = int(event.fraction * 10)
+            if decile == self.last_decile and not final:
+                return
+            self.last_decile = decile
+            self.stream.write(self.render(event) + "\n")
+        self.stream.flush()
+
+    def render(self, event: Any) -> str:
+        filled = int(event.fraction * self.WIDTH)
+        bar = "#" * filled + "-" * (self.WIDTH - filled)
+        text = f"[{bar}] {event.fraction * 100:5.1f}%  {human_bytes(event.done_bytes)}/{human_bytes(event.total_bytes)}"
+        if event.phase == "downloading":
+            if event.bytes_per_s > 0:
+                text += f"  {human_bytes(event.bytes_per_s)}/s"
+            if event.eta_s is not None:
+                text += f"  {human_duration(event.eta_s)} left"
+        elif event.phase == "verifying":
+            text += "  verifying sha256"
+        if event.parts > 1:
+            text += f"  (part {event.part} of {event.parts})"
+        return text
+
+    def finish(self) -> None:
+        if self.tty and self.drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+            self.drawn = False
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.2f} TB"
+
+
+def human_duration(seconds: float) -> str:
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds // 60 % 60:02d}m"
+
+
+# -- search and files ------------------------------------------------------------------------------
+
+
+def _table(rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+
+
+def cmd_search(args: argparse.Namespace, paths: Paths) -> int:
+    from inglenook.engine.hub import HubClient, resolve_token  # noqa: PLC0415
+    from inglenook.engine.settings import Settings  # noqa: PLC0415
+    from inglenook.engine.store import Store  # noqa: PLC0415
+
+    store = Store(paths.database)
+    try:
+        token = resolve_token(Settings.load(store).hf_token)
+    finally:
+        store.close()
+    results = HubClient(token=token).search(args.text, sort=args.sort, limit=args.limit)
+    if not results:
+        print(f"No GGUF models found for {args.text!r}.")
+        return 0
+    rows = [("REPO", "DOWNLOADS", "LIKES", "UPDATED", "LICENCE")]
+    for model in results:
+        rows.append((
+            model.repo + (" (gated)" if model.gated else ""),
+            str(model.downloads if model.downloads is not None else "?"),
+            str(model.likes if model.likes is not None else "?"),
+            model.last_modified.date().isoformat() if model.last_modified else "?",
+            model.licence or "?",
+        ))
+    _table(rows)
+    print("\n`inglenook files REPO` lists a repo's files; `inglenook pull REPO[:QUANT]` downloads one.")
+    return 0
+
+
+def cmd_files(args: argparse.Namespace, paths: Paths) -> int:
+    from inglenook.engine.downloads import downloader_for  # noqa: PLC0415
+    from inglenook.engine.fit import detect_machine  # noqa: PLC0415
+    from inglenook.engine.hub import fit_options  # noqa: PLC0415
+
+    with _engine(paths) as engine:
+        hub = downloader_for(engine).hub
+        context = args.context or engine.settings.context_size
+        kv_type = engine.settings.kv_cache_type
+    listing = hub.list_files(args.repo, revision=args.revision)
+    if not listing.options:
+        print(f"{listing.repo} has no GGUF model files.")
+        return 0
+    fits: dict[str, Any] = {}
+    try:
+        shape = hub.shape(listing.repo, listing)
+        fits = fit_options(listing, shape, detect_machine(), context, kv_type)
+    except InglenookError as exc:
+        print(f"(no fit estimate: {exc})", file=sys.stderr)
+    rows = [("QUANT", "FILE", "SIZE", "BITS/WEIGHT", f"FIT AT {context} TOKENS")]
+    for quant, options in listing.by_quant().items():
+        for option in options:
+            bpw = option.bits_per_weight
+            bpw_text = "?" if bpw is None else f"{bpw:.2f}" + ("*" if option.bpw_is_nominal else "")
+            estimate = fits.get(option.name)
+            rows.append((quant, option.display_name, human_bytes(option.size), bpw_text,
+                         estimate.label if estimate else "?"))
+    _table(rows)
+    if any(o.bpw_is_nominal for o in listing.options):
+        print("* nominal bits per weight for the quantization type (the repo does not state its parameter count)")
+    return 0
+
+
+# -- import ---------------------------------------------------------------------------------------
+
+
+def cmd_import(args: argparse.Namespace, paths: Paths) -> int:
+    from inglenook.engine import importers  # noqa: PLC0415
+
+    if not args.path and not args.scan:
+        raise InglenookError("give a PATH to import, or --scan to look in the Hugging Face cache, LM Studio and Ollama")
+    with _engine(paths) as engine:
+        if args.scan:
+            result = importers.scan_known_places(engine.registry)
+        else:
+            result = importers.import_path(engine.registry, Path(args.path))
+    for record in result.imported:
+        print(f"imported {record.id}  ({record.path})")
+    for record in result.already:
+        print(f"already there: {record.id}  ({record.path})")
+    for path, reason in result.skipped:
+        print(f"skipped {path}: {reason}", file=sys.stderr)
+    if not (result.imported or result.already or result.skipped):
+        print("No GGUF models found in the Hugging Face cache, LM Studio or Ollama.")
+    return 0 if result.imported or result.already or not result.skipped else 1
