@@ -12,6 +12,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from .cache import PrefixCache
 from .errors import InglenookError, InvalidRequest
 from .runtime import Chunk, Finished
 from .sampling import SamplingParams
@@ -99,11 +100,13 @@ class Turn:
 
 
 class ChatService:
-    def __init__(self, store: Store, scheduler: Scheduler, default_model: Any) -> None:
-        """``default_model`` is a callable returning the id to use when a chat names none."""
+    def __init__(self, store: Store, scheduler: Scheduler, default_model: Any, cache: PrefixCache | None = None) -> None:
+        """``default_model`` is a callable returning the id to use when a chat names none;
+        ``cache`` holds the conversations' saved prompt states (deleted with them)."""
         self.store = store
         self.scheduler = scheduler
         self._default_model = default_model
+        self.cache = cache
 
     def new_conversation(
         self,
@@ -115,6 +118,12 @@ class ChatService:
         if sampling:
             SamplingParams.from_dict(sampling)  # reject bad values before they are stored
         return self.store.create_conversation(title, model_id, system_prompt, sampling)
+
+    def delete_conversation(self, conversation_id: int) -> None:
+        """Delete a conversation, its messages and its saved prompt states."""
+        self.store.delete_conversation(conversation_id)
+        if self.cache is not None:
+            self.cache.forget_conversation(conversation_id)
 
     def history(self, conversation: Conversation) -> list[dict[str, str]]:
         """The messages a model sees: the system prompt, then every kept message."""
@@ -138,7 +147,7 @@ class ChatService:
         self.store.add_message(conversation_id, "user", text)
         return self._answer(conversation, sampling_overrides, use_cache)
 
-    def regenerate(self, conversation_id: int, **sampling_overrides: Any) -> Turn:
+    def regenerate(self, conversation_id: int, use_cache: bool = True, **sampling_overrides: Any) -> Turn:
         """Drop the last answer and answer the last user message again."""
         conversation = self.store.get_conversation(conversation_id)
         messages = self.store.messages(conversation_id)
@@ -147,21 +156,25 @@ class ChatService:
             messages.pop()
         if not messages:
             raise InvalidRequest("there is no message to answer")
-        return self._answer(conversation, sampling_overrides)
+        return self._answer(conversation, sampling_overrides, use_cache)
 
-    def edit_and_resend(self, message_id: int, text: str, **sampling_overrides: Any) -> Turn:
+    def edit_and_resend(self, message_id: int, text: str, use_cache: bool = True, **sampling_overrides: Any) -> Turn:
         """Replace a user message and everything after it, then answer again."""
         message = self.store.get_message(message_id)
         if message.role != "user":
             raise InvalidRequest("only user messages can be edited and resent")
         self.store.delete_messages_from(message.conversation_id, message_id)
-        return self.send(message.conversation_id, text, **sampling_overrides)
+        return self.send(message.conversation_id, text, use_cache=use_cache, **sampling_overrides)
 
     def _answer(self, conversation: Conversation, overrides: dict[str, Any], use_cache: bool = True) -> Turn:
         model_id = conversation.model_id or self._default_model()
         sampling = SamplingParams.from_dict({**conversation.sampling, **overrides})
         job = GenerateJob(
-            model_id=model_id, sampling=sampling, messages=self.history(conversation), use_cache=use_cache
+            model_id=model_id,
+            sampling=sampling,
+            messages=self.history(conversation),
+            use_cache=use_cache,
+            conversation_id=conversation.id,
         )
         handle = self.scheduler.submit(job)
         return Turn(self.store, conversation, handle, model_id)

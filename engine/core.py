@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from .cache import MIB, CacheUsage, PrefixCache
 from .chat import ChatService
 from .errors import ModelNotFound
 from .paths import Paths
@@ -31,12 +32,19 @@ class Engine:
         self.registry = ModelRegistry(self.store, self.paths, self.settings.models_dirs)
         if scan:
             self.registry.refresh()
+        self.cache = PrefixCache(
+            self.paths.state_cache,
+            disk_budget_bytes=lambda: self.settings.cache_budget_mb * MIB,
+            ram_budget_bytes=lambda: self.settings.cache_ram_mb * MIB,
+        )
         self.scheduler = Scheduler(
             resolve=self.registry.resolve,
             load_options=self.load_options,
             idle_unload_s=self.settings.idle_unload_s,
+            cache=self.cache,
         )
-        self.chats = ChatService(self.store, self.scheduler, self.default_model_id)
+        self.chats = ChatService(self.store, self.scheduler, self.default_model_id, cache=self.cache)
+        self.cache.prune_conversations({c.id for c in self.store.list_conversations()})
 
     def load_options(self) -> LoadOptions:
         s = self.settings
@@ -47,7 +55,17 @@ class Engine:
     def update_settings(self, **changes: object) -> Settings:
         self.settings = self.settings.save(self.store, **changes)
         self.scheduler.idle_unload_s = self.settings.idle_unload_s
+        if "cache_budget_mb" in changes or "cache_ram_mb" in changes:
+            self.cache.enforce_budget()
         return self.settings
+
+    def cache_usage(self) -> CacheUsage:
+        """Space the prompt cache uses on disk and in RAM, and both budgets (Settings page)."""
+        return self.cache.usage()
+
+    def clear_cache(self) -> int:
+        """Delete every saved prompt state (Settings' Clear button); returns bytes freed."""
+        return self.cache.clear()
 
     def default_model_id(self) -> str:
         """The configured default, else the starter model, else the first installed model."""
@@ -63,6 +81,7 @@ class Engine:
 
     def close(self) -> None:
         self.scheduler.close()
+        self.cache.close()  # queued state files reach the disk before the process ends
         self.store.close()
 
     def __enter__(self) -> "Engine":

@@ -80,3 +80,30 @@ class JobCancelled(InglenookError):
     """The job was cancelled before it produced its result."""
 
     code = "cancelled"
+
+
+class ServerError(InglenookError):
+    """The local API server cannot start (e.g. an unsafe bind without an API key) or is stopping."""
+
+    code = "server_error"
+
+
+class PortInUse(ServerError):
+    """Another program already listens on the API server's address and port."""
+
+    code = "port_in_use"
+
+    def __init__(self, message: str, host: str = "", port: int = 0) -> None:
+        super().__init__(message)
+        self.host = host
+        self.port = port
+
+
+class StateFileInvalid(InglenookError):
+    """A saved prompt-cache state is damaged, truncated, or made for another model or build.
+
+    The prefix cache catches it, logs it and prefills the prompt instead; it never reaches
+    a user.
+    """
+
+    code = "state_file_invalid"

@@ -22,6 +22,7 @@ from .chat_template import ChatTemplate
 from .errors import ContextLengthExceeded, InvalidRequest, ModelLoadError
 from .gguf import GGUFInfo, read_gguf
 from .native import llama, physical_cores
+from .native_sampler import NativeSampler
 from .registry import ModelRecord
 from .sampling import SamplingParams
 from .textstream import TextStream
@@ -43,7 +44,11 @@ class LoadOptions:
     embeddings: bool = False
 
     def kv_layout_key(self) -> str:
-        return f"kv={self.kv_cache_type}"
+        # The KV cache type sets the element layout; flash attention (on whenever the cache
+        # is quantized) sets whether V is stored transposed. Context and batch sizes do not
+        # change a saved sequence's bytes: a state fits any context with room for its tokens.
+        flash = "off" if self.kv_cache_type == "f16" else "on"  # see LoadedModel._load
+        return f"kv={self.kv_cache_type};fa={flash}"
 
 
 @dataclass
@@ -118,6 +123,11 @@ class LoadedModel:
         self._pieces: dict[int, bytes] = {}
         # Tokens whose KV entries sequence 0 currently holds, in order.
         self.kv_tokens: list[int] = []
+        # How many leading kv_tokens were computed by prompt prefill in batches of two or more
+        # tokens. Only those are reused: llama.cpp's CPU kernels compute a one-token batch
+        # (every decode step) slightly differently, so KV written by decode steps would make
+        # a continuation drift from what a full prefill of the same prompt produces.
+        self._prefilled = 0
         self._load(progress)
 
     # -- loading --------------------------------------------------------------------
@@ -146,6 +156,8 @@ class LoadedModel:
         self.n_vocab = lib.llama_vocab_n_tokens(self._vocab)
         self.n_ctx_train = lib.llama_model_n_ctx_train(self._model)
         self.n_layer = lib.llama_model_n_layer(self._model)
+        # Sliding-window attention: layers that only see the last n_swa positions.
+        self.n_swa = int(self.info.arch_value("attention.sliding_window") or 0)
 
         ctx_params = lib.llama_context_default_params()
         wanted = self.options.context_size
@@ -161,8 +173,14 @@ class LoadedModel:
             raise ModelLoadError(f"unknown KV cache type {self.options.kv_cache_type!r}; use f16 or q8_0")
         ctx_params.type_k = kv_type
         ctx_params.type_v = kv_type
-        if kv_type != KV_CACHE_TYPES["f16"]:
-            # A quantized V cache needs flash attention in llama.cpp.
+        # Flash attention: a quantized V cache needs it. For f16 it stays off: llama.cpp's CPU
+        # flash-attention kernel for f16 K/V gives results that depend on how the prompt is
+        # split into batches (logits differed by up to ~0.9 on SmolLM2), so a reused prefix
+        # would not reproduce a full prefill. Without it (and with q8_0 + flash attention)
+        # every split of a prompt gives bit-identical logits; the prefix cache relies on that.
+        if kv_type == KV_CACHE_TYPES["f16"]:
+            ctx_params.flash_attn_type = lib.LLAMA_FLASH_ATTN_TYPE_DISABLED
+        else:
             ctx_params.flash_attn_type = lib.LLAMA_FLASH_ATTN_TYPE_ENABLED
         ctx_params.embeddings = self.options.embeddings
         if self.options.embeddings:
@@ -290,7 +308,7 @@ class LoadedModel:
         timings = Timings()
 
         usage.cached_tokens = self._reuse_prefix(prompt) if reuse_kv else self._clear_kv()
-        sampler = self._build_sampler(sampling)
+        sampler = NativeSampler(self._lib, self._vocab, self.n_vocab, sampling)
         try:
             if not self._prefill(prompt[usage.cached_tokens :], cancel):
                 timings.prompt_s = time.perf_counter() - started
@@ -300,11 +318,11 @@ class LoadedModel:
             timings.prompt_s = prefill_done - started
             yield from self._decode_loop(sampler, sampling, budget, cancel, usage, timings, started)
         finally:
-            self._lib.llama_sampler_free(sampler)
+            sampler.free()
 
     def _decode_loop(
         self,
-        sampler: ctypes.c_void_p,
+        sampler: NativeSampler,
         sampling: SamplingParams,
         budget: int,
         cancel: threading.Event,
@@ -326,7 +344,7 @@ class LoadedModel:
                 finish_reason = "cancelled"
                 break
             logits = self._last_logits() if want_logprobs else None
-            token = lib.llama_sampler_sample(sampler, ctx, -1)
+            token = sampler.sample(ctx)
             if usage.completion_tokens == 0:
                 first_token_at = time.perf_counter()
                 timings.ttft_s = first_token_at - started
@@ -367,35 +385,134 @@ class LoadedModel:
             timings.decode_s = time.perf_counter() - first_token_at
         yield Finished(finish_reason, usage, timings, self.record.id)
 
-    def _reuse_prefix(self, prompt: list[int]) -> int:
-        """Keep the KV entries shared with ``prompt``; returns how many tokens were kept."""
+    def reusable_prefix(self, prompt: list[int]) -> int:
+        """How many leading tokens of ``prompt`` the resident KV cache can serve."""
         common = 0
-        limit = min(len(self.kv_tokens), len(prompt) - 1)  # at least one token must be decoded
+        # At least two prompt tokens are always prefilled (one-token batches differ; see
+        # ``_prefilled``), and the last one yields the logits of the first new token.
+        limit = min(self._prefilled, len(self.kv_tokens), len(prompt) - 2)
         while common < limit and self.kv_tokens[common] == prompt[common]:
             common += 1
+        return max(common, 0)
+
+    def _reuse_prefix(self, prompt: list[int]) -> int:
+        """Keep the KV entries shared with ``prompt``; returns how many tokens were kept."""
+        common = self.reusable_prefix(prompt)
         if common == 0:
             return self._clear_kv()
-        if common < len(self.kv_tokens):
-            if not self._lib.llama_memory_seq_rm(self._memory, 0, common, -1):
-                # Some caches (sliding-window, recurrent) cannot drop a tail: start over.
+        return self._truncate_kv(common)
+
+    def _truncate_kv(self, keep: int) -> int:
+        """Drop KV entries from position ``keep`` on; returns the tokens kept (0 if it had to clear)."""
+        if keep < len(self.kv_tokens):
+            if not self._lib.llama_memory_seq_rm(self._memory, 0, keep, -1):
+                # Some caches (recurrent ones) cannot drop a tail: start over.
                 return self._clear_kv()
-            del self.kv_tokens[common:]
-        return common
+            del self.kv_tokens[keep:]
+            if not self._window_intact(keep):
+                return self._clear_kv()
+        self._prefilled = min(self._prefilled, keep)
+        return keep
+
+    def _window_intact(self, next_pos: int) -> bool:
+        """Whether the sliding-window layers still hold every position ``next_pos`` attends to.
+
+        A restored state carries only the last ``n_swa`` positions of those layers, so after
+        trimming it the window of the next token can reach positions that are gone; decoding
+        on would silently attend to nothing there. (llama.cpp's server checks the same.)
+        """
+        if self.n_swa <= 0 or next_pos == 0:
+            return True
+        oldest = self._lib.llama_memory_seq_pos_min(self._memory, 0)
+        return oldest <= max(0, next_pos - self.n_swa)
+
+    # -- sequence state (the prefix cache's payload) --------------------------------
+
+    def state_key(self) -> str:
+        """What a saved sequence state must match to be restored into this model."""
+        from llama_cpp import __version__ as binding_version  # noqa: PLC0415 — already loaded
+
+        return f"{self.record.fingerprint}|{self.options.kv_layout_key()}|llama-cpp-python {binding_version}"
+
+    def export_sequence(self, limit: int | None = None) -> tuple[list[int], np.ndarray] | None:
+        """Copy sequence 0's KV state out of llama.cpp: (the tokens it covers, its bytes).
+
+        Keeps (and saves) at most ``limit`` tokens. Uses the per-sequence state API, which
+        holds only the KV cells (no logits buffer); None when there is nothing to save or
+        llama.cpp could not copy it.
+        """
+        if self.closed or not self.kv_tokens:
+            return None
+        # Only the prefilled part is ever reused, so only it is saved; for sliding-window
+        # models this also makes the saved window end where the next turn continues.
+        keep = self._prefilled if limit is None else min(self._prefilled, limit)
+        if keep <= 0 or self._truncate_kv(keep) == 0:
+            return None
+        lib = self._lib
+        size = lib.llama_state_seq_get_size(self._ctx, 0)
+        if size <= 0:
+            return None
+        # np.empty, not bytearray: zero-filling tens of MB first took longer than the copy.
+        payload = np.empty(size, dtype=np.uint8)
+        written = lib.llama_state_seq_get_data(
+            self._ctx, payload.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)), size, 0
+        )
+        if written != size:
+            log.warning("llama.cpp copied %d of %d bytes of the sequence state; not saving it", written, size)
+            return None
+        return list(self.kv_tokens), payload
+
+    def import_sequence(self, tokens: list[int], payload: bytearray | bytes | np.ndarray, keep: int) -> int:
+        """Replace sequence 0 with a saved state covering ``tokens`` and keep its first ``keep``.
+
+        Returns how many tokens the KV cache now holds: ``keep`` on success, 0 when
+        llama.cpp refused the state or it cannot be trimmed to ``keep`` (the caller then
+        prefills from the start, which is always correct).
+        """
+        self._clear_kv()
+        if not tokens or keep <= 0 or len(tokens) > self.n_ctx:
+            return 0
+        lib = self._lib
+        size = len(payload)
+        buffer = bytearray(payload) if isinstance(payload, bytes) else payload
+        view = (ctypes.c_uint8 * size).from_buffer(buffer)
+        try:
+            loaded = lib.llama_state_seq_set_data(self._ctx, view, size, 0)
+        finally:
+            del view
+        if loaded == 0 or lib.llama_memory_seq_pos_max(self._memory, 0) != len(tokens) - 1:
+            log.warning("llama.cpp did not accept a saved sequence state for %s; prefilling instead", self.record.id)
+            return self._clear_kv()
+        self.kv_tokens = list(tokens)
+        self._prefilled = len(tokens)  # saved states hold prefilled tokens only
+        keep = min(keep, len(tokens))
+        if self._truncate_kv(keep) == 0:
+            return 0
+        if not self._window_intact(keep):
+            log.info("a restored state of %s lacks the sliding-window history for position %d", self.record.id, keep)
+            return self._clear_kv()
+        return keep
 
     def _clear_kv(self) -> int:
         self._lib.llama_memory_clear(self._memory, True)
         self.kv_tokens = []
+        self._prefilled = 0
         return 0
 
     def _prefill(self, tokens: list[int], cancel: threading.Event) -> bool:
         """Decode ``tokens`` in chunks of the batch size; logits only for the very last one."""
         lib, batch = self._lib, self._batch
         step = self.options.batch_size
-        for start in range(0, len(tokens), step):
+        start = 0
+        while start < len(tokens):
             if cancel.is_set():
                 return False
-            chunk = tokens[start : start + step]
+            end = min(start + step, len(tokens))
+            if len(tokens) - end == 1 and end - start > 2:
+                end -= 1  # leave two tokens for the last batch, never a one-token batch
+            chunk = tokens[start:end]
             base = len(self.kv_tokens)
+            contiguous = base == self._prefilled
             batch.n_tokens = len(chunk)
             for i, token in enumerate(chunk):
                 batch.token[i] = token
@@ -403,46 +520,17 @@ class LoadedModel:
                 batch.n_seq_id[i] = 1
                 batch.seq_id[i][0] = 0
                 batch.logits[i] = 0
-            if start + step >= len(tokens):
+            if end >= len(tokens):
                 batch.logits[len(chunk) - 1] = 1
             status = lib.llama_decode(self._ctx, batch)
             if status != 0:
                 self._clear_kv()
                 raise ModelLoadError(f"llama.cpp failed to process the prompt (status {status})")
             self.kv_tokens.extend(chunk)
+            if contiguous and len(chunk) >= 2:
+                self._prefilled = len(self.kv_tokens)
+            start = end
         return True
-
-    def _build_sampler(self, sampling: SamplingParams) -> ctypes.c_void_p:
-        lib = self._lib
-        chain = lib.llama_sampler_chain_init(lib.llama_sampler_chain_default_params())
-        add = lambda sampler: lib.llama_sampler_chain_add(chain, sampler)  # noqa: E731
-        if sampling.grammar:
-            grammar = lib.llama_sampler_init_grammar(self._vocab, sampling.grammar.encode(), b"root")
-            if not grammar:
-                lib.llama_sampler_free(chain)
-                raise InvalidRequest("the grammar for response_format could not be parsed", param="response_format")
-            add(grammar)
-        if sampling.logit_bias:
-            biases = (lib.llama_logit_bias * len(sampling.logit_bias))()
-            for i, (token, bias) in enumerate(sampling.logit_bias.items()):
-                biases[i].token = token
-                biases[i].bias = bias
-            add(lib.llama_sampler_init_logit_bias(self.n_vocab, len(sampling.logit_bias), biases))
-        if sampling.repeat_penalty != 1.0 or sampling.presence_penalty or sampling.frequency_penalty:
-            add(lib.llama_sampler_init_penalties(
-                self.n_vocab, sampling.repeat_last_n, sampling.repeat_penalty,
-                sampling.frequency_penalty, sampling.presence_penalty,
-            ))
-        if sampling.greedy:
-            add(lib.llama_sampler_init_greedy())
-            return chain
-        add(lib.llama_sampler_init_top_k(sampling.top_k))
-        add(lib.llama_sampler_init_top_p(sampling.top_p, 1))
-        add(lib.llama_sampler_init_min_p(sampling.min_p, 1))
-        add(lib.llama_sampler_init_temp(sampling.temperature))
-        seed = lib.LLAMA_DEFAULT_SEED if sampling.seed is None else sampling.seed & 0xFFFFFFFF
-        add(lib.llama_sampler_init_dist(seed))
-        return chain
 
     def _last_logits(self) -> np.ndarray:
         pointer = self._lib.llama_get_logits_ith(self._ctx, -1)

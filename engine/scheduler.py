@@ -19,9 +19,18 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from .cache import PrefixCache
 from .errors import InglenookError, JobCancelled, ModelLoadError, QueueFull
 from .registry import ModelRecord
-from .runtime import Chunk, Finished, GenerationEvent, LoadedModel, LoadOptions, Timings, Usage
+from .runtime import (
+    Chunk,
+    Finished,
+    GenerationEvent,
+    LoadedModel,
+    LoadOptions,
+    Timings,
+    Usage,
+)
 from .sampling import SamplingParams
 
 log = logging.getLogger(__name__)
@@ -37,7 +46,12 @@ class GenerateJob:
     text: str | None = None
     tokens: list[int] | None = None
     tools: list[dict[str, Any]] | None = None
-    use_cache: bool = True  # reuse the KV entries of an earlier prompt with the same prefix
+    # Reuse KV state of an earlier prompt with the same prefix (resident, RAM or disk) and
+    # save this one's afterwards; False touches no cache at all (comparisons, debugging).
+    use_cache: bool = True
+    # A chat turn's conversation: its saved state is keyed by it. Jobs without one (the
+    # HTTP API) use the content-addressed prefix cache instead.
+    conversation_id: int | None = None
 
 
 @dataclass
@@ -126,9 +140,12 @@ class Scheduler:
         idle_unload_s: float = 600.0,
         max_queue: int = 64,
         loader: Callable[..., LoadedModel] = LoadedModel,
+        cache: PrefixCache | None = None,
     ) -> None:
-        """``loader(record, options, progress=...)`` builds a loaded model; tests pass a fake."""
+        """``loader(record, options, progress=...)`` builds a loaded model; tests pass a fake.
+        ``cache`` restores saved prompt states before a job and saves them after it."""
         self._resolve = resolve
+        self.cache = cache
         self._loader = loader
         self._load_options = load_options
         self.idle_unload_s = idle_unload_s
@@ -213,8 +230,9 @@ class Scheduler:
             if handle is None:
                 return
             self._current = handle
+            after: Callable[[], None] | None = None
             try:
-                self._execute(handle)
+                after = self._execute(handle)
             except InglenookError as exc:
                 handle._put(exc)
             except Exception as exc:  # an engine bug must not kill the worker
@@ -223,8 +241,15 @@ class Scheduler:
             finally:
                 self._current = None
                 handle._put(_DONE)
+            if after is not None:
+                # Work that needs the model's state but not the caller's attention (saving the
+                # prompt cache): after the answer is delivered, before the next job runs.
+                try:
+                    after()
+                except Exception:
+                    log.exception("saving the prompt state failed")
 
-    def _execute(self, handle: JobHandle) -> None:
+    def _execute(self, handle: JobHandle) -> Callable[[], None] | None:
         job = handle.job
         if handle.cancelled:
             handle._put(Finished("cancelled", Usage(), Timings(), job.model_id))
@@ -243,8 +268,28 @@ class Scheduler:
         prompt = self._prompt_tokens(model, job)
         if not prompt and job.tokens is not None:
             return  # a load-only job
-        for event in model.generate(prompt, job.sampling, handle.cancel_event, reuse_kv=job.use_cache):
+        cache = self.cache if job.use_cache else None
+        restore_s, reuse = 0.0, job.use_cache
+        if cache is not None:
+            started = time.perf_counter()
+            try:
+                cache.restore(model, prompt, job.conversation_id)
+            except Exception:  # a cache fault costs a full prefill, never the answer
+                log.exception("restoring a saved prompt state failed; prefilling instead")
+                reuse = False
+            restore_s = time.perf_counter() - started
+        finished = None
+        for event in model.generate(prompt, job.sampling, handle.cancel_event, reuse_kv=reuse):
+            if isinstance(event, Finished):
+                finished = event
+                # Time spent restoring is part of the wait for the first token.
+                event.timings.ttft_s += restore_s
+                event.timings.prompt_s += restore_s
             handle._put(event)
+        if cache is not None and finished is not None:
+            cache.reserve_save()
+            return lambda: cache.save(model, len(prompt), job.conversation_id, reserved=True)
+        return None
 
     @staticmethod
     def _prompt_tokens(model: LoadedModel, job: GenerateJob) -> list[int]:

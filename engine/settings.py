@@ -28,7 +28,8 @@ class Settings:
     allowed_hosts: list[str] = field(default_factory=list)
     strict_model_names: bool = False
     # Cache
-    cache_budget_mb: int = 2048
+    cache_budget_mb: int = 2048  # disk budget for saved prompt states (MiB); 0 turns the disk tier off
+    cache_ram_mb: int = 512  # recently used prompt states kept in memory (MiB)
     # Appearance
     theme: str = "system"  # light | dark | system
     # Hub

@@ -154,3 +154,18 @@ def test_logits_for_every_position_match_generation(smollm2: LoadedModel) -> Non
     greedy_next = int(logits[-1].argmax())
     _, _, chunks = run(smollm2, tokens, SamplingParams(temperature=0.0, max_tokens=1), reuse_kv=False)
     assert chunks[0].token_ids[0] == greedy_next
+
+
+def test_grammar_constrains_output_even_when_the_model_wants_otherwise(smollm2: LoadedModel) -> None:
+    prompt = smollm2.chat_tokens([{"role": "user", "content": "Write a sentence about the sea."}])
+    digits = SamplingParams(temperature=0.0, max_tokens=8, grammar='root ::= [0-9]+ "."')
+    text, _, _ = run(smollm2, prompt, digits)
+    assert text and text.rstrip(".").isdigit()
+    hot = SamplingParams(temperature=1.0, seed=3, max_tokens=8, grammar='root ::= ("yes" | "no")')
+    answer, finished, _ = run(smollm2, prompt, hot)
+    assert answer in ("yes", "no") and finished.finish_reason == "stop"
+
+
+def test_a_grammar_that_does_not_parse_is_invalid_request(smollm2: LoadedModel) -> None:
+    with pytest.raises(InvalidRequest):
+        list(smollm2.generate(smollm2.tokenize("hi"), SamplingParams(grammar="root ::= (")))
