@@ -1,0 +1,166 @@
+"""Async access to scheduler jobs for the HTTP server.
+
+``JobHandle.events()`` blocks, so each step runs in a worker thread (anyio's, behind the
+server's own limiter) and the event loop never waits on inference. A ``Run`` also applies
+the server's default cap on generated tokens by cancelling the job when a client sent
+no ``max_tokens``, and it cancels its job when the request goes away: the client
+disconnected, the handler was cancelled, or the server is shutting down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+from starlette.requests import Request
+
+from .errors import JobCancelled
+from .runtime import Chunk, Finished, TokenLogprob, Usage
+from .scheduler import JobHandle
+
+log = logging.getLogger(__name__)
+
+_END = object()
+
+
+class RunSet:
+    """The runs in flight, so shutdown can end them; shared by the loop and ``stop()``."""
+
+    def __init__(self) -> None:
+        self._runs: set[Run] = set()
+        self._lock = threading.Lock()
+
+    def add(self, run: "Run") -> None:
+        with self._lock:
+            self._runs.add(run)
+
+    def discard(self, run: "Run") -> None:
+        with self._lock:
+            self._runs.discard(run)
+
+    def cancel_all(self) -> None:
+        with self._lock:
+            runs = list(self._runs)
+        for run in runs:
+            run.cancel()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._runs)
+
+
+class Run:
+    """One generate job as the server consumes it: prime, iterate, then read the totals."""
+
+    def __init__(self, handle: JobHandle, limiter: anyio.CapacityLimiter, cap: int | None, registry: RunSet) -> None:
+        self.handle = handle
+        self.cap = cap  # the server's default cap, when the client set no max_tokens
+        self.capped = False
+        self.finished: Finished | None = None
+        self.tokens = 0
+        self.text_parts: list[str] = []
+        self.logprobs: list[TokenLogprob] = []
+        self._limiter = limiter
+        self._events = handle.events()
+        self._primed: list[Any] = []
+        self._registry = registry
+        registry.add(self)
+
+    def cancel(self) -> None:
+        self.handle.cancel()
+
+    @property
+    def text(self) -> str:
+        return "".join(self.text_parts)
+
+    async def _next(self) -> Any:
+        try:
+            return await anyio.to_thread.run_sync(
+                next, self._events, _END, limiter=self._limiter, abandon_on_cancel=True
+            )
+        except BaseException:
+            self.close()
+            raise
+
+    async def prime(self) -> None:
+        """Wait for the first event, so a failing job fails before any response is sent."""
+        if not self._primed and self.finished is None:
+            self._primed.append(await self._next())
+
+    async def chunks(self) -> AsyncIterator[Chunk]:
+        """Yield chunks until the job ends; ``finished`` is set afterwards."""
+        while True:
+            event = self._primed.pop() if self._primed else await self._next()
+            if event is _END:
+                break
+            if isinstance(event, Finished):
+                self.finished = event
+                continue
+            if not isinstance(event, Chunk) or self.capped:
+                continue  # after the cap: the job is being cancelled, its last tokens are dropped
+            self.tokens += len(event.token_ids)
+            self.text_parts.append(event.text)
+            if event.logprobs:
+                self.logprobs.extend(event.logprobs)
+            if self.cap is not None and self.tokens >= self.cap:
+                self.capped = True
+                self.handle.cancel()
+            yield event
+        self.close()
+        if self.finished is None:
+            raise JobCancelled("the job ended without a result")
+
+    async def drain(self) -> None:
+        async for _ in self.chunks():
+            pass
+
+    @property
+    def finish_reason(self) -> str:
+        reason = self.finished.finish_reason if self.finished else "length"
+        if self.capped or reason == "cancelled":
+            # Stopped by the default cap, or by shutdown: either way the text is cut short.
+            return "length"
+        return reason
+
+    @property
+    def usage(self) -> Usage:
+        usage = self.finished.usage if self.finished else Usage()
+        if self.capped:
+            return Usage(usage.prompt_tokens, usage.cached_tokens, self.tokens)
+        return usage
+
+    def close(self) -> None:
+        """Cancel the job unless it already ended, and stop tracking it."""
+        if self.finished is None:
+            self.handle.cancel()
+        self._registry.discard(self)
+
+
+@asynccontextmanager
+async def cancelled_on_disconnect(request: Request, runs: Sequence[Run]) -> AsyncIterator[None]:
+    """While the body runs, a client that goes away cancels ``runs``."""
+
+    async def watch() -> None:
+        while True:
+            message = await request.receive()
+            if message["type"] == "http.disconnect":
+                log.info("client disconnected; cancelling %d job(s)", len(runs))
+                for run in runs:
+                    run.cancel()
+                return
+
+    # A plain task rather than a task group: errors of the body then reach the handler as
+    # themselves, not wrapped in an exception group.
+    watcher = asyncio.ensure_future(watch())
+    try:
+        yield
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher

@@ -1,0 +1,414 @@
+"""The local OpenAI-compatible HTTP API: FastAPI on uvicorn, in a thread of this process.
+
+A thin translation layer. Handlers parse a request model, turn it into scheduler jobs
+(``api_requests``), wait for them without blocking the event loop (``api_runs``) and write
+OpenAI's response shapes (``api_responses``). Errors of every kind become OpenAI error
+bodies in ``api_errors``; the Host, Origin, body-size and API-key checks are in
+``api_security``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import errno
+import ipaddress
+import json
+import logging
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+import anyio
+import numpy as np
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from .api_errors import ApiError, error_body, error_for
+from .api_requests import GenerationPlan, ModelNames, looks_like_path, chat_plan, completion_plan
+from .api_responses import Meta, chat_completion, chat_stream, completion, completion_stream
+from .api_runs import Run, RunSet, cancelled_on_disconnect
+from .api_security import Gate, is_loopback_host
+from .core import Engine
+from .errors import InglenookError, InvalidRequest, ModelNotFound, PortInUse, ServerError
+from .protocol import (
+    ChatCompletionRequest,
+    CompletionRequest,
+    EmbeddingData,
+    EmbeddingList,
+    EmbeddingRequest,
+    EmbeddingUsage,
+    ModelCard,
+    ModelList,
+    RequestModel,
+)
+from .scheduler import EmbedJob
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_TOKENS = 2048  # when a client sends no max_tokens; the context bounds it further
+MAX_EMBEDDING_INPUTS = 256
+ModelT = TypeVar("ModelT", bound=RequestModel)
+
+
+class ApiService:
+    """What the handlers share: the engine, model naming, and the jobs in flight."""
+
+    def __init__(self, engine: Engine, names: ModelNames, default_max_tokens: int) -> None:
+        self.engine = engine
+        self.names = names
+        self.default_max_tokens = default_max_tokens
+        # Threads that wait on job events; sized above the scheduler's queue so waiting
+        # streams never starve other requests of threads.
+        self.limiter = anyio.CapacityLimiter(256)
+        self.runs = RunSet()
+        self.closing = False
+
+    def ensure_open(self) -> None:
+        if self.closing:
+            raise ServerError("the server is shutting down")
+
+    def submit(self, plan: GenerationPlan) -> list[Run]:
+        cap = self.default_max_tokens if plan.capped else None
+        runs: list[Run] = []
+        try:
+            for job in plan.jobs:
+                runs.append(Run(self.engine.scheduler.submit(job), self.limiter, cap, self.runs))
+        except InglenookError:
+            for run in runs:
+                run.close()
+            raise
+        return runs
+
+    def cancel_all(self) -> None:
+        self.runs.cancel_all()
+
+
+async def read_request(request: Request, model: type[ModelT]) -> ModelT:
+    raw = await request.body()
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        raise ApiError(400, "the request body is not valid JSON", code="invalid_json") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "the request body must be a JSON object", code="invalid_json")
+    parsed = model.model_validate(data)
+    unknown = parsed.unknown_fields()
+    if unknown:
+        log.info("%s: ignoring fields this server does not know: %s", request.url.path, ", ".join(sorted(set(unknown))))
+    return parsed
+
+
+def event_stream(body: Any) -> StreamingResponse:
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    return StreamingResponse(body, media_type="text/event-stream", headers=headers)
+
+
+async def run_plan(request: Request, service: ApiService, plan: GenerationPlan, stream: bool) -> list[Run]:
+    """Submit the plan; wait for all of it, or (streaming) for its first event."""
+    runs = service.submit(plan)
+    try:
+        async with cancelled_on_disconnect(request, runs):
+            if stream:
+                await runs[0].prime()  # errors such as an over-long prompt become HTTP errors
+            else:
+                for run in runs:
+                    await run.drain()
+    except BaseException:
+        for run in runs:
+            run.close()
+        raise
+    return runs
+
+
+def create_app(service: ApiService) -> FastAPI:
+    app = FastAPI(title="Inglenook", docs_url=None, redoc_url=None, openapi_url="/openapi.json")
+    engine = service.engine
+    names = service.names
+
+    async def on_error(_request: Request, exc: Exception) -> JSONResponse:
+        if isinstance(exc, RequestValidationError):
+            exc = ApiError(400, f"invalid request: {exc.errors()[0].get('msg', 'invalid value')}", code="invalid_value")
+        elif isinstance(exc, StarletteHTTPException):
+            exc = ApiError(exc.status_code, str(exc.detail), code="not_found" if exc.status_code == 404 else None)
+        error = error_for(exc)
+        return JSONResponse(error_body(error), status_code=error.status, headers=error.headers)
+
+    for kind in (ApiError, InglenookError, ValidationError, RequestValidationError, StarletteHTTPException, Exception):
+        app.add_exception_handler(kind, on_error)
+
+    @app.get("/health")
+    async def health() -> JSONResponse:
+        if service.closing:
+            return JSONResponse({"status": "shutting_down"}, status_code=503)
+        loaded = [m.record.id for m in engine.scheduler.loaded_models()]
+        return JSONResponse({"status": "ok", "loaded_models": loaded, "queue_depth": engine.scheduler.queue_depth})
+
+    @app.get("/v1/models")
+    async def list_models() -> dict:
+        records = await anyio.to_thread.run_sync(engine.registry.list)
+        cards = [ModelCard(id=r.id, created=int(r.added_at), owned_by="local") for r in records]
+        return ModelList(data=cards).model_dump()
+
+    @app.get("/v1/models/{model_id:path}")
+    async def retrieve_model(model_id: str) -> dict:
+        if looks_like_path(model_id):
+            raise ModelNotFound(f"the model {model_id!r} does not exist")
+        record = await anyio.to_thread.run_sync(engine.registry.resolve, model_id)
+        return ModelCard(id=record.id, created=int(record.added_at), owned_by="local").model_dump()
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request) -> Any:
+        service.ensure_open()
+        body = await read_request(request, ChatCompletionRequest)
+        plan = await anyio.to_thread.run_sync(chat_plan, body, names)
+        runs = await run_plan(request, service, plan, body.stream)
+        meta = Meta.new("chatcmpl", plan)
+        if body.stream:
+            usage = bool(body.stream_options and body.stream_options.include_usage)
+            return event_stream(chat_stream(plan, runs, meta, usage, body.parallel_tool_calls))
+        return chat_completion(plan, runs, meta, body.parallel_tool_calls).model_dump(mode="json")
+
+    @app.post("/v1/completions")
+    async def completions(request: Request) -> Any:
+        service.ensure_open()
+        body = await read_request(request, CompletionRequest)
+        plan = await anyio.to_thread.run_sync(completion_plan, body, names)
+        runs = await run_plan(request, service, plan, body.stream)
+        meta = Meta.new("cmpl", plan)
+        if body.stream:
+            usage = bool(body.stream_options and body.stream_options.include_usage)
+            return event_stream(completion_stream(plan, runs, meta, usage))
+        return completion(plan, runs, meta).model_dump(mode="json")
+
+    @app.post("/v1/embeddings")
+    async def embeddings(request: Request) -> Any:
+        service.ensure_open()
+        body = await read_request(request, EmbeddingRequest)
+        inputs = embedding_inputs(body.input)
+        record = await anyio.to_thread.run_sync(names.resolve, body.model)
+        handle = engine.scheduler.submit(EmbedJob(model_id=record.id, inputs=inputs))
+        try:
+            async with cancelled_on_disconnect(request, [handle]):
+                result = await anyio.to_thread.run_sync(
+                    handle.embeddings, limiter=service.limiter, abandon_on_cancel=True
+                )
+        finally:
+            handle.cancel()  # no-op once done; stops the job if this request went away
+        if body.dimensions is not None and result.vectors and body.dimensions != len(result.vectors[0]):
+            raise InvalidRequest(f"this model makes {len(result.vectors[0])}-dimensional embeddings", param="dimensions")
+        data = [
+            EmbeddingData(index=i, embedding=_encode(v, body.encoding_format)) for i, v in enumerate(result.vectors)
+        ]
+        usage = EmbeddingUsage(prompt_tokens=result.prompt_tokens, total_tokens=result.prompt_tokens)
+        return EmbeddingList(data=data, model=result.model_id, usage=usage).model_dump()
+
+    return app
+
+
+def embedding_inputs(value: str | list[str] | list[int] | list[list[int]]) -> list[str]:
+    inputs = [value] if isinstance(value, str) else list(value)
+    if not inputs or len(inputs) > MAX_EMBEDDING_INPUTS:
+        raise InvalidRequest(f"input must hold between 1 and {MAX_EMBEDDING_INPUTS} texts", param="input")
+    if not all(isinstance(i, str) for i in inputs):
+        raise InvalidRequest("embedding inputs must be text; token ids are not supported", param="input")
+    if any(not i for i in inputs):
+        raise InvalidRequest("an embedding input is empty", param="input")
+    return inputs  # type: ignore[return-value]
+
+
+def _encode(vector: list[float], encoding: str) -> list[float] | str:
+    if encoding == "base64":
+        return base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
+    return vector
+
+
+# -- the server thread --------------------------------------------------------------------
+
+
+class ApiServer:
+    """Runs the API on ``host:port`` in a background thread until ``stop()``.
+
+    ``port=0`` picks a free port (tests); ``url`` then tells which one.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        host: str = "127.0.0.1",
+        port: int = 8484,
+        api_key: str | None = None,
+        cors_origins: Sequence[str] = (),
+        allowed_hosts: Sequence[str] = (),
+        strict_model_names: bool = False,
+        *,
+        default_model: str | None = None,
+        default_max_tokens: int = DEFAULT_MAX_TOKENS,
+        max_body_bytes: int = 16 * 1024 * 1024,
+    ) -> None:
+        self.engine = engine
+        self.host = host
+        self.port = port
+        self.api_key = api_key or None
+        self.cors_origins = list(cors_origins)
+        self.allowed_hosts = list(allowed_hosts)
+        self.strict_model_names = strict_model_names
+        self.default_model = default_model
+        self.default_max_tokens = default_max_tokens
+        self.max_body_bytes = max_body_bytes
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+        self._socket: socket.socket | None = None
+        self._service: ApiService | None = None
+        self._failure: BaseException | None = None
+
+    @classmethod
+    def from_settings(cls, engine: Engine, **overrides: Any) -> "ApiServer":
+        s = engine.settings
+        values: dict[str, Any] = {
+            "host": s.api_host, "port": s.api_port, "api_key": s.api_key, "cors_origins": s.cors_origins,
+            "allowed_hosts": s.allowed_hosts, "strict_model_names": s.strict_model_names,
+        }
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(engine, **values)
+
+    @property
+    def url(self) -> str:
+        host = self.host
+        if host in ("0.0.0.0", ""):
+            host = "127.0.0.1"
+        elif host == "::":
+            host = "::1"
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.port}/v1"
+
+    @property
+    def active_requests(self) -> int:
+        """Generations in flight (for a status line)."""
+        return len(self._service.runs) if self._service is not None else 0
+
+    @property
+    def running(self) -> bool:
+        server = self._server
+        return bool(self._thread and self._thread.is_alive() and server and server.started and not server.should_exit)
+
+    def build_app(self) -> Any:
+        """The ASGI application, gate included (also usable with any ASGI server)."""
+        names = ModelNames(self.engine, self.strict_model_names, self.default_model)
+        self._service = ApiService(self.engine, names, self.default_max_tokens)
+        app: Any = create_app(self._service)
+        app = Gate(
+            app, self.api_key, self.allowed_hosts, self.cors_origins,
+            any_ip_host=not is_loopback_host(self.host), max_body_bytes=self.max_body_bytes,
+        )
+        if self.cors_origins:
+            from starlette.middleware.cors import CORSMiddleware  # noqa: PLC0415
+
+            app = CORSMiddleware(
+                app, allow_origins=self.cors_origins, allow_methods=["GET", "POST", "OPTIONS"],
+                allow_headers=["authorization", "content-type", "x-api-key", "openai-organization", "openai-project"],
+                max_age=600,
+            )
+        return app
+
+    def start(self) -> None:
+        """Bind, start serving in a thread, and return once the server accepts connections."""
+        if self.running:
+            return
+        if not is_loopback_host(self.host) and not self.api_key:
+            raise ServerError(
+                f"refusing to listen on {self.host}, which other machines can reach, without an API key; "
+                "set one (--api-key) or listen on 127.0.0.1"
+            )
+        import uvicorn  # noqa: PLC0415 — only the server needs it
+
+        self._socket = self._bind()
+        self.port = self._socket.getsockname()[1]
+        config = uvicorn.Config(
+            self.build_app(), log_config=None, access_log=False, lifespan="off", http="h11",
+            timeout_graceful_shutdown=5, timeout_keep_alive=5,
+        )
+        self._server = uvicorn.Server(config)
+        self._failure = None
+        self._thread = threading.Thread(target=self._serve, name="inglenook-api", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 15.0
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                self._close_socket()
+                raise ServerError(f"the API server did not start: {self._failure or 'timed out'}")
+            time.sleep(0.01)
+        log.info("API server listening on %s", self.url)
+
+    def _bind(self) -> socket.socket:
+        host = self.host.strip("[]")
+        family = socket.AF_INET6 if _is_ipv6(host) else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        if hasattr(socket, "SO_EXCLUSIVEADDRUSE"):  # Windows: no other process may share the port
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_EXCLUSIVEADDRUSE, 1)
+        else:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, self.port))
+            sock.listen(128)
+        except OSError as exc:
+            sock.close()
+            if exc.errno in (errno.EADDRINUSE, getattr(errno, "WSAEADDRINUSE", -1)):
+                raise PortInUse(
+                    f"port {self.port} on {self.host} is already in use; choose another with --port",
+                    host=self.host, port=self.port,
+                ) from None
+            raise ServerError(f"cannot listen on {self.host}:{self.port}: {exc.strerror}") from None
+        sock.setblocking(False)
+        return sock
+
+    def _serve(self) -> None:
+        try:
+            asyncio.run(self._server.serve(sockets=[self._socket]))
+        except BaseException as exc:  # noqa: BLE001 — reported by start() or logged
+            self._failure = exc
+            log.exception("the API server stopped with an error")
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """End in-flight generations (streams finish cleanly), then stop listening."""
+        if self._server is None:
+            return
+        if self._service is not None:
+            self._service.closing = True
+            self._service.cancel_all()
+        self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                log.warning("API server did not stop within %.1fs; closing connections", timeout)
+                self._server.force_exit = True
+                self._thread.join(2.0)
+        self._close_socket()
+        self._server = None
+        self._thread = None
+        log.info("API server stopped")
+
+    def _close_socket(self) -> None:
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
+
+    def __enter__(self) -> "ApiServer":
+        self.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+
+def _is_ipv6(host: str) -> bool:
+    try:
+        return isinstance(ipaddress.ip_address(host), ipaddress.IPv6Address)
+    except ValueError:
+        return False

@@ -1,0 +1,84 @@
+"""``inglenook serve``: the OpenAI-compatible API without the desktop app.
+
+Flags override the stored settings for this run only. The process serves until Ctrl-C or
+SIGTERM, then lets in-flight streams end cleanly and exits with status 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+from typing import Any
+
+from inglenook.engine.paths import Paths
+
+API_KEY_VARIABLE = "INGLENOOK_API_KEY"
+
+
+def add_commands(commands: Any) -> None:
+    serve = commands.add_parser(
+        "serve",
+        help="serve the OpenAI-compatible API (headless)",
+        description="Serve the OpenAI-compatible API at http://HOST:PORT/v1 until Ctrl-C. "
+        "Flags override the saved settings for this run.",
+    )
+    serve.add_argument("--host", help="address to listen on (default: the saved setting, 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port to listen on (default: the saved setting, 8484; 0 picks a free one)")
+    serve.add_argument("--model", metavar="ID", help="model that answers requests naming an unknown model; loaded at start")
+    serve.add_argument(
+        "--api-key", metavar="KEY",
+        help=f"require this key as 'Authorization: Bearer KEY' (or set {API_KEY_VARIABLE}); "
+        "needed to listen on a non-loopback address",
+    )
+    serve.add_argument(
+        "--cors-origin", dest="cors_origins", action="append", metavar="ORIGIN",
+        help="allow browser pages from this origin, e.g. http://localhost:3000 (repeatable)",
+    )
+    serve.add_argument(
+        "--allowed-host", dest="allowed_hosts", action="append", metavar="HOST",
+        help="also answer requests addressed to this host name (repeatable)",
+    )
+    serve.add_argument("--strict-model-names", action="store_true", default=None,
+                       help="answer unknown model names with 404 instead of the default model")
+    serve.set_defaults(handler=cmd_serve)
+
+
+def cmd_serve(args: argparse.Namespace, paths: Paths) -> int:
+    from inglenook.engine.core import Engine  # noqa: PLC0415 — keeps --help fast
+    from inglenook.engine.server import ApiServer  # noqa: PLC0415
+
+    with Engine(paths) as engine:
+        default_model = engine.registry.resolve(args.model).id if args.model else None
+        server = ApiServer.from_settings(
+            engine,
+            host=args.host, port=args.port, api_key=args.api_key or os.environ.get(API_KEY_VARIABLE) or None,
+            cors_origins=args.cors_origins, allowed_hosts=args.allowed_hosts,
+            strict_model_names=args.strict_model_names, default_model=default_model,
+        )
+        server.start()
+        try:
+            if default_model:
+                engine.scheduler.load(default_model)  # loads in the background; requests queue behind it
+            print(f"Serving the OpenAI-compatible API at {server.url}", flush=True)
+            print("Press Ctrl-C to stop.", file=sys.stderr, flush=True)
+            _wait_for_signal()
+        finally:
+            print("Stopping…", file=sys.stderr, flush=True)
+            server.stop()
+    return 0
+
+
+def _wait_for_signal() -> None:
+    stop = threading.Event()
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        while not stop.wait(0.5):  # a timed wait lets signals through on every platform
+            pass
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
