@@ -69,6 +69,25 @@ def m001_initial(db: sqlite_utils.Database) -> None:
     db["settings"].create({"key": str, "value": str}, pk="key")
 
 
+def m003_lab_results(db: sqlite_utils.Database) -> None:
+    """Quantization lab measurements: one row per file version, machine and settings."""
+    db["lab_results"].create(
+        {
+            "path": str,
+            "fingerprint": str,
+            "machine": str,  # hostname | CPU model | GPU
+            "settings": str,  # JSON: threads, GPU layers, window, KV type, evaluation text digest
+            "model_id": str,
+            "reference_fingerprint": str,
+            "result": str,  # JSON of engine.lab.results.LabResult
+            "measured_at": float,
+        },
+        pk=("path", "fingerprint", "machine", "settings"),
+    )
+    db["lab_results"].create_index(["path", "machine", "measured_at"])
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     m001_initial,
+    m003_lab_results,
 ]

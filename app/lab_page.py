@@ -1,0 +1,588 @@
+"""Settings ▸ Quantization: compare a model's quantization variants on this machine.
+
+Pick a model, tick the variants to measure (installed ones, or ones to create locally),
+press Run. A worker thread runs the engine's ``LabRun``; progress and each finished
+variant arrive as queued signals, so the table and the two charts fill in as it goes.
+Saved measurements show at once when the page opens, greyed out where they are stale.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCharts import QChart, QChartView, QLineSeries, QScatterSeries, QValueAxis
+from PySide6.QtCore import (
+    QAbstractTableModel, QModelIndex, QObject, QPointF, QSortFilterProxyModel, Qt, QThread, Signal, Slot,
+)
+from PySide6.QtGui import QBrush, QColor, QFont, QPainter, QPen
+from PySide6.QtWidgets import (
+    QAbstractItemView, QComboBox, QFileDialog, QFrame, QHBoxLayout, QHeaderView, QLabel, QListWidget,
+    QListWidgetItem, QProgressBar, QPushButton, QSizePolicy, QSplitter, QTableView, QVBoxLayout, QWidget,
+)
+
+from inglenook.engine.lab import LabProgress, LabReport, LabResult, LabRun, QuantLab, VariantGroup
+from inglenook.engine.lab.evaltext import EvalText
+from inglenook.engine.lab.measure import MeasureConfig
+from inglenook.engine.lab.recommend import Recommendation
+
+from .errors import explain
+from .tasks import TaskRunner
+from .theme import colors, current_mode
+
+log = logging.getLogger(__name__)
+
+# Point colours for the variants, most precise first (readable on light and dark).
+SERIES_COLORS = ["#5b5bd6", "#2f9e8f", "#d9822b", "#c2407a", "#3a86c8", "#8a9a2b", "#9657c9", "#c0392b"]
+KIND_ROLE = Qt.ItemDataRole.UserRole + 1
+
+
+def _mb(n: float | None) -> str:
+    return "–" if n is None else f"{n / 1e6:,.0f} MB"
+
+
+def _num(value: float | None, pattern: str) -> str:
+    return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, pattern)
+
+
+class LabTableModel(QAbstractTableModel):
+    """One row per measured variant; sorts on raw numbers (``UserRole``), shows formatted text."""
+
+    COLUMNS: list[tuple[str, str]] = [
+        ("Variant", "quantization"), ("Size", "size_bytes"), ("Bits/w", "bits_per_weight"),
+        ("Load", "load_s"), ("RAM", "ram_bytes"), ("VRAM", "vram_bytes"), ("Prompt t/s", "prompt_tps"),
+        ("Decode t/s", "decode_tps"), ("Perplexity", "perplexity"), ("KLD", "kld_mean"),
+        ("KLD p99", "kld_p99"), ("Same top", "same_top"), ("Status", "status"),
+    ]
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.results: list[LabResult] = []
+        self.recommended_id: str | None = None
+        self._palette = colors(current_mode())
+
+    def set_results(self, results: list[LabResult], recommended_id: str | None) -> None:
+        self.beginResetModel()
+        self.results = sorted(results, key=lambda r: -r.size_bytes)
+        self.recommended_id = recommended_id
+        self.endResetModel()
+
+    def upsert(self, result: LabResult) -> None:
+        others = [r for r in self.results if r.model_id != result.model_id]
+        self.set_results([*others, result], self.recommended_id)
+
+    def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: B008, N802 — Qt's name
+        return 0 if parent.isValid() else len(self.results)
+
+    def columnCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: B008, N802
+        return 0 if parent.isValid() else len(self.COLUMNS)
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:  # noqa: N802
+        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
+            return self.COLUMNS[section][0]
+        return None
+
+    def data(self, index: QModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid():
+            return None
+        result = self.results[index.row()]
+        key = self.COLUMNS[index.column()][1]
+        recommended = result.model_id == self.recommended_id
+        if role == Qt.ItemDataRole.DisplayRole:
+            return self._text(result, key)
+        if role == Qt.ItemDataRole.UserRole:
+            return self._sort_value(result, key)
+        if role == Qt.ItemDataRole.TextAlignmentRole and index.column() > 0:
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        if role == Qt.ItemDataRole.FontRole and (recommended or result.stale):
+            font = QFont()
+            font.setBold(recommended)
+            font.setItalic(result.stale)
+            return font
+        if role == Qt.ItemDataRole.BackgroundRole and recommended:
+            return QBrush(QColor(self._palette["accent_soft"]))
+        if role == Qt.ItemDataRole.ForegroundRole and result.stale:
+            return QBrush(QColor(self._palette["muted"]))
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return result.stale_reason or ("recommended for this machine" if recommended else None)
+        return None
+
+    def _text(self, r: LabResult, key: str) -> str:
+        if key == "quantization":
+            return f"★ {r.quantization}" if r.model_id == self.recommended_id else r.quantization
+        if key in ("size_bytes", "ram_bytes", "vram_bytes"):
+            return _mb(getattr(r, key))
+        if key == "bits_per_weight":
+            return f"{r.bits_per_weight:.2f}"
+        if key == "load_s":
+            return _num(r.load_s, ".2f") + (" s" if r.load_s is not None else "")
+        if key in ("prompt_tps", "decode_tps"):
+            return _num(getattr(r, key), ",.1f")
+        if key == "perplexity":
+            return _num(r.perplexity, ".3f")
+        if key in ("kld_mean", "kld_p99"):
+            return _num(getattr(r, key), ".4f")
+        if key == "same_top":
+            return "–" if r.same_top is None else f"{r.same_top * 100:.1f}%"
+        if key == "status":
+            if r.stale:
+                return "stale"
+            return "reference" if r.is_reference else ""
+        return ""
+
+    @staticmethod
+    def _sort_value(r: LabResult, key: str) -> Any:
+        if key == "quantization":
+            return r.bits_per_weight
+        if key == "status":
+            return (r.stale, not r.is_reference)
+        value = getattr(r, key)
+        return -1.0 if value is None else float(value)
+
+
+class LabWorker(QObject):
+    """Runs one ``LabRun`` on its QThread; everything it reports goes out as signals."""
+
+    progress = Signal(float, str)
+    result = Signal(object)  # LabResult
+    finished = Signal(object)  # LabReport
+
+    def __init__(self, run_factory: Any) -> None:
+        super().__init__()
+        self._factory = run_factory
+        self.run: LabRun | None = None
+
+    def prepare(self) -> LabRun:
+        self.run = self._factory(self._emit_progress, self.result.emit)
+        return self.run
+
+    def _emit_progress(self, progress: LabProgress) -> None:
+        self.progress.emit(progress.fraction, progress.message)
+
+    @Slot()
+    def work(self) -> None:
+        assert self.run is not None
+        self.finished.emit(self.run.execute())
+
+
+def _chart(title: str, x_title: str, y_title: str, dark: bool) -> tuple[QChart, QValueAxis, QValueAxis]:
+    chart = QChart()
+    chart.setTheme(QChart.ChartTheme.ChartThemeDark if dark else QChart.ChartTheme.ChartThemeLight)
+    chart.setTitle(title)
+    chart.legend().hide()
+    chart.setAnimationOptions(QChart.AnimationOption.NoAnimation)
+    chart.setMargins(chart.margins().__class__(4, 4, 4, 4))
+    chart.setBackgroundRoundness(6)
+    x_axis, y_axis = QValueAxis(), QValueAxis()
+    x_axis.setTitleText(x_title)
+    y_axis.setTitleText(y_title)
+    x_axis.setLabelFormat("%.0f")
+    chart.addAxis(x_axis, Qt.AlignmentFlag.AlignBottom)
+    chart.addAxis(y_axis, Qt.AlignmentFlag.AlignLeft)
+    return chart, x_axis, y_axis
+
+
+class LabPage(QWidget):
+    """The Quantization page of Settings."""
+
+    run_finished = Signal(object)  # LabReport, after the page has shown it
+    results_shown = Signal()
+
+    def __init__(self, engine: Any, parent: QWidget | None = None, config: MeasureConfig | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("LabPage")
+        self.engine = engine
+        self.lab = QuantLab.for_engine(engine)
+        self.config = config or MeasureConfig()
+        self.eval_text: EvalText | None = None
+        self.eval_path: str | None = None
+        self.group: VariantGroup | None = None
+        self.recommendation: Recommendation | None = None
+        self._tasks = TaskRunner(self, max_threads=2)
+        self._thread: QThread | None = None
+        self._worker: LabWorker | None = None
+        self._palette = colors(current_mode())
+        self._build()
+        self._load_eval_then_groups()
+
+    # -- layout -----------------------------------------------------------------------
+
+    def _build(self) -> None:
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(20, 16, 20, 16)
+        outer.setSpacing(10)
+
+        heading = QLabel("Quantization", self)
+        heading.setObjectName("PageTitle")
+        font = heading.font()
+        font.setPointSizeF(font.pointSizeF() * 1.35)
+        font.setBold(True)
+        heading.setFont(font)
+        outer.addWidget(heading)
+        hint = QLabel(
+            "Compare a model's quantization levels on this computer: size, memory, speed, and how closely "
+            "each one follows the most precise variant (KL divergence and same top token).", self)
+        hint.setObjectName("PageHint")
+        hint.setWordWrap(True)
+        outer.addWidget(hint)
+
+        top = QHBoxLayout()
+        top.addWidget(QLabel("Model", self))
+        self.model_picker = QComboBox(self)
+        self.model_picker.setMinimumWidth(260)
+        self.model_picker.currentIndexChanged.connect(self._model_changed)
+        top.addWidget(self.model_picker, 1)
+        top.addSpacing(12)
+        self.eval_label = QLabel("Evaluation text: bundled essays", self)
+        self.eval_label.setObjectName("PageHint")
+        top.addWidget(self.eval_label)
+        choose = QPushButton("Choose text…", self)
+        choose.clicked.connect(self._choose_eval_file)
+        top.addWidget(choose)
+        outer.addLayout(top)
+
+        middle = QHBoxLayout()
+        left = QVBoxLayout()
+        left.addWidget(QLabel("Variants to measure", self))
+        self.variant_list = QListWidget(self)
+        self.variant_list.setMinimumWidth(210)
+        self.variant_list.setMaximumWidth(250)
+        left.addWidget(self.variant_list, 1)
+        buttons = QHBoxLayout()
+        self.run_button = QPushButton("Run", self)
+        self.run_button.setObjectName("PrimaryButton")
+        self.run_button.clicked.connect(self.start_run)
+        self.cancel_button = QPushButton("Cancel", self)
+        self.cancel_button.setEnabled(False)
+        self.cancel_button.clicked.connect(self.cancel_run)
+        buttons.addWidget(self.run_button)
+        buttons.addWidget(self.cancel_button)
+        left.addLayout(buttons)
+        middle.addLayout(left)
+
+        right = QVBoxLayout()
+        self.recommendation_label = QLabel("", self)
+        self.recommendation_label.setObjectName("LabRecommendation")
+        self.recommendation_label.setWordWrap(True)
+        self.recommendation_label.setStyleSheet(
+            f"QLabel#LabRecommendation {{ background: {self._palette['accent_soft']}; color: {self._palette['text']};"
+            f" border: 1px solid {self._palette['accent']}; border-radius: 6px; padding: 8px 10px; font-weight: 600; }}"
+        )
+        self.recommendation_label.hide()
+        right.addWidget(self.recommendation_label)
+
+        self.table_model = LabTableModel(self)
+        self.proxy = QSortFilterProxyModel(self)
+        self.proxy.setSourceModel(self.table_model)
+        self.proxy.setSortRole(Qt.ItemDataRole.UserRole)
+        self.table = QTableView(self)
+        self.table.setModel(self.proxy)
+        self.table.setSortingEnabled(True)
+        self.table.sortByColumn(1, Qt.SortOrder.DescendingOrder)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.verticalHeader().hide()
+        self.table.setAlternatingRowColors(True)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.setMinimumHeight(170)
+        right.addWidget(self.table, 1)
+        middle.addLayout(right, 1)
+        outer.addLayout(middle, 1)
+
+        progress_row = QHBoxLayout()
+        self.progress = QProgressBar(self)
+        self.progress.setRange(0, 1000)
+        self.progress.setValue(0)
+        self.progress.setTextVisible(False)
+        self.progress.setMaximumHeight(10)
+        self.status = QLabel("", self)
+        self.status.setObjectName("PageHint")
+        self.status.setMinimumWidth(340)
+        progress_row.addWidget(self.progress, 1)
+        progress_row.addWidget(self.status)
+        outer.addLayout(progress_row)
+
+        charts = QSplitter(Qt.Orientation.Horizontal, self)
+        dark = current_mode() == "dark"
+        self.quality_chart, self.quality_x, self.quality_y = _chart(
+            "Quality against size", "file size (MB)", "KL divergence from reference (mean)", dark)
+        self.speed_chart, self.speed_x, self.speed_y = _chart("Decode speed against size", "file size (MB)", "tokens per second", dark)
+        for chart in (self.quality_chart, self.speed_chart):
+            view = QChartView(chart, charts)
+            view.setRenderHint(QPainter.RenderHint.Antialiasing)
+            view.setMinimumHeight(260)
+            view.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
+            view.setFrameShape(QFrame.Shape.NoFrame)
+            charts.addWidget(view)
+        outer.addWidget(charts, 2)
+
+    # -- loading ----------------------------------------------------------------------
+
+    def _load_eval_then_groups(self) -> None:
+        path = self.eval_path
+
+        def load() -> tuple[EvalText, list[VariantGroup]]:
+            return EvalText.load(path), self.lab.groups()
+
+        self.status.setText("Looking for models…")
+        self._tasks.run(load, self._groups_loaded, self._show_error)
+
+    def _groups_loaded(self, loaded: tuple[EvalText, list[VariantGroup]]) -> None:
+        self.eval_text, groups = loaded
+        self.eval_label.setText(f"Evaluation text: {'bundled essays' if self.eval_text.source == 'bundled' else self.eval_text.source}")
+        wanted = self.model_picker.currentData()
+        self.model_picker.blockSignals(True)
+        self.model_picker.clear()
+        for group in groups:
+            count = len(group.variants)
+            self.model_picker.addItem(f"{group.name}  ({count} variant{'s' if count != 1 else ''})", group.reference.id)
+        self.model_picker.blockSignals(False)
+        index = max(0, self.model_picker.findData(wanted)) if wanted else 0
+        self.model_picker.setCurrentIndex(index)
+        self.status.setText("" if groups else "No models installed.")
+        self._model_changed()
+
+    def select_model(self, model_id: str) -> None:
+        """Show ``model_id``'s variants (it may be any variant of the group)."""
+        for i in range(self.model_picker.count()):
+            group_ref = self.model_picker.itemData(i)
+            if group_ref == model_id or model_id.split(":")[0] == str(group_ref).split(":")[0]:
+                self.model_picker.setCurrentIndex(i)
+                return
+
+    def _model_changed(self, *_: object) -> None:
+        model_id = self.model_picker.currentData()
+        if not model_id or self.eval_text is None:
+            return
+        eval_text, config = self.eval_text, self.config
+
+        def load() -> tuple[VariantGroup, list[LabResult]]:
+            group = self.lab.variants(model_id)
+            return group, self.lab.saved(model_id, eval_text, config)
+
+        self._tasks.run(load, self._variants_loaded, self._show_error)
+
+    def _variants_loaded(self, loaded: tuple[VariantGroup, list[LabResult]]) -> None:
+        self.group, results = loaded
+        self.variant_list.clear()
+        for variant in self.group.variants:
+            label = f"{variant.quantization}   {variant.record.size_bytes / 1e6:,.0f} MB"
+            if variant.id == self.group.reference.id:
+                label += "   (reference)"
+            item = QListWidgetItem(label, self.variant_list)
+            item.setData(Qt.ItemDataRole.UserRole, variant.id)
+            item.setData(KIND_ROLE, "installed")
+            item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
+            item.setCheckState(Qt.CheckState.Checked)
+        for quant in self.group.creatable():
+            item = QListWidgetItem(f"{quant}   create from {self.group.reference.quantization}", self.variant_list)
+            item.setData(Qt.ItemDataRole.UserRole, quant)
+            item.setData(KIND_ROLE, "create")
+            item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
+            item.setCheckState(Qt.CheckState.Unchecked)
+            item.setForeground(QBrush(QColor(self._palette["muted"])))
+        for name in self.group.hub_files:
+            item = QListWidgetItem(f"{name}   on the hub", self.variant_list)
+            item.setFlags(Qt.ItemFlag.NoItemFlags)
+            item.setToolTip("Download it from the Models page first; then it appears here as installed.")
+        if self.group.hub_note:
+            self.variant_list.setToolTip(f"Hugging Face: {self.group.hub_note}")
+        self.show_results(results)
+
+    def _choose_eval_file(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Evaluation text", str(Path.home()), "Text files (*.txt *.md);;All files (*)")
+        if path:
+            self.eval_path = path
+            self._load_eval_then_groups()
+
+    # -- results ----------------------------------------------------------------------
+
+    def show_results(self, results: list[LabResult]) -> None:
+        self.recommendation = self.lab.recommendation(results) if results else None
+        recommended = self.recommendation.model_id if self.recommendation else None
+        self.table_model.set_results(results, recommended)
+        vram_column = [key for _, key in LabTableModel.COLUMNS].index("vram_bytes")
+        self.table.setColumnHidden(vram_column, not any(r.vram_bytes for r in results))
+        if self.recommendation is not None:
+            self.recommendation_label.setText(f"Recommended: {self.recommendation.line}")
+            self.recommendation_label.show()
+        else:
+            self.recommendation_label.hide()
+        stale = sum(1 for r in results if r.stale)
+        if results and not self._running():
+            when = "Last measurements shown"
+            self.status.setText(f"{when}; {stale} stale (greyed)." if stale else f"{when}.")
+        self._update_charts(results, recommended)
+        self.results_shown.emit()
+
+    def _update_charts(self, results: list[LabResult], recommended: str | None) -> None:
+        shown = sorted((r for r in results if not r.stale), key=lambda r: r.size_bytes)
+        use_kld = any(r.kld_mean is not None for r in shown)
+        self.quality_y.setTitleText("KL divergence from reference (mean)" if use_kld else "perplexity")
+        quality = [(r, r.kld_mean if use_kld else r.perplexity) for r in shown]
+        speed = [(r, r.decode_tps) for r in shown]
+        self._plot(self.quality_chart, self.quality_x, self.quality_y, quality, recommended, "%.3f" if use_kld else "%.1f")
+        slow = all((r.decode_tps or 0) < 10 for r in shown)
+        self._plot(self.speed_chart, self.speed_x, self.speed_y, speed, recommended, "%.1f" if slow else "%.0f")
+
+    def _plot(
+        self, chart: QChart, x_axis: QValueAxis, y_axis: QValueAxis,
+        points: list[tuple[LabResult, float | None]], recommended: str | None, y_format: str,
+    ) -> None:
+        chart.removeAllSeries()
+        points = [(r, y) for r, y in points if y is not None and math.isfinite(y)]
+        if not points:
+            return
+        trend = QLineSeries()
+        trend.setPen(QPen(QColor(self._palette["muted"]), 1.2, Qt.PenStyle.DashLine))
+        for r, y in points:
+            trend.append(QPointF(r.size_bytes / 1e6, y))
+        chart.addSeries(trend)
+        trend.attachAxis(x_axis)
+        trend.attachAxis(y_axis)
+        by_precision = sorted(points, key=lambda p: -p[0].bits_per_weight)
+        for i, (r, y) in enumerate(by_precision):
+            dot = QScatterSeries()
+            dot.setName(r.quantization)
+            is_best = r.model_id == recommended
+            dot.setMarkerSize(18.0 if is_best else 12.0)
+            color = QColor(SERIES_COLORS[i % len(SERIES_COLORS)])
+            dot.setColor(color)
+            dot.setBorderColor(QColor(self._palette["text"]) if is_best else color)
+            if is_best:
+                dot.setMarkerShape(QScatterSeries.MarkerShape.MarkerShapeStar)
+            dot.append(QPointF(r.size_bytes / 1e6, y))
+            # The format has no @-placeholders, so it is the point's label as written.
+            dot.setPointLabelsFormat(f"★ {r.quantization}" if is_best else r.quantization)
+            dot.setPointLabelsVisible(True)
+            dot.setPointLabelsClipping(False)
+            label_font = QFont()
+            label_font.setBold(is_best)
+            dot.setPointLabelsFont(label_font)
+            dot.setPointLabelsColor(QColor(self._palette["text"]))
+            chart.addSeries(dot)
+            dot.attachAxis(x_axis)
+            dot.attachAxis(y_axis)
+        xs = [r.size_bytes / 1e6 for r, _ in points]
+        ys = [y for _, y in points]
+        x_pad = max(1.0, (max(xs) - min(xs)) * 0.12)
+        y_pad = max(abs(max(ys)) * 0.05, (max(ys) - min(ys)) * 0.15, 1e-3)
+        x_axis.setRange(max(0.0, min(xs) - x_pad), max(xs) + x_pad)
+        y_axis.setRange(min(0.0, min(ys)), max(ys) + y_pad)
+        y_axis.setLabelFormat(y_format)
+        x_axis.applyNiceNumbers()
+        y_axis.applyNiceNumbers()
+
+    # -- running ----------------------------------------------------------------------
+
+    def _running(self) -> bool:
+        return self._thread is not None
+
+    def checked(self) -> tuple[list[str], list[str]]:
+        """(installed variant ids, quantizations to create) currently ticked."""
+        installed, create = [], []
+        for i in range(self.variant_list.count()):
+            item = self.variant_list.item(i)
+            if item.checkState() != Qt.CheckState.Checked:
+                continue
+            kind, value = item.data(KIND_ROLE), item.data(Qt.ItemDataRole.UserRole)
+            (installed if kind == "installed" else create).append(value)
+        return installed, create
+
+    def start_run(self) -> None:
+        if self._running() or self.group is None or self.eval_text is None:
+            return
+        installed, create = self.checked()
+        if not installed and not create:
+            self.status.setText("Tick at least one variant.")
+            return
+        model_ids = installed or [self.group.reference.id]
+        eval_text, config = self.eval_text, self.config
+
+        def factory(on_progress: Any, on_result: Any) -> LabRun:
+            return self.lab.prepare(model_ids, create, eval_text, config, on_progress, on_result)
+
+        worker = LabWorker(factory)
+        try:
+            worker.prepare()
+        except Exception as exc:  # noqa: BLE001 — shown to the person, not raised into Qt
+            self._show_error(exc)
+            return
+        thread = QThread(self)
+        worker.moveToThread(thread)
+        thread.started.connect(worker.work)
+        worker.progress.connect(self._on_progress, Qt.ConnectionType.QueuedConnection)
+        worker.result.connect(self._on_result, Qt.ConnectionType.QueuedConnection)
+        worker.finished.connect(self._on_finished, Qt.ConnectionType.QueuedConnection)
+        self._thread, self._worker = thread, worker
+        self.run_button.setEnabled(False)
+        self.cancel_button.setEnabled(True)
+        self.model_picker.setEnabled(False)
+        self.progress.setValue(0)
+        self.status.setText("Starting…")
+        thread.start()
+
+    def cancel_run(self) -> None:
+        if self._worker is not None and self._worker.run is not None:
+            self._worker.run.cancel()
+            self.status.setText("Cancelling…")
+            self.cancel_button.setEnabled(False)
+
+    @Slot(float, str)
+    def _on_progress(self, fraction: float, message: str) -> None:
+        self.progress.setValue(int(fraction * 1000))
+        self.status.setText(message[:1].upper() + message[1:])
+
+    @Slot(object)
+    def _on_result(self, result: LabResult) -> None:
+        self.table_model.upsert(result)
+        if result.vram_bytes:
+            self.table.setColumnHidden([key for _, key in LabTableModel.COLUMNS].index("vram_bytes"), False)
+        self._update_charts(self.table_model.results, self.table_model.recommended_id)
+
+    @Slot(object)
+    def _on_finished(self, report: LabReport) -> None:
+        thread = self._thread
+        self._thread, self._worker = None, None
+        if thread is not None:
+            thread.quit()
+            thread.wait()
+            thread.deleteLater()
+        self.run_button.setEnabled(True)
+        self.cancel_button.setEnabled(False)
+        self.model_picker.setEnabled(True)
+        if report.error is not None:
+            self._show_error(report.error)
+        elif report.cancelled:
+            self.status.setText("Cancelled. Variants finished before the cancel are kept.")
+        else:
+            self.progress.setValue(1000)
+        # New files may exist, and the saved results now include this run's.
+        if report.created:
+            self._load_eval_then_groups()
+        else:
+            self._model_changed()
+        if report.error is None and not report.cancelled:
+            self.status.setText("Done.")
+        self.run_finished.emit(report)
+
+    def _show_error(self, exc: BaseException) -> None:
+        explanation = explain(exc)
+        self.status.setText(f"{explanation.title}: {explanation.detail or explanation.text}")
+        log.warning("quantization lab: %s", exc)
+
+    def closeEvent(self, event: Any) -> None:  # noqa: N802 — Qt's name
+        self.shutdown()
+        super().closeEvent(event)
+
+    def shutdown(self) -> None:
+        """Cancel a running measurement and wait for its thread (window close, tests)."""
+        if self._worker is not None and self._worker.run is not None:
+            self._worker.run.cancel()
+        if self._thread is not None:
+            self._thread.quit()
+            self._thread.wait(30_000)
+        self._tasks.wait(10_000)
