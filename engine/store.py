@@ -259,6 +259,16 @@ class Store:
             )
             return cursor.rowcount
 
+    def delete_oldest_messages(self, conversation_id: int, count: int) -> int:
+        """Delete the ``count`` oldest messages of a conversation (trimming a full context)."""
+        with self._lock, self.db.conn:
+            cursor = self.db.conn.execute(
+                "DELETE FROM messages WHERE id IN "
+                "(SELECT id FROM messages WHERE conversation_id = ? ORDER BY id LIMIT ?)",
+                [conversation_id, int(count)],
+            )
+            return cursor.rowcount
+
     # -- settings -------------------------------------------------------------------
 
     def get_setting(self, key: str, default: Any = None) -> Any:

@@ -1,0 +1,209 @@
+"""Per-conversation settings: system prompt, sampling and presets (a panel beside the chat)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QFrame,
+    QLabel,
+    QPlainTextEdit,
+    QScrollArea,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from inglenook.engine.sampling import SamplingParams
+
+
+# Presets people can pick; "Custom" is whatever the fields say.
+PRESETS: dict[str, dict[str, Any]] = {
+    "Balanced": {"temperature": 0.7, "top_p": 0.95, "top_k": 40},
+    "Precise": {"temperature": 0.2, "top_p": 0.9, "top_k": 20},
+    "Creative": {"temperature": 1.0, "top_p": 0.98, "top_k": 100},
+    "Deterministic": {"temperature": 0.0, "top_p": 1.0, "top_k": 1},
+}
+CUSTOM = "Custom"
+
+
+def preset_for(sampling: dict[str, Any]) -> str:
+    defaults = SamplingParams()
+    for name, values in PRESETS.items():
+        if all(abs(float(sampling.get(k, getattr(defaults, k))) - v) < 1e-6 for k, v in values.items()):
+            return name
+    return CUSTOM
+
+
+def _label(text: str, parent: QWidget) -> QLabel:
+    label = QLabel(text, parent)
+    label.setObjectName("FieldLabel")
+    return label
+
+
+class ChatSettingsPanel(QFrame):
+    """Edits one conversation's system prompt and sampling; emits ``changed`` after a pause."""
+
+    changed = Signal(int, object, object)  # (conversation id, system prompt | None, sampling dict)
+    context_size_changed = Signal(int)  # the app-wide context size (llama.cpp sets it at load time)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("ChatSettingsPanel")
+        self.setFixedWidth(300)
+        self.conversation_id: int | None = None
+        self._loading = False
+        self._extra: dict[str, Any] = {}
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        scroll = QScrollArea(self)
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setStyleSheet("QScrollArea, QScrollArea > QWidget > QWidget { background: transparent; }")
+        body = QWidget(scroll)
+        layout = QVBoxLayout(body)
+        layout.setContentsMargins(18, 18, 18, 18)
+        layout.setSpacing(10)
+        title = QLabel("Chat settings", body)
+        title.setObjectName("PanelTitle")
+        hint = QLabel("These apply to this conversation only.", body)
+        hint.setObjectName("PageHint")
+        layout.addWidget(title)
+        layout.addWidget(hint)
+        layout.addSpacing(6)
+
+        layout.addWidget(_label("SYSTEM PROMPT", body))
+        self.system_prompt = QPlainTextEdit(body)
+        self.system_prompt.setPlaceholderText("You are a helpful assistant…")
+        self.system_prompt.setFixedHeight(110)
+        layout.addWidget(self.system_prompt)
+        layout.addSpacing(6)
+
+        layout.addWidget(_label("PRESET", body))
+        self.preset = QComboBox(body)
+        self.preset.addItems([*PRESETS, CUSTOM])
+        layout.addWidget(self.preset)
+        layout.addSpacing(6)
+
+        form = QFormLayout()
+        form.setLabelAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
+        form.setHorizontalSpacing(12)
+        form.setVerticalSpacing(10)
+        self.temperature = QDoubleSpinBox(body)
+        self.temperature.setRange(0.0, 2.0)
+        self.temperature.setSingleStep(0.05)
+        self.top_p = QDoubleSpinBox(body)
+        self.top_p.setRange(0.0, 1.0)
+        self.top_p.setSingleStep(0.01)
+        self.top_k = QSpinBox(body)
+        self.top_k.setRange(0, 1000)
+        self.max_tokens = QSpinBox(body)
+        self.max_tokens.setRange(0, 1_000_000)
+        self.max_tokens.setSingleStep(64)
+        self.max_tokens.setSpecialValueText("Until done")
+        self.context_size = QSpinBox(body)
+        self.context_size.setRange(256, 1_048_576)
+        self.context_size.setSingleStep(1024)
+        self.context_size.setToolTip("The model's context window, in tokens")
+        for label, widget in (
+            ("Temperature", self.temperature), ("Top P", self.top_p), ("Top K", self.top_k),
+            ("Max tokens", self.max_tokens), ("Context size", self.context_size),
+        ):
+            form.addRow(_label(label, body), widget)
+        layout.addLayout(form)
+        context_note = QLabel("Context size is shared by all chats and the API; it applies the next time a model loads.", body)
+        context_note.setObjectName("PageHint")
+        context_note.setWordWrap(True)
+        layout.addWidget(context_note)
+        layout.addStretch(1)
+        scroll.setWidget(body)
+        outer.addWidget(scroll)
+
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(400)
+        self._timer.timeout.connect(self._emit)
+        self.preset.currentTextChanged.connect(self._preset_chosen)
+        self.system_prompt.textChanged.connect(self._edited)
+        for spin in (self.temperature, self.top_p, self.top_k, self.max_tokens):
+            spin.valueChanged.connect(self._edited)
+        self._context_timer = QTimer(self)
+        self._context_timer.setSingleShot(True)
+        self._context_timer.setInterval(600)
+        self._context_timer.timeout.connect(lambda: self.context_size_changed.emit(self.context_size.value()))
+        self.context_size.valueChanged.connect(lambda _v: None if self._loading else self._context_timer.start())
+
+    def set_context_size(self, tokens: int) -> None:
+        self._loading = True
+        try:
+            self.context_size.setValue(tokens)
+        finally:
+            self._loading = False
+
+    def load(self, conversation_id: int, system_prompt: str | None, sampling: dict[str, Any]) -> None:
+        self._timer.stop()
+        self._loading = True
+        try:
+            self.conversation_id = conversation_id
+            defaults = SamplingParams()
+            self._extra = {k: v for k, v in sampling.items()
+                           if k not in ("temperature", "top_p", "top_k", "max_tokens")}
+            self.system_prompt.setPlainText(system_prompt or "")
+            self.temperature.setValue(float(sampling.get("temperature", defaults.temperature)))
+            self.top_p.setValue(float(sampling.get("top_p", defaults.top_p)))
+            self.top_k.setValue(int(sampling.get("top_k", defaults.top_k)))
+            self.max_tokens.setValue(int(sampling.get("max_tokens") or 0))
+            self.preset.setCurrentText(preset_for(sampling))
+        finally:
+            self._loading = False
+
+    def sampling(self) -> dict[str, Any]:
+        values: dict[str, Any] = dict(self._extra)
+        values.update(
+            temperature=round(self.temperature.value(), 3),
+            top_p=round(self.top_p.value(), 3),
+            top_k=self.top_k.value(),
+        )
+        if self.max_tokens.value():
+            values["max_tokens"] = self.max_tokens.value()
+        return values
+
+    def _preset_chosen(self, name: str) -> None:
+        if self._loading or name not in PRESETS:
+            return
+        self._loading = True
+        try:
+            values = PRESETS[name]
+            self.temperature.setValue(values["temperature"])
+            self.top_p.setValue(values["top_p"])
+            self.top_k.setValue(values["top_k"])
+        finally:
+            self._loading = False
+        self._timer.start()
+
+    def _edited(self, *_args: object) -> None:
+        if self._loading:
+            return
+        self._loading = True
+        self.preset.setCurrentText(preset_for(self.sampling()))
+        self._loading = False
+        self._timer.start()
+
+    def flush(self) -> None:
+        """Emit pending edits now (before sending, switching chats or closing)."""
+        if self._timer.isActive():
+            self._timer.stop()
+            self._emit()
+        if self._context_timer.isActive():
+            self._context_timer.stop()
+            self.context_size_changed.emit(self.context_size.value())
+
+    def _emit(self) -> None:
+        if self.conversation_id is None:
+            return
+        prompt = self.system_prompt.toPlainText().strip() or None
+        self.changed.emit(self.conversation_id, prompt, self.sampling())

@@ -1,0 +1,123 @@
+"""The message input: grows with its text; Enter sends, Shift+Enter adds a line."""
+
+from __future__ import annotations
+
+import math
+
+from PySide6.QtCore import QEvent, QObject, Qt, Signal
+from PySide6.QtGui import QKeyEvent
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
+
+from . import icons
+
+MAX_LINES = 8
+
+
+class ComposerInput(QPlainTextEdit):
+    submitted = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("ComposerInput")
+        self.setPlaceholderText("Message Inglenook…")
+        self.setTabChangesFocus(True)
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.document().setDocumentMargin(4)
+        self.textChanged.connect(self._grow)
+        self._grow()
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802
+        if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
+            if event.modifiers() & Qt.KeyboardModifier.ShiftModifier:
+                self.insertPlainText("\n")
+                return
+            if not event.modifiers() & (Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.AltModifier):
+                self.submitted.emit()
+                return
+        super().keyPressEvent(event)
+
+    def _grow(self) -> None:
+        line = self.fontMetrics().lineSpacing()
+        lines = max(1, self.document().size().height())  # in lines for a plain text layout
+        wanted = math.ceil(lines)
+        self.setVerticalScrollBarPolicy(
+            Qt.ScrollBarPolicy.ScrollBarAsNeeded if wanted > MAX_LINES else Qt.ScrollBarPolicy.ScrollBarAlwaysOff
+        )
+        lines = min(MAX_LINES, wanted)
+        self.setFixedHeight(int(lines * line + 2 * self.document().documentMargin() + 4))
+
+
+class Composer(QWidget):
+    send_requested = Signal(str)
+    stop_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(24, 6, 24, 10)
+        outer.setSpacing(4)
+        self.frame = QFrame(self)
+        self.frame.setObjectName("Composer")
+        self.frame.setMaximumWidth(800)
+        row = QHBoxLayout(self.frame)
+        row.setContentsMargins(14, 8, 8, 8)
+        row.setSpacing(8)
+        self.input = ComposerInput(self.frame)
+        self.input.submitted.connect(self.submit)
+        self.input.installEventFilter(self)
+        self.send_button = QPushButton(self.frame)
+        icons.set_icon(self.send_button, "send", "on_accent", 18)
+        self.send_button.setObjectName("SendButton")
+        self.send_button.setFixedSize(32, 32)
+        self.send_button.setToolTip("Send (Enter)")
+        self.send_button.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.send_button.clicked.connect(self.submit)
+        self.stop_button = QPushButton(self.frame)
+        icons.set_icon(self.stop_button, "stop", "bg", 16)
+        self.stop_button.setObjectName("StopButton")
+        self.stop_button.setFixedSize(32, 32)
+        self.stop_button.setToolTip("Stop the answer (Esc)")
+        self.stop_button.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.stop_button.clicked.connect(self.stop_requested)
+        self.stop_button.hide()
+        row.addWidget(self.input, 1, Qt.AlignmentFlag.AlignVCenter)
+        row.addWidget(self.send_button, 0, Qt.AlignmentFlag.AlignBottom)
+        row.addWidget(self.stop_button, 0, Qt.AlignmentFlag.AlignBottom)
+        centering = QHBoxLayout()
+        centering.addStretch(0)
+        centering.addWidget(self.frame, 1)
+        centering.addStretch(0)
+        outer.addLayout(centering)
+        self.hint = QLabel("Enter to send  ·  Shift+Enter for a new line  ·  Esc to stop", self)
+        self.hint.setObjectName("ComposerHint")
+        self.hint.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        outer.addWidget(self.hint)
+        self.input.textChanged.connect(self._update_send)
+        self._update_send()
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802
+        if watched is self.input and event.type() in (QEvent.Type.FocusIn, QEvent.Type.FocusOut):
+            self.frame.setProperty("focused", event.type() == QEvent.Type.FocusIn)
+            self.frame.style().unpolish(self.frame)
+            self.frame.style().polish(self.frame)
+        return super().eventFilter(watched, event)
+
+    def text(self) -> str:
+        return self.input.toPlainText()
+
+    def set_text(self, text: str) -> None:
+        self.input.setPlainText(text)
+
+    def submit(self) -> None:
+        text = self.input.toPlainText().strip()
+        if not text or self.stop_button.isVisible():
+            return
+        self.input.clear()
+        self.send_requested.emit(text)
+
+    def set_streaming(self, streaming: bool) -> None:
+        self.send_button.setVisible(not streaming)
+        self.stop_button.setVisible(streaming)
+
+    def _update_send(self) -> None:
+        self.send_button.setEnabled(bool(self.input.toPlainText().strip()))

@@ -1,0 +1,155 @@
+"""The one place that turns engine errors into messages a person can act on (DESIGN rule 4).
+
+Errors are mapped by type, never by matching message text. Each explanation names what
+happened in plain words and offers the actions that help; the window wires the actions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from inglenook.engine import errors as engine_errors
+
+# Action ids the window knows how to perform.
+NEW_CHAT = "new_chat"
+TRIM_OLDEST = "trim_oldest"
+RETRY = "retry"
+USE_DEFAULT_MODEL = "use_default_model"
+OPEN_MODELS = "open_models"
+OPEN_SETTINGS = "open_settings"
+DISMISS = "dismiss"
+
+
+@dataclass
+class Explanation:
+    title: str
+    text: str
+    actions: list[tuple[str, str]] = field(default_factory=list)  # (action id, button label)
+    detail: str = ""
+
+
+def explain(exc: BaseException) -> Explanation:
+    detail = str(exc)
+    if isinstance(exc, engine_errors.ContextLengthExceeded):
+        size = f" of {exc.context_size} tokens" if exc.context_size else ""
+        return Explanation(
+            "This conversation no longer fits",
+            f"The messages so far are longer than the model's context{size}. Start a new chat, "
+            "or drop the oldest messages and answer again.",
+            [(NEW_CHAT, "New chat"), (TRIM_OLDEST, "Trim oldest messages")],
+            detail,
+        )
+    if isinstance(exc, engine_errors.ModelNotFound):
+        return Explanation(
+            "The model for this chat is not installed",
+            "This conversation used a model that is no longer on this computer. Continue with "
+            "the default model, or open Models to get it back.",
+            [(USE_DEFAULT_MODEL, "Use default model"), (OPEN_MODELS, "Open Models")],
+            detail,
+        )
+    if isinstance(exc, engine_errors.ModelLoadError):
+        return Explanation(
+            "The model could not be loaded",
+            "The file may be damaged, of an architecture this build cannot run, or too large "
+            "for the memory available. Try another model, or fewer GPU layers in Settings.",
+            [(USE_DEFAULT_MODEL, "Use default model"), (OPEN_SETTINGS, "Settings"), (RETRY, "Try again")],
+            detail,
+        )
+    if isinstance(exc, engine_errors.QueueFull):
+        return Explanation(
+            "Inglenook is busy",
+            "Too many answers are waiting (the API may be serving other programs). Try again in a moment.",
+            [(RETRY, "Try again")],
+            detail,
+        )
+    if isinstance(exc, engine_errors.InvalidRequest):
+        return Explanation(
+            "A chat setting is out of range",
+            f"{detail[:1].upper()}{detail[1:]}. Adjust it in the chat settings panel.",
+            [(DISMISS, "OK")],
+            detail,
+        )
+    if isinstance(exc, engine_errors.DownloadError):
+        return _explain_download(exc, detail)
+    if isinstance(exc, engine_errors.StoreError):
+        return Explanation(
+            "Inglenook cannot save its data",
+            "The data folder cannot be written (a full disk or missing permissions).",
+            [(DISMISS, "OK")],
+            detail,
+        )
+    if _is_port_in_use(exc):
+        return Explanation(
+            "The API port is already in use",
+            "Another program is using the local API's port. Choose another port in Settings; "
+            "the chat keeps working either way.",
+            [(OPEN_SETTINGS, "Change port"), (DISMISS, "OK")],
+            detail,
+        )
+    server_error = getattr(engine_errors, "ServerError", None)
+    if server_error is not None and isinstance(exc, server_error):
+        return Explanation(
+            "The local API server could not start",
+            f"{detail[:1].upper()}{detail[1:]}. The chat keeps working; check the API settings.",
+            [(OPEN_SETTINGS, "API settings"), (DISMISS, "OK")],
+            detail,
+        )
+    if isinstance(exc, engine_errors.InglenookError):
+        return Explanation("Something went wrong", detail[:1].upper() + detail[1:], [(RETRY, "Try again")], detail)
+    return Explanation(
+        "Something unexpected went wrong",
+        "Inglenook hit an internal error; details are in the log file.",
+        [(DISMISS, "OK")],
+        f"{exc.__class__.__name__}: {detail}",
+    )
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    chain, seen = [], set()
+    cause = exc.__cause__ or exc.__context__
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        chain.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    return chain
+
+
+def _explain_download(exc: BaseException, detail: str) -> Explanation:
+    """A DownloadError carries a sentence written for people; the title comes from what caused
+    it (huggingface-hub's exception types, an OSError's errno), never from the message text."""
+    import errno
+
+    import httpx
+    from huggingface_hub.errors import (
+        EntryNotFoundError,
+        GatedRepoError,
+        HfHubHTTPError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    sentence = f"{detail[:1].upper()}{detail[1:]}"
+    sentence = sentence if sentence.endswith(".") else sentence + "."
+    causes = _causes(exc)
+    if any(isinstance(c, GatedRepoError) for c in causes) or any(
+        isinstance(c, HfHubHTTPError) and c.response is not None and c.response.status_code in (401, 403)
+        for c in causes
+    ):
+        return Explanation("This model needs permission", sentence, [(DISMISS, "OK")], detail)
+    if any(isinstance(c, (RepositoryNotFoundError, RevisionNotFoundError, EntryNotFoundError)) for c in causes):
+        return Explanation("Not found on Hugging Face", sentence, [(DISMISS, "OK")], detail)
+    if any(isinstance(c, OSError) and c.errno == errno.ENOSPC for c in causes):
+        return Explanation("The disk is full", "The download stopped because the disk filled up. Free some "
+                           "space, then resume it from the Downloads list.", [(DISMISS, "OK")], detail)
+    if any(isinstance(c, httpx.HTTPError) for c in causes):
+        return Explanation("Hugging Face cannot be reached", sentence + " Check the network connection.",
+                           [(RETRY, "Try again")], detail)
+    return Explanation("The download did not finish", sentence, [(RETRY, "Try again")], detail)
+
+
+def _is_port_in_use(exc: BaseException) -> bool:
+    """The server module is written alongside this app: match its error class by type when present."""
+    port_in_use = getattr(engine_errors, "PortInUse", None)
+    if port_in_use is not None and isinstance(exc, port_in_use):
+        return True
+    return isinstance(exc, OSError) and exc.errno in (48, 98, 10048)  # EADDRINUSE on macOS, Linux, Windows

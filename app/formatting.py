@@ -1,0 +1,44 @@
+"""Small formatting helpers shared by the widgets."""
+
+from __future__ import annotations
+
+import re
+import time
+
+
+def human_size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if n < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"
+
+
+def human_count(n: int) -> str:
+    for unit, size in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f}{unit}".replace(".0", "")
+    return str(n)
+
+
+def relative_time(timestamp: float, now: float | None = None) -> str:
+    now = now or time.time()
+    delta = max(0.0, now - timestamp)
+    if delta < 60:
+        return "now"
+    if delta < 3600:
+        return f"{int(delta // 60)}m"
+    if delta < 86400:
+        return f"{int(delta // 3600)}h"
+    if delta < 7 * 86400:
+        return f"{int(delta // 86400)}d"
+    return time.strftime("%b %d", time.localtime(timestamp))
+
+
+def model_label(record) -> str:  # noqa: ANN001 — a ModelRecord
+    """A readable name from the file name: 'SmolLM2 135M Instruct' for SmolLM2-135M-Instruct.Q4_1.gguf."""
+    name = str(record.name or record.id.split(":")[0])
+    quant = str(record.quantization or "")
+    if quant and name.lower().endswith(quant.lower()):
+        name = name[: -len(quant)]
+    return re.sub(r"[-_.\s]+", " ", name).strip() or record.id

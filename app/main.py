@@ -1,0 +1,52 @@
+"""Starting the desktop app: ``inglenook`` with no arguments lands here."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Sequence
+
+from PySide6.QtGui import QIcon
+from PySide6.QtWidgets import QApplication, QMessageBox
+
+from inglenook.engine.errors import InglenookError
+from inglenook.engine.paths import Paths
+
+from . import theme
+from .resources import resource_path
+
+log = logging.getLogger(__name__)
+
+
+def run_app(argv: Sequence[str] | None = None) -> int:
+    app = QApplication.instance() or QApplication(list(argv if argv is not None else sys.argv))
+    app.setApplicationName("Inglenook")
+    app.setDesktopFileName("inglenook")
+    icon = resource_path("inglenook.svg")
+    if icon is not None:
+        app.setWindowIcon(QIcon(str(icon)))
+    try:
+        from inglenook.cli import setup_logging  # noqa: PLC0415
+        from inglenook.engine.core import Engine  # noqa: PLC0415
+
+        paths = Paths.default().ensure()
+        setup_logging(paths)
+        engine = Engine(paths)
+    except InglenookError as exc:
+        theme.apply_theme(app, "system")
+        QMessageBox.critical(None, "Inglenook cannot start", str(exc))
+        return 1
+    theme.apply_theme(app, engine.settings.theme)
+    from .window import MainWindow  # noqa: PLC0415
+
+    window = MainWindow(engine)
+    # "Follow the system": restyle when the desktop switches between light and dark.
+    app.styleHints().colorSchemeChanged.connect(
+        lambda _scheme: window.apply_theme() if engine.settings.theme == "system" else None
+    )
+    window.show()
+    try:
+        return app.exec()
+    finally:
+        window.shutdown()
+        engine.close()

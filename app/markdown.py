@@ -1,0 +1,143 @@
+"""Markdown for chat messages: fenced code is split out (to get its own highlighted widget
+with a copy button); everything else is rendered by Qt's own Markdown reader (GitHub
+dialect: paragraphs, lists, tables, links, quotes), then touched up for the theme.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass
+
+from PySide6.QtGui import (
+    QColor,
+    QTextCharFormat,
+    QTextCursor,
+    QTextDocument,
+    QTextFormat,
+    QTextFrameFormat,
+    QTextLength,
+    QTextTable,
+)
+
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([^\s`]*)[^`]*$")
+
+
+@dataclass
+class Segment:
+    kind: str  # "text" | "code"
+    content: str
+    language: str = ""
+    closed: bool = True  # False for a code block still streaming in
+
+
+def split_segments(text: str) -> list[Segment]:
+    """Split Markdown into prose and fenced code blocks, in order.
+
+    An unclosed fence (an answer still streaming) yields an open code segment, so code
+    appears in its code block from its first line instead of flashing as prose.
+    """
+    segments: list[Segment] = []
+    prose: list[str] = []
+    code: list[str] = []
+    fence = ""
+    language = ""
+    for line in text.split("\n"):
+        if not fence:
+            match = _FENCE.match(line)
+            if match:
+                if prose:
+                    segments.append(Segment("text", "\n".join(prose)))
+                    prose = []
+                fence, language, code = match.group(1), match.group(2), []
+            else:
+                prose.append(line)
+            continue
+        stripped = line.strip()
+        if stripped and stripped[0] == fence[0] and set(stripped) == {fence[0]} and len(stripped) >= len(fence):
+            segments.append(Segment("code", "\n".join(code), language, closed=True))
+            fence = ""
+            continue
+        code.append(line)
+    if fence:
+        segments.append(Segment("code", "\n".join(code), language, closed=False))
+    elif prose:
+        joined = "\n".join(prose)
+        if joined.strip() or not segments:
+            segments.append(Segment("text", joined))
+    return [s for s in segments if s.kind == "code" or s.content.strip()] or [Segment("text", "")]
+
+
+def render_markdown(document: QTextDocument, text: str, palette: dict[str, str]) -> None:
+    """Fill ``document`` from Markdown and style what Qt leaves plain (tables, quotes, inline code)."""
+    document.setMarkdown(text, QTextDocument.MarkdownFeature.MarkdownDialectGitHub)
+    _style_document(document, palette)
+
+
+def _style_document(document: QTextDocument, palette: dict[str, str]) -> None:
+    border = QColor(palette["border"])
+    muted = QColor(palette["muted"])
+    code_bg = QColor(palette["code_header"])
+    for frame in document.rootFrame().childFrames():
+        if isinstance(frame, QTextTable):
+            fmt = frame.format()
+            fmt.setBorder(1)
+            fmt.setBorderBrush(border)
+            fmt.setBorderStyle(QTextFrameFormat.BorderStyle.BorderStyle_Solid)
+            fmt.setBorderCollapse(True)
+            fmt.setCellPadding(6)
+            fmt.setCellSpacing(0)
+            fmt.setTopMargin(6)
+            fmt.setBottomMargin(10)
+            fmt.setWidth(QTextLength(QTextLength.Type.PercentageLength, 100))
+            frame.setFormat(fmt)
+    block = document.begin()
+    while block.isValid():
+        quote_level = block.blockFormat().intProperty(QTextFormat.Property.BlockQuoteLevel)
+        iterator = block.begin()
+        while not iterator.atEnd():
+            fragment = iterator.fragment()
+            if fragment.isValid():
+                fmt = fragment.charFormat()
+                change = QTextCharFormat()
+                changed = False
+                if fmt.fontFixedPitch() and not block.blockFormat().nonBreakableLines():
+                    change.setBackground(code_bg)
+                    changed = True
+                if quote_level > 0:
+                    change.setForeground(muted)
+                    changed = True
+                if changed:
+                    cursor = QTextCursor(document)
+                    cursor.setPosition(fragment.position())
+                    cursor.setPosition(fragment.position() + fragment.length(), QTextCursor.MoveMode.KeepAnchor)
+                    cursor.mergeCharFormat(change)
+            iterator += 1
+        block = block.next()
+
+
+def highlight_code(code: str, language: str, style: str) -> str:
+    """HTML (inline styles, for Qt's rich text) of syntax-highlighted code."""
+    try:
+        from pygments import highlight  # noqa: PLC0415 — loaded the first time code is shown
+        from pygments.formatters import HtmlFormatter  # noqa: PLC0415
+        from pygments.lexers import get_lexer_by_name  # noqa: PLC0415
+        from pygments.util import ClassNotFound  # noqa: PLC0415
+    except ImportError:
+        return f"<pre>{html.escape(code)}</pre>"
+    # Never guess a language: guessing tries every lexer, and a streaming answer would
+    # pay for it on each repaint. A fence without a language is shown as plain text.
+    try:
+        lexer = get_lexer_by_name(language or "text")
+    except ClassNotFound:
+        lexer = get_lexer_by_name("text")
+    formatter = HtmlFormatter(nowrap=True, noclasses=True, style=style)
+    body = highlight(code, lexer, formatter)
+    # Pygments paints a page background in some styles; the code block has its own.
+    return f"<pre style='margin:0'>{body.rstrip(chr(10))}</pre>"
+
+
+def warm_up() -> None:
+    """Import Pygments and common lexers ahead of time (on a worker), not during the first answer."""
+    for language in ("python", "javascript", "bash", "json", "text"):
+        highlight_code("x = 1", language, "friendly")

@@ -1,0 +1,420 @@
+"""The Settings dialog: a page list on the left, one page per topic on the right.
+
+Pages: General (models folders, default model), Performance (threads, context, GPU
+layers), API server, Appearance, Cache, and Quantization (the lab, when it is installed).
+``Save`` emits the changed fields; the window applies them off the GUI thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Qt, QUrl, Signal
+from PySide6.QtGui import QDesktopServices, QGuiApplication
+from PySide6.QtWidgets import (
+    QButtonGroup,
+    QCheckBox,
+    QComboBox,
+    QDialog,
+    QFileDialog,
+    QFormLayout,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QPlainTextEdit,
+    QPushButton,
+    QRadioButton,
+    QScrollArea,
+    QSpinBox,
+    QStackedWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from inglenook.engine.core import Engine
+from inglenook.engine.registry import ModelRecord
+from inglenook.engine.settings import Settings
+
+from .formatting import human_size
+from .tasks import TaskRunner
+
+log = logging.getLogger(__name__)
+
+
+def _page(title: str, hint: str) -> tuple[QWidget, QVBoxLayout]:
+    page = QWidget()
+    layout = QVBoxLayout(page)
+    layout.setContentsMargins(28, 24, 28, 24)
+    layout.setSpacing(10)
+    heading = QLabel(title, page)
+    heading.setObjectName("PageTitle")
+    layout.addWidget(heading)
+    if hint:
+        note = QLabel(hint, page)
+        note.setObjectName("PageHint")
+        note.setWordWrap(True)
+        layout.addWidget(note)
+    layout.addSpacing(8)
+    return page, layout
+
+
+def _card(parent: QWidget) -> tuple[QFrame, QFormLayout]:
+    card = QFrame(parent)
+    card.setObjectName("Card")
+    form = QFormLayout(card)
+    form.setContentsMargins(18, 16, 18, 16)
+    form.setHorizontalSpacing(18)
+    form.setVerticalSpacing(12)
+    form.setLabelAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
+    return card, form
+
+
+def cache_usage(engine: Engine) -> str:
+    """A line for the Cache page: from the engine's prompt cache when this build has one,
+    else measured from the state folder."""
+    usage_of = getattr(engine, "cache_usage", None)
+    if callable(usage_of):
+        usage = usage_of()
+        disk = getattr(usage, "disk_bytes", 0)
+        files = getattr(usage, "disk_files", 0)
+        text = f"{human_size(disk)} on disk in {files} saved state{'s' if files != 1 else ''}"
+        ram = getattr(usage, "ram_bytes", None)
+        if ram:
+            text += f"  ·  {human_size(ram)} in memory"
+        return text
+    folder = engine.paths.state_cache
+    total, count = 0, 0
+    if folder.is_dir():
+        for root, _dirs, files in os.walk(folder):
+            for name in files:
+                try:
+                    total += (Path(root) / name).stat().st_size
+                    count += 1
+                except OSError:
+                    pass
+    return f"{human_size(total)} on disk in {count} file{'s' if count != 1 else ''}"
+
+
+def clear_cache(engine: Engine) -> None:
+    clear = getattr(engine, "clear_cache", None)
+    if callable(clear):
+        clear()
+        return
+    folder = engine.paths.state_cache
+    if folder.is_dir():
+        for root, _dirs, files in os.walk(folder):
+            for name in files:
+                (Path(root) / name).unlink(missing_ok=True)
+
+
+class SettingsDialog(QDialog):
+    saved = Signal(dict)  # the changed Settings fields
+    PAGES = ("General", "Performance", "API server", "Appearance", "Cache", "Quantization")
+
+    def __init__(
+        self,
+        engine: Engine,
+        tasks: TaskRunner,
+        models: list[ModelRecord],
+        api_state: tuple[str, str] = ("stopped", ""),
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Settings")
+        self.setObjectName("SettingsDialog")
+        self.resize(880, 600)
+        self.engine = engine
+        self.tasks = tasks
+        self.original: Settings = engine.settings
+        self.models = models
+        self.api_state = api_state
+        self.lab_page: QWidget | None = None
+
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.setSpacing(0)
+        body = QHBoxLayout()
+        body.setSpacing(0)
+        self.nav = QListWidget(self)
+        self.nav.setObjectName("SettingsNav")
+        self.nav.setFixedWidth(200)
+        self.nav.addItems(list(self.PAGES))
+        self.stack = QStackedWidget(self)
+        self.stack.setObjectName("SettingsStack")
+        for builder in (self._general, self._performance, self._api, self._appearance, self._cache, self._lab_placeholder):
+            page = builder()
+            scroll = QScrollArea(self.stack)
+            scroll.setWidgetResizable(True)
+            scroll.setFrameShape(QFrame.Shape.NoFrame)
+            scroll.setWidget(page)
+            self.stack.addWidget(scroll)
+        self.nav.currentRowChanged.connect(self._show_page)
+        body.addWidget(self.nav)
+        body.addWidget(self.stack, 1)
+        outer.addLayout(body, 1)
+
+        footer = QFrame(self)
+        footer.setObjectName("DialogFooter")
+        row = QHBoxLayout(footer)
+        row.setContentsMargins(16, 10, 16, 10)
+        self.status = QLabel("", footer)
+        self.status.setObjectName("PageHint")
+        cancel = QPushButton("Cancel", footer)
+        cancel.clicked.connect(self.reject)
+        save = QPushButton("Save", footer)
+        save.setObjectName("PrimaryButton")
+        save.setDefault(True)
+        save.clicked.connect(self._save)
+        row.addWidget(self.status, 1)
+        row.addWidget(cancel)
+        row.addWidget(save)
+        outer.addWidget(footer)
+        self.nav.setCurrentRow(0)
+        self.refresh_cache()
+
+    # -- pages ------------------------------------------------------------------------
+
+    def _general(self) -> QWidget:
+        s = self.original
+        page, layout = _page("General", "Where Inglenook finds models, and which one new chats use.")
+        card, form = _card(page)
+        folder_row = QHBoxLayout()
+        self.models_dir = QLineEdit(str(self.engine.paths.models), card)
+        self.models_dir.setReadOnly(True)
+        open_folder = QPushButton("Open", card)
+        open_folder.clicked.connect(lambda: QDesktopServices.openUrl(QUrl.fromLocalFile(str(self.engine.paths.models))))
+        folder_row.addWidget(self.models_dir, 1)
+        folder_row.addWidget(open_folder)
+        form.addRow("Models folder", folder_row)
+        self.extra_dirs = QListWidget(card)
+        self.extra_dirs.addItems(list(s.models_dirs))
+        self.extra_dirs.setFixedHeight(90)
+        buttons = QHBoxLayout()
+        add = QPushButton("Add folder…", card)
+        add.clicked.connect(self._add_folder)
+        remove = QPushButton("Remove", card)
+        remove.clicked.connect(lambda: [self.extra_dirs.takeItem(self.extra_dirs.row(i)) for i in self.extra_dirs.selectedItems()])
+        buttons.addWidget(add)
+        buttons.addWidget(remove)
+        buttons.addStretch(1)
+        extra = QVBoxLayout()
+        extra.addWidget(self.extra_dirs)
+        extra.addLayout(buttons)
+        form.addRow("Also scan", extra)
+        self.default_model = QComboBox(card)
+        self.default_model.addItem("Automatic (starter model)", None)
+        for record in self.models:
+            self.default_model.addItem(record.id, record.id)
+        index = self.default_model.findData(s.default_model)
+        self.default_model.setCurrentIndex(max(0, index))
+        form.addRow("Default model", self.default_model)
+        layout.addWidget(card)
+        layout.addStretch(1)
+        return page
+
+    def _performance(self) -> QWidget:
+        s = self.original
+        page, layout = _page("Performance", "How models are loaded. Changes apply the next time a model loads.")
+        card, form = _card(page)
+        self.threads = QSpinBox(card)
+        self.threads.setRange(0, 256)
+        self.threads.setSpecialValueText(f"Automatic ({os.cpu_count() or 1} available)")
+        self.threads.setValue(s.threads)
+        form.addRow("CPU threads", self.threads)
+        self.context_size = QSpinBox(card)
+        self.context_size.setRange(256, 1_048_576)
+        self.context_size.setSingleStep(1024)
+        self.context_size.setValue(s.context_size)
+        self.context_size.setSuffix(" tokens")
+        form.addRow("Context size", self.context_size)
+        gpu_row = QHBoxLayout()
+        self.gpu_auto = QCheckBox("Automatic", card)
+        self.gpu_layers = QSpinBox(card)
+        self.gpu_layers.setRange(0, 999)
+        self.gpu_layers.setSuffix(" layers")
+        self.gpu_auto.setChecked(s.gpu_layers < 0)
+        self.gpu_layers.setValue(max(0, s.gpu_layers))
+        self.gpu_layers.setEnabled(s.gpu_layers >= 0)
+        self.gpu_auto.toggled.connect(lambda on: self.gpu_layers.setEnabled(not on))
+        gpu_row.addWidget(self.gpu_auto)
+        gpu_row.addWidget(self.gpu_layers, 1)
+        form.addRow("GPU offload", gpu_row)
+        self.kv_type = QComboBox(card)
+        self.kv_type.addItem("16-bit (best quality)", "f16")
+        self.kv_type.addItem("8-bit (half the memory)", "q8_0")
+        self.kv_type.setCurrentIndex(max(0, self.kv_type.findData(s.kv_cache_type)))
+        form.addRow("KV cache", self.kv_type)
+        self.idle_unload = QSpinBox(card)
+        self.idle_unload.setRange(0, 24 * 60)
+        self.idle_unload.setSuffix(" min")
+        self.idle_unload.setSpecialValueText("Never")
+        self.idle_unload.setValue(int(s.idle_unload_s // 60))
+        form.addRow("Unload when idle for", self.idle_unload)
+        layout.addWidget(card)
+        layout.addStretch(1)
+        return page
+
+    def _api(self) -> QWidget:
+        s = self.original
+        page, layout = _page(
+            "API server",
+            "An OpenAI-compatible API on this computer, for editors, scripts and other apps. "
+            "It runs beside the window and uses the same models.",
+        )
+        card, form = _card(page)
+        self.api_enabled = QCheckBox("Run the local API server", card)
+        self.api_enabled.setChecked(s.api_enabled)
+        form.addRow("", self.api_enabled)
+        self.api_port = QSpinBox(card)
+        self.api_port.setRange(1, 65535)
+        self.api_port.setValue(s.api_port)
+        form.addRow("Port", self.api_port)
+        self.api_key = QLineEdit(s.api_key or "", card)
+        self.api_key.setEchoMode(QLineEdit.EchoMode.PasswordEchoOnEdit)
+        self.api_key.setPlaceholderText("None (only this computer can connect)")
+        form.addRow("API key", self.api_key)
+        self.cors = QPlainTextEdit("\n".join(s.cors_origins), card)
+        self.cors.setPlaceholderText("One origin per line, e.g. http://localhost:3000")
+        self.cors.setFixedHeight(80)
+        form.addRow("Allowed origins", self.cors)
+        url_row = QHBoxLayout()
+        self.api_url = QLineEdit(self._url(), card)
+        self.api_url.setReadOnly(True)
+        copy = QPushButton("Copy URL", card)
+        copy.clicked.connect(lambda: QGuiApplication.clipboard().setText(self.api_url.text()))
+        url_row.addWidget(self.api_url, 1)
+        url_row.addWidget(copy)
+        form.addRow("URL", url_row)
+        state, _url = self.api_state
+        self.api_status = QLabel({"running": "● Running", "failed": "● Not running: failed to start",
+                                  "unavailable": "Not part of this build", "starting": "Starting…"}.get(state, "○ Stopped"), card)
+        self.api_status.setObjectName("PageHint")
+        form.addRow("Status", self.api_status)
+        self.api_port.valueChanged.connect(lambda _v: self.api_url.setText(self._url()))
+        layout.addWidget(card)
+        layout.addStretch(1)
+        return page
+
+    def _url(self) -> str:
+        host = self.original.api_host
+        port = self.api_port.value() if hasattr(self, "api_port") else self.original.api_port
+        return f"http://{host}:{port}/v1"
+
+    def _appearance(self) -> QWidget:
+        page, layout = _page("Appearance", "Light, dark, or follow the system setting.")
+        card, form = _card(page)
+        self.theme_group = QButtonGroup(card)
+        row = QVBoxLayout()
+        for value, label in (("system", "Follow the system"), ("light", "Light"), ("dark", "Dark")):
+            button = QRadioButton(label, card)
+            button.setProperty("theme", value)
+            button.setChecked(self.original.theme == value)
+            self.theme_group.addButton(button)
+            row.addWidget(button)
+        form.addRow("Theme", row)
+        layout.addWidget(card)
+        layout.addStretch(1)
+        return page
+
+    def _cache(self) -> QWidget:
+        page, layout = _page(
+            "Cache",
+            "Inglenook keeps the model's work on each conversation, so reopening a long chat "
+            "answers at once instead of re-reading it.",
+        )
+        card, form = _card(page)
+        self.cache_used = QLabel("Measuring…", card)
+        form.addRow("Space used", self.cache_used)
+        self.cache_budget = QSpinBox(card)
+        self.cache_budget.setRange(0, 1_000_000)
+        self.cache_budget.setSingleStep(256)
+        self.cache_budget.setSuffix(" MB")
+        self.cache_budget.setSpecialValueText("Off")
+        self.cache_budget.setValue(self.original.cache_budget_mb)
+        form.addRow("Budget", self.cache_budget)
+        clear = QPushButton("Clear cache", card)
+        clear.setObjectName("DangerButton")
+        clear.clicked.connect(self._clear_cache)
+        form.addRow("", clear)
+        layout.addWidget(card)
+        layout.addStretch(1)
+        return page
+
+    def _lab_placeholder(self) -> QWidget:
+        holder = QWidget()
+        self._lab_layout = QVBoxLayout(holder)
+        self._lab_layout.setContentsMargins(0, 0, 0, 0)
+        return holder
+
+    def _ensure_lab(self) -> None:
+        """Build the quantization lab the first time its page opens (it is the heaviest page)."""
+        if self.lab_page is not None:
+            return
+        try:
+            from inglenook.app.lab_page import LabPage  # noqa: PLC0415 — optional, and heavy (QtCharts)
+        except ImportError:
+            log.info("the quantization lab is not part of this build")
+            page, layout = _page("Quantization", "")
+            label = QLabel("The quantization lab is not available in this build.", page)
+            label.setObjectName("PageHint")
+            layout.addWidget(label)
+            layout.addStretch(1)
+            self.lab_page = page
+        else:
+            self.lab_page = LabPage(self.engine, self)
+        self._lab_layout.addWidget(self.lab_page)
+
+    def _show_page(self, row: int) -> None:
+        if self.PAGES[row] == "Quantization":
+            self._ensure_lab()
+        self.stack.setCurrentIndex(row)
+
+    def show_page(self, name: str) -> None:
+        self.nav.setCurrentRow(self.PAGES.index(name))
+
+    # -- actions ----------------------------------------------------------------------
+
+    def _add_folder(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Folder with GGUF models")
+        if folder:
+            self.extra_dirs.addItem(folder)
+
+    def refresh_cache(self) -> None:
+        engine = self.engine
+
+        self.tasks.run(lambda: cache_usage(engine), self.cache_used.setText, lambda exc: self.cache_used.setText(f"Unknown ({exc})"))
+
+    def _clear_cache(self) -> None:
+        self.cache_used.setText("Clearing…")
+        engine = self.engine
+        self.tasks.run(lambda: clear_cache(engine), lambda _: self.refresh_cache(),
+                       lambda exc: self.cache_used.setText(f"Could not clear: {exc}"))
+
+    def changes(self) -> dict[str, Any]:
+        checked = self.theme_group.checkedButton()
+        key = self.api_key.text().strip() or None
+        wanted: dict[str, Any] = {
+            "models_dirs": [self.extra_dirs.item(i).text() for i in range(self.extra_dirs.count())],
+            "default_model": self.default_model.currentData(),
+            "threads": self.threads.value(),
+            "context_size": self.context_size.value(),
+            "gpu_layers": -1 if self.gpu_auto.isChecked() else self.gpu_layers.value(),
+            "kv_cache_type": self.kv_type.currentData(),
+            "idle_unload_s": float(self.idle_unload.value() * 60),
+            "api_enabled": self.api_enabled.isChecked(),
+            "api_port": self.api_port.value(),
+            "api_key": key,
+            "cors_origins": [line.strip() for line in self.cors.toPlainText().splitlines() if line.strip()],
+            "cache_budget_mb": self.cache_budget.value(),
+            "theme": checked.property("theme") if checked is not None else self.original.theme,
+        }
+        return {k: v for k, v in wanted.items() if getattr(self.original, k) != v}
+
+    def _save(self) -> None:
+        self.saved.emit(self.changes())
+        self.accept()

@@ -1,0 +1,259 @@
+"""The conversations sidebar: new chat, search, the list by last activity, navigation."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QPoint, QRect, QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QColor, QFont, QIcon, QPainter
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QMenu,
+    QPushButton,
+    QStyle,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from inglenook.engine.store import Conversation
+
+from . import icons, theme
+from .formatting import relative_time
+from .resources import resource_path
+
+ID_ROLE = Qt.ItemDataRole.UserRole + 1
+TIME_ROLE = Qt.ItemDataRole.UserRole + 2
+STREAMING_ROLE = Qt.ItemDataRole.UserRole + 3
+TITLE_ROLE = Qt.ItemDataRole.UserRole + 4  # the saved title, to tell a rename from other item changes
+
+
+class _ConversationDelegate(QStyledItemDelegate):
+    """A title and its last activity; a dot while an answer streams in."""
+
+    def sizeHint(self, option: QStyleOptionViewItem, index) -> QSize:  # noqa: ANN001, N802
+        return QSize(option.rect.width(), 38)
+
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index) -> None:  # noqa: ANN001
+        opt = QStyleOptionViewItem(option)
+        self.initStyleOption(opt, index)
+        title = opt.text
+        opt.text = ""
+        widget = opt.widget
+        if widget is not None:
+            widget.style().drawControl(QStyle.ControlElement.CE_ItemViewItem, opt, painter, widget)
+        colors = theme.colors(theme.current_mode())
+        rect = option.rect.adjusted(12, 0, -10, 0)
+        painter.save()
+        small = QFont(opt.font)
+        small.setPointSizeF(max(7.0, opt.font.pointSizeF() - 1.5))
+        painter.setFont(small)
+        when = relative_time(index.data(TIME_ROLE) or 0)
+        if index.data(STREAMING_ROLE):
+            when = "●"
+        time_width = painter.fontMetrics().horizontalAdvance(when) + 4
+        painter.setPen(QColor(colors["accent"] if index.data(STREAMING_ROLE) else colors["muted"]))
+        painter.drawText(QRect(rect.right() - time_width, rect.top(), time_width, rect.height()),
+                         Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, when)
+        painter.setFont(opt.font)
+        painter.setPen(QColor(colors["text"]))
+        text_rect = QRect(rect.left(), rect.top(), rect.width() - time_width - 8, rect.height())
+        painter.drawText(text_rect, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                         painter.fontMetrics().elidedText(title, Qt.TextElideMode.ElideRight, text_rect.width()))
+        painter.restore()
+
+
+class Sidebar(QFrame):
+    new_chat_requested = Signal()
+    conversation_selected = Signal(int)
+    search_changed = Signal(str)
+    rename_requested = Signal(int, str)
+    delete_requested = Signal(int)
+    export_requested = Signal(int, str)  # (conversation id, "markdown" | "json")
+    undo_requested = Signal()
+    page_requested = Signal(str)  # "chat" | "models" | "settings"
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("Sidebar")
+        self.setFixedWidth(268)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(12, 14, 12, 10)
+        layout.setSpacing(8)
+
+        brand_row = QHBoxLayout()
+        brand_row.setSpacing(8)
+        logo = QLabel(self)
+        icon_path = resource_path("inglenook.svg")
+        if icon_path is not None:
+            logo.setPixmap(QIcon(str(icon_path)).pixmap(24, 24))
+        brand = QLabel("Inglenook", self)
+        brand.setObjectName("Brand")
+        brand_row.addWidget(logo)
+        brand_row.addWidget(brand)
+        brand_row.addStretch(1)
+        layout.addLayout(brand_row)
+        layout.addSpacing(4)
+
+        self.new_button = QPushButton("  New chat", self)
+        icons.set_icon(self.new_button, "plus", "on_accent")
+        self.new_button.setObjectName("NewChatButton")
+        self.new_button.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.new_button.setToolTip("New chat (Ctrl+N)")
+        self.new_button.clicked.connect(self.new_chat_requested)
+        layout.addWidget(self.new_button)
+
+        self.search = QLineEdit(self)
+        self.search.setObjectName("SearchField")
+        self.search.setPlaceholderText("Search chats  (Ctrl+F)")
+        self.search.setClearButtonEnabled(True)
+        self._search_timer = QTimer(self)
+        self._search_timer.setSingleShot(True)
+        self._search_timer.setInterval(200)
+        self._search_timer.timeout.connect(lambda: self.search_changed.emit(self.search.text().strip()))
+        self.search.textChanged.connect(lambda _t: self._search_timer.start())
+        layout.addWidget(self.search)
+
+        self.section = QLabel("RECENT", self)
+        self.section.setObjectName("SectionLabel")
+        layout.addWidget(self.section)
+
+        self.list = QListWidget(self)
+        self.list.setObjectName("ConversationList")
+        self.list.setItemDelegate(_ConversationDelegate(self.list))
+        self.list.setVerticalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
+        self.list.setEditTriggers(QAbstractItemView.EditTrigger.EditKeyPressed)
+        self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.list.customContextMenuRequested.connect(self._menu)
+        self.list.currentItemChanged.connect(self._current_changed)
+        self.list.itemChanged.connect(self._item_edited)
+        layout.addWidget(self.list, 1)
+
+        self.toast = QFrame(self)
+        self.toast.setObjectName("Banner")
+        toast_row = QHBoxLayout(self.toast)
+        toast_row.setContentsMargins(10, 6, 6, 6)
+        self.toast_label = QLabel("Chat deleted", self.toast)
+        undo = QPushButton("Undo", self.toast)
+        undo.setObjectName("BannerButton")
+        undo.clicked.connect(self.undo_requested)
+        toast_row.addWidget(self.toast_label, 1)
+        toast_row.addWidget(undo)
+        self.toast.hide()
+        layout.addWidget(self.toast)
+
+        self.nav_buttons: dict[str, QPushButton] = {}
+        for key, label in (("chat", "Chats"), ("models", "Models"), ("settings", "Settings")):
+            button = QPushButton("  " + label, self)
+            icons.set_icon(button, key, "muted")
+            button.setObjectName("NavButton")
+            button.setCursor(Qt.CursorShape.PointingHandCursor)
+            button.setCheckable(key != "settings")
+            button.clicked.connect(lambda _=False, k=key: self.page_requested.emit(k))
+            self.nav_buttons[key] = button
+            layout.addWidget(button)
+        self.nav_buttons["chat"].setChecked(True)
+        self.nav_buttons["settings"].setToolTip("Settings (Ctrl+,)")
+        self._filling = False
+
+    # -- content ----------------------------------------------------------------------
+
+    def set_conversations(self, conversations: list[Conversation], current: int | None, streaming: set[int]) -> None:
+        self._filling = True
+        try:
+            self.list.clear()
+            for conversation in conversations:
+                item = QListWidgetItem(conversation.title or "New chat")
+                item.setData(ID_ROLE, conversation.id)
+                item.setData(TIME_ROLE, conversation.updated_at)
+                item.setData(TITLE_ROLE, item.text())
+                item.setData(STREAMING_ROLE, conversation.id in streaming)
+                item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
+                item.setToolTip(conversation.title)
+                self.list.addItem(item)
+                if conversation.id == current:
+                    self.list.setCurrentItem(item)
+            searching = bool(self.search.text().strip())
+            self.section.setText("RESULTS" if searching else "RECENT")
+            if searching and not conversations:
+                self.section.setText("NO MATCHES")
+        finally:
+            self._filling = False
+
+    def select(self, conversation_id: int | None) -> None:
+        self._filling = True
+        try:
+            for row in range(self.list.count()):
+                item = self.list.item(row)
+                if item.data(ID_ROLE) == conversation_id:
+                    self.list.setCurrentItem(item)
+                    return
+            self.list.clearSelection()
+        finally:
+            self._filling = False
+
+    def ids(self) -> list[int]:
+        return [self.list.item(row).data(ID_ROLE) for row in range(self.list.count())]
+
+    def titles(self) -> list[str]:
+        return [self.list.item(row).text() for row in range(self.list.count())]
+
+    def set_streaming(self, streaming: set[int]) -> None:
+        self._filling = True
+        try:
+            for row in range(self.list.count()):
+                item = self.list.item(row)
+                item.setData(STREAMING_ROLE, item.data(ID_ROLE) in streaming)
+        finally:
+            self._filling = False
+
+    def show_toast(self, text: str) -> None:
+        self.toast_label.setText(text)
+        self.toast.show()
+
+    def hide_toast(self) -> None:
+        self.toast.hide()
+
+    def set_page(self, key: str) -> None:
+        for name, button in self.nav_buttons.items():
+            if button.isCheckable():
+                button.setChecked(name == key)
+
+    def begin_rename(self, conversation_id: int) -> None:
+        for row in range(self.list.count()):
+            item = self.list.item(row)
+            if item.data(ID_ROLE) == conversation_id:
+                self.list.editItem(item)
+                return
+
+    # -- events -----------------------------------------------------------------------
+
+    def _current_changed(self, current: QListWidgetItem | None, _previous: object) -> None:
+        if current is not None and not self._filling:
+            self.conversation_selected.emit(int(current.data(ID_ROLE)))
+
+    def _item_edited(self, item: QListWidgetItem) -> None:
+        if self._filling:
+            return
+        title = item.text().strip()
+        if title and title != item.data(TITLE_ROLE):
+            item.setData(TITLE_ROLE, title)
+            self.rename_requested.emit(int(item.data(ID_ROLE)), title)
+
+    def _menu(self, pos: QPoint) -> None:
+        item = self.list.itemAt(pos)
+        if item is None:
+            return
+        cid = int(item.data(ID_ROLE))
+        menu = QMenu(self)
+        menu.addAction("Rename", lambda: self.list.editItem(item))
+        menu.addAction("Export as Markdown…", lambda: self.export_requested.emit(cid, "markdown"))
+        menu.addAction("Export as JSON…", lambda: self.export_requested.emit(cid, "json"))
+        menu.addSeparator()
+        menu.addAction("Delete", lambda: self.delete_requested.emit(cid))
+        menu.exec(self.list.viewport().mapToGlobal(pos))

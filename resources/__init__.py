@@ -1,0 +1,1 @@
+"""Style sheets, icons and the bundled evaluation text (package data)."""

@@ -1,0 +1,66 @@
+"""GUI tests: the real window, offscreen, driven as a person would, with the real tiny model."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+from collections.abc import Iterator  # noqa: E402
+
+import pytest  # noqa: E402
+
+pytestmark = pytest.mark.gui
+
+# Answers are slow on a busy two-core machine; waits are generous, assertions are not timing-based.
+ANSWER_TIMEOUT_MS = 180_000
+
+
+@pytest.fixture
+def engine(home, smollm2_path):  # noqa: ANN001, ANN201 — home: the per-test INGLENOOK_HOME
+    from inglenook.engine.core import Engine
+
+    engine = Engine()
+    yield engine
+    engine.close()
+
+
+@pytest.fixture
+def window(qtbot, qapp, engine) -> Iterator[object]:  # noqa: ANN001
+    from inglenook.app import theme
+    from inglenook.app.window import MainWindow
+
+    theme.apply_theme(qapp, "light")
+    win = MainWindow(engine, start_api=False)
+    qtbot.addWidget(win)
+    win.show()
+    qtbot.waitUntil(lambda: bool(win.models), timeout=30_000)
+    yield win
+    win.shutdown()
+
+
+def new_chat(qtbot, window, max_tokens: int = 12, **extra) -> int:  # noqa: ANN001
+    """A greedy conversation (temperature 0) opened in the window; returns its id."""
+    sampling = {"temperature": 0.0, "top_k": 1, "max_tokens": max_tokens, **extra}
+    conversation = window.engine.chats.new_conversation(sampling=sampling)
+    window.refresh_conversations()
+    window.open_conversation(conversation.id)
+    qtbot.waitUntil(lambda: window.conversation is not None and window.conversation.id == conversation.id)
+    return conversation.id
+
+
+def type_and_send(qtbot, window, text: str) -> None:  # noqa: ANN001
+    from PySide6.QtCore import Qt
+
+    window.composer.input.setFocus()
+    qtbot.keyClicks(window.composer.input, text)
+    qtbot.keyClick(window.composer.input, Qt.Key.Key_Return)
+
+
+def wait_answer(qtbot, window, conversation_id: int) -> None:  # noqa: ANN001
+    qtbot.waitUntil(
+        lambda: not window.chat.is_streaming(conversation_id)
+        and (window.current_id != conversation_id or window.view.streaming_widget() is None),
+        timeout=ANSWER_TIMEOUT_MS,
+    )
+    qtbot.wait(50)  # let the queued finish signal's repaint run

@@ -1,0 +1,222 @@
+"""Chatting in the window: send, stream, stop, regenerate, edit, switch chats, reopen."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import pytest
+from PySide6.QtCore import Qt, QTimer
+
+from .conftest import ANSWER_TIMEOUT_MS, new_chat, type_and_send, wait_answer
+
+pytestmark = [pytest.mark.gui, pytest.mark.integration]
+
+
+def test_send_shows_the_answer_streaming_in(qtbot, window) -> None:
+    cid = new_chat(qtbot, window, max_tokens=12)
+    true_refs = sys.getrefcount(True)
+    seen: list[str] = []
+    window.chat.answer_text.connect(lambda c, text: seen.append(text))
+    type_and_send(qtbot, window, "Name three colours.")
+    assert window.composer.input.toPlainText() == ""  # the input clears at once
+    assert window.composer.stop_button.isVisible()
+    wait_answer(qtbot, window, cid)
+
+    stored = window.engine.store.messages(cid)
+    assert [m.role for m in stored] == ["user", "assistant"]
+    answer = stored[-1]
+    assert answer.status == "complete" and answer.content
+    # Streamed: the view got the answer in growing pieces, each a prefix of the next.
+    assert len(seen) >= 2
+    assert all(b.startswith(a) for a, b in zip(seen, seen[1:]))
+    widgets = window.view.widgets
+    assert [w.role for w in widgets] == ["user", "assistant"]
+    assert widgets[0].text == "Name three colours."
+    assert widgets[1].text == answer.content
+    assert widgets[1].message is not None and widgets[1].message.id == answer.id
+    assert "tokens" in widgets[1].stats.text()
+    assert widgets[1].regenerate_button.isVisibleTo(window)
+    assert not window.composer.stop_button.isVisible()
+    # The first message names the chat, in the header and in the sidebar.
+    qtbot.waitUntil(lambda: "Name three colours." in window.sidebar.titles())
+    assert window.title_label.text() == "Name three colours."
+    # PySide6 6.12 drops a reference to True on every Signal.emit() (pyproject excludes it).
+    # Were it lost, a long session would abort with "bool_dealloc".
+    assert sys.getrefcount(True) >= true_refs - 5
+
+
+def test_stop_mid_answer_keeps_the_partial_answer(qtbot, window) -> None:
+    cid = new_chat(qtbot, window, max_tokens=400)
+    type_and_send(qtbot, window, "Write a long story about a dragon.")
+    qtbot.waitUntil(lambda: bool(window.view.streaming_widget() and window.view.streaming_widget().text),
+                    timeout=ANSWER_TIMEOUT_MS)
+    qtbot.keyClick(window, Qt.Key.Key_Escape)
+    wait_answer(qtbot, window, cid)
+    answer = window.engine.store.messages(cid)[-1]
+    assert answer.role == "assistant"
+    assert answer.status == "partial"
+    assert answer.finish_reason == "cancelled"
+    assert 0 < answer.completion_tokens < 400
+    last = window.view.widgets[-1]
+    assert last.text == answer.content
+    assert last.note.isVisibleTo(window) and last.note.text() == "Stopped"
+
+
+def test_regenerate_replaces_the_last_answer(qtbot, window) -> None:
+    cid = new_chat(qtbot, window, max_tokens=8)
+    type_and_send(qtbot, window, "Say hello.")
+    wait_answer(qtbot, window, cid)
+    first = window.engine.store.messages(cid)[-1]
+    qtbot.mouseClick(window.view.widgets[-1].regenerate_button, Qt.MouseButton.LeftButton)
+    assert window.chat.is_streaming(cid)
+    wait_answer(qtbot, window, cid)
+    stored = window.engine.store.messages(cid)
+    assert [m.role for m in stored] == ["user", "assistant"]
+    assert stored[-1].created_at > first.created_at  # a new answer (SQLite may reuse the id)
+    assert stored[-1].content == first.content  # greedy: the same answer again
+    assert [w.role for w in window.view.widgets] == ["user", "assistant"]
+
+
+def test_edit_a_message_and_resend(qtbot, window) -> None:
+    cid = new_chat(qtbot, window, max_tokens=8)
+    type_and_send(qtbot, window, "Say hello.")
+    wait_answer(qtbot, window, cid)
+    type_and_send(qtbot, window, "Say goodbye.")
+    wait_answer(qtbot, window, cid)
+    assert len(window.engine.store.messages(cid)) == 4
+
+    first_user = window.view.widgets[0]
+    qtbot.mouseClick(first_user.edit_button, Qt.MouseButton.LeftButton)
+    assert first_user.editor.isVisibleTo(window)
+    first_user.editor.setPlainText("What is the capital of France?")
+    qtbot.mouseClick(first_user.resend_button, Qt.MouseButton.LeftButton)
+    wait_answer(qtbot, window, cid)
+
+    stored = window.engine.store.messages(cid)
+    assert [(m.role, m.status) for m in stored] == [("user", "complete"), ("assistant", "complete")]
+    assert stored[0].content == "What is the capital of France?"
+    assert [w.text for w in window.view.widgets] == [m.content for m in stored]
+
+
+def test_switching_chats_while_an_answer_streams(qtbot, window) -> None:
+    store = window.engine.store
+    other = window.engine.chats.new_conversation(title="Earlier chat")
+    store.add_message(other.id, "user", "An older question")
+    store.add_message(other.id, "assistant", "An older answer")
+    cid = new_chat(qtbot, window, max_tokens=40)
+    type_and_send(qtbot, window, "Count from one to twenty.")
+    qtbot.waitUntil(lambda: bool(window.view.streaming_widget() and window.view.streaming_widget().text),
+                    timeout=ANSWER_TIMEOUT_MS)
+
+    window.open_conversation(other.id)
+    qtbot.waitUntil(lambda: window.conversation is not None and window.conversation.id == other.id)
+    assert [w.text for w in window.view.widgets] == ["An older question", "An older answer"]
+    assert window.view.streaming_widget() is None
+    assert not window.composer.stop_button.isVisible()
+    qtbot.waitUntil(lambda: not window.chat.is_streaming(cid), timeout=ANSWER_TIMEOUT_MS)
+    qtbot.wait(100)
+    # The answer finished in the background without touching the chat on screen.
+    assert [w.text for w in window.view.widgets] == ["An older question", "An older answer"]
+
+    window.open_conversation(cid)
+    qtbot.waitUntil(lambda: window.conversation is not None and window.conversation.id == cid)
+    stored = store.messages(cid)
+    assert stored[-1].role == "assistant" and stored[-1].status == "complete"
+    assert [w.text for w in window.view.widgets] == [m.content for m in stored]
+
+
+def test_close_and_reopen_finds_everything(qtbot, qapp, home, smollm2_path) -> None:
+    from inglenook.engine.core import Engine
+    from inglenook.app.window import MainWindow
+
+    engine = Engine()
+    first = MainWindow(engine, start_api=False)
+    qtbot.addWidget(first)
+    first.show()
+    qtbot.waitUntil(lambda: bool(first.models), timeout=30_000)
+    cid = new_chat(qtbot, first, max_tokens=8, system_prompt_note="kept")
+    first.panel.system_prompt.setPlainText("You are terse.")
+    type_and_send(qtbot, first, "Say hello.")
+    wait_answer(qtbot, first, cid)
+    shown = [w.text for w in first.view.widgets]
+    first.close()
+    engine.close()
+
+    engine = Engine()  # the same INGLENOOK_HOME
+    try:
+        second = MainWindow(engine, start_api=False)
+        qtbot.addWidget(second)
+        second.show()
+        qtbot.waitUntil(lambda: second.conversation is not None and second.conversation.id == cid, timeout=30_000)
+        assert [w.text for w in second.view.widgets] == shown
+        assert second.conversation.system_prompt == "You are terse."
+        assert second.panel.system_prompt.toPlainText() == "You are terse."
+        assert second.conversation.sampling["max_tokens"] == 8
+        assert second.sidebar.ids() == [cid]
+        second.close()
+    finally:
+        engine.close()
+
+
+def test_event_loop_never_stalls_while_an_answer_streams(qtbot, window) -> None:
+    """The worst gap between 10 ms timer ticks while an answer streams (benchmarks/gui_latency.py
+    reports the real number; this bound is generous so a busy machine does not fail it)."""
+    cid = new_chat(qtbot, window, max_tokens=24)
+    gaps: list[float] = []
+    last = [time.perf_counter()]
+
+    def tick() -> None:
+        now = time.perf_counter()
+        gaps.append(now - last[0])
+        last[0] = now
+
+    timer = QTimer()
+    timer.setInterval(10)
+    timer.timeout.connect(tick)
+    type_and_send(qtbot, window, "Explain what a compiler does.")
+    timer.start()
+    wait_answer(qtbot, window, cid)
+    timer.stop()
+    assert window.engine.store.messages(cid)[-1].completion_tokens > 1
+    assert len(gaps) > 10
+    assert max(gaps) < 1.0, f"the GUI froze for {max(gaps) * 1000:.0f} ms"
+
+
+def test_api_answers_while_the_window_is_open(qtbot, qapp, engine) -> None:
+    pytest.importorskip("inglenook.engine.server", reason="the API server module is not in this build")
+    import socket
+
+    import httpx
+
+    from inglenook.app.window import MainWindow
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    engine.update_settings(api_port=port, api_enabled=True)
+    win = MainWindow(engine)  # starts the API as `inglenook` does
+    qtbot.addWidget(win)
+    win.show()
+    try:
+        qtbot.waitUntil(lambda: win.server.state in ("running", "failed"), timeout=60_000)
+        assert win.server.state == "running", win.server.error
+        assert str(port) in win.api_status.text()
+        base = win.server.url
+        models = httpx.get(f"{base}/models", timeout=30).json()
+        assert any(m["id"] == "smollm2-135m-instruct:q4_1" for m in models["data"])
+        reply = httpx.post(
+            f"{base}/chat/completions",
+            json={"model": "smollm2-135m-instruct:q4_1", "max_tokens": 4, "temperature": 0,
+                  "messages": [{"role": "user", "content": "Hi"}]},
+            timeout=120,
+        )
+        assert reply.status_code == 200, reply.text
+        assert reply.json()["choices"][0]["message"]["content"]
+        # The toggle in the status bar stops it.
+        qtbot.mouseClick(win.api_toggle, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: win.server.state == "stopped", timeout=30_000)
+        with pytest.raises(httpx.TransportError):
+            httpx.get(f"{base}/models", timeout=5)
+    finally:
+        win.shutdown()
