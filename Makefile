@@ -41,5 +41,8 @@ $(VENV)/.dev-installed: pyproject.toml | $(PY)
 bench: $(VENV)/.dev-installed
 	$(PY) benchmarks/decode.py
 
+screenshots: $(VENV)/.dev-installed
+	QT_QPA_PLATFORM=offscreen $(PY) scripts/screenshots.py --out docs
+
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

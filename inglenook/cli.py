@@ -14,7 +14,7 @@ import signal
 import sys
 from collections.abc import Iterator, Sequence
 
-from inglenook import __version__
+from inglenook import __version__, cli_hub, cli_lab, cli_serve
 from inglenook.engine.errors import InglenookError, StoreError
 from inglenook.engine.paths import Paths
 
@@ -87,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     remove = commands.add_parser("rm", help="remove a model")
     remove.add_argument("model", metavar="MODEL")
     remove.set_defaults(handler=cmd_rm)
+    cli_serve.add_commands(commands)
+    cli_lab.add_commands(commands)
+    cli_hub.add_commands(commands)
     return parser
 
 

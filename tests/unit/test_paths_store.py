@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from inglenook.engine.errors import ConversationNotFound, StoreError
+from inglenook.engine.migrations import MIGRATIONS
 from inglenook.engine.paths import Paths
 from inglenook.engine.settings import Settings
 from inglenook.engine.store import Store
@@ -39,10 +40,12 @@ def test_home_under_a_file_is_a_clear_store_error(tmp_path: Path) -> None:
 def test_store_uses_wal_and_records_migrations(tmp_path: Path) -> None:
     store = Store(tmp_path / "db.sqlite")
     assert store.db.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert store.applied_migrations() == ["m001_initial"]
+    names = [m.__name__ for m in MIGRATIONS]
+    assert names[0] == "m001_initial"
+    assert store.applied_migrations() == names
     store.close()
     again = Store(tmp_path / "db.sqlite")  # re-opening applies nothing twice
-    assert again.applied_migrations() == ["m001_initial"]
+    assert again.applied_migrations() == names
     assert again.integrity_ok()
 
 
