@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from inglenook.engine.native import llama, physical_cores
-from inglenook.engine.registry import ModelRecord, fingerprint_file
+from inglenook.engine.registry import ModelRecord
 from inglenook.engine.gguf import read_gguf
 from inglenook.engine.runtime import LoadedModel, LoadOptions
 from inglenook.engine.sampling import SamplingParams
@@ -31,13 +31,7 @@ PROMPT = "Once upon a time, in a village at the edge of a great forest, there li
 
 
 def record_for(path: Path) -> ModelRecord:
-    info = read_gguf(path)
-    return ModelRecord(
-        id=path.stem, path=path, name=path.stem, architecture=info.architecture,
-        quantization=info.quantization, parameter_count=info.parameter_count,
-        context_length=info.context_length, size_bytes=info.file_size,
-        fingerprint=fingerprint_file(path, info.file_size), source="bench",
-    )
+    return ModelRecord.describe(read_gguf(path), model_id=path.stem, source="bench")
 
 
 def ours(model: LoadedModel, tokens: int) -> float:

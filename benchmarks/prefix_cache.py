@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 from inglenook.engine.cache import MIB, PrefixCache
 from inglenook.engine.gguf import read_gguf
-from inglenook.engine.registry import ModelRecord, fingerprint_file
+from inglenook.engine.registry import ModelRecord
 from inglenook.engine.runtime import Chunk, Finished, LoadedModel, LoadOptions
 from inglenook.engine.sampling import SamplingParams
 from inglenook.engine.scheduler import GenerateJob, Scheduler
@@ -54,13 +54,7 @@ def model_paths(names: list[str]) -> dict[str, Path]:
 
 
 def record_for(path: Path, model_id: str) -> ModelRecord:
-    info = read_gguf(path)
-    return ModelRecord(
-        id=model_id, path=path, name=path.stem, architecture=info.architecture,
-        quantization=info.quantization, parameter_count=info.parameter_count,
-        context_length=info.context_length, size_bytes=info.file_size,
-        fingerprint=fingerprint_file(path, info.file_size), source="bench",
-    )
+    return ModelRecord.describe(read_gguf(path), model_id=model_id, source="bench")
 
 
 def kv_bytes_per_token(path: Path, bytes_per_element: float = 2.0) -> dict[str, float]:

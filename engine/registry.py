@@ -54,6 +54,29 @@ class ModelRecord:
     def base_id(self) -> str:
         return self.id.split(":", 1)[0]
 
+    @classmethod
+    def describe(
+        cls, info: GGUFInfo, model_id: str, source: str, name: str | None = None, added_at: float = 0.0
+    ) -> "ModelRecord":
+        """A record for the file ``info`` was read from (fingerprinted, not yet registered)."""
+        path = info.path
+        return cls(
+            id=model_id,
+            path=path,
+            name=name or path.name.removesuffix(".gguf"),
+            architecture=info.architecture,
+            quantization=info.quantization,
+            parameter_count=info.parameter_count,
+            context_length=info.context_length,
+            size_bytes=info.file_size,
+            fingerprint=fingerprint_file(path, info.file_size),
+            source=source,
+            metadata={k: info.metadata[k] for k in _KEPT_KEYS if k in info.metadata}
+            | {"bits_per_weight": round(info.bits_per_weight, 3), "block_count": info.block_count},
+            mtime=path.stat().st_mtime,
+            added_at=added_at,
+        )
+
     def to_row(self) -> dict[str, Any]:
         return {
             "id": self.id, "path": str(self.path), "name": self.name,
@@ -155,21 +178,11 @@ class ModelRegistry:
                 return existing
             info = read_gguf(path)
             named = Path(f"{display_name}.gguf") if display_name else path
-            model_id = self._unique_id(model_id_for(named, info), path)
-            record = ModelRecord(
-                id=model_id,
-                path=path,
-                name=named.name.removesuffix(".gguf"),
-                architecture=info.architecture,
-                quantization=info.quantization,
-                parameter_count=info.parameter_count,
-                context_length=info.context_length,
-                size_bytes=info.file_size,
-                fingerprint=fingerprint_file(path, info.file_size),
+            record = ModelRecord.describe(
+                info,
+                model_id=self._unique_id(model_id_for(named, info), path),
                 source=existing.source if existing and source == "scan" else source,
-                metadata={k: info.metadata[k] for k in _KEPT_KEYS if k in info.metadata}
-                | {"bits_per_weight": round(info.bits_per_weight, 3), "block_count": info.block_count},
-                mtime=info.path.stat().st_mtime,
+                name=named.name.removesuffix(".gguf"),
                 added_at=existing.added_at if existing else time.time(),
             )
             self.store.upsert_model(record.to_row())

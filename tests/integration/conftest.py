@@ -5,20 +5,14 @@ from pathlib import Path
 import pytest
 
 from inglenook.engine.gguf import read_gguf
-from inglenook.engine.registry import ModelRecord, fingerprint_file
+from inglenook.engine.registry import ModelRecord
 from inglenook.engine.runtime import LoadedModel, LoadOptions
 
 pytestmark = pytest.mark.integration
 
 
 def record_for(path: Path, model_id: str) -> ModelRecord:
-    info = read_gguf(path)
-    return ModelRecord(
-        id=model_id, path=path, name=path.stem, architecture=info.architecture,
-        quantization=info.quantization, parameter_count=info.parameter_count,
-        context_length=info.context_length, size_bytes=info.file_size,
-        fingerprint=fingerprint_file(path, info.file_size), source="test",
-    )
+    return ModelRecord.describe(read_gguf(path), model_id=model_id, source="test")
 
 
 @pytest.fixture(scope="session")
