@@ -67,7 +67,25 @@ class Embeddings:
     model_id: str
 
 
-Job = GenerateJob | EmbedJob
+@dataclass
+class ExclusiveJob:
+    """Run ``work`` on the scheduler's thread with no model resident.
+
+    For work that loads models of its own and needs the machine to itself (the
+    quantization lab measures one variant per job): it queues like any request, so chats
+    and API calls wait at most one such job, and nothing else runs beside it.
+    """
+
+    work: Callable[[], Any]
+    model_id: str = "exclusive"
+
+
+@dataclass
+class ExclusiveResult:
+    value: Any
+
+
+Job = GenerateJob | EmbedJob | ExclusiveJob
 
 # Model state changes, for status bars: (model_id, state, detail) where state is
 # "loading" (detail: fraction 0..1), "loaded", "unloaded" or "failed" (detail: message).
@@ -191,6 +209,16 @@ class Scheduler:
         """Load a model ahead of time (the GUI's picker); returns when queued."""
         return self.submit(GenerateJob(model_id=model_id, tokens=[]))
 
+    def run_exclusive(self, work: Callable[[], Any]) -> Any:
+        """Run ``work`` as an ``ExclusiveJob`` and return its value (or raise its error).
+
+        Blocks the caller until the job has run; never call it from the scheduler's thread.
+        """
+        for event in self.submit(ExclusiveJob(work)).events():
+            if isinstance(event, ExclusiveResult):
+                return event.value
+        raise JobCancelled("the engine shut down before the job ran")
+
     def unload_all(self) -> None:
         with self._lock:
             for key in list(self._models):
@@ -254,6 +282,10 @@ class Scheduler:
         if handle.cancelled:
             handle._put(Finished("cancelled", Usage(), Timings(), job.model_id))
             return
+        if isinstance(job, ExclusiveJob):
+            self.unload_all()
+            handle._put(ExclusiveResult(job.work()))
+            return None
         embeddings = isinstance(job, EmbedJob)
         model = self._model_for(job.model_id, embeddings)
         if isinstance(job, EmbedJob):

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -62,16 +63,20 @@ class QuantLab:
 
     def __init__(
         self, registry: ModelRegistry, store: Store, paths: Paths, load_options: Callable[[], LoadOptions],
+        exclusive: Callable[[Callable[[], Any]], Any] | None = None,
     ) -> None:
+        """``exclusive(work)`` runs ``work`` with the machine to itself and returns its value;
+        an engine passes its scheduler's ``run_exclusive``, so the lab's loads queue with chats."""
         self.registry = registry
         self.paths = paths
         self.results = LabResults(store)
         self._load_options = load_options
+        self.exclusive = exclusive or (lambda work: work())
         self._machine: str | None = None
 
     @classmethod
     def for_engine(cls, engine) -> "QuantLab":  # noqa: ANN001 — engine.core.Engine, not imported: no cycle
-        return cls(engine.registry, engine.store, engine.paths, engine.load_options)
+        return cls(engine.registry, engine.store, engine.paths, engine.load_options, engine.scheduler.run_exclusive)
 
     # -- what there is ----------------------------------------------------------------
 
@@ -251,10 +256,11 @@ class LabRun:
         xp = select_backend(config.backend)
 
         # The reference first: its distributions are what every other variant is measured against.
-        ref_chunks, windows = self._reference(reference, settings, xp, measure=reference in chosen)
+        # Each load-and-measure runs as one exclusive scheduler job: a chat waits at most one variant.
+        ref_chunks, windows = lab.exclusive(lambda: self._reference(reference, settings, xp, measure=reference in chosen))
         others = [v for v in chosen if v.id != reference.id]
         for variant in others:
-            self._measure_variant(variant, reference, settings, xp, windows, ref_chunks)
+            lab.exclusive(lambda v=variant: self._measure_variant(v, reference, settings, xp, windows, ref_chunks))
         every = lab.results.latest([v.record for v in group.variants], lab.machine, settings, reference.record)
         chosen_ids = {v.id for v in chosen}
         self.report.results = [r for r in every if r.model_id in chosen_ids]

@@ -184,3 +184,41 @@ def test_history_has_the_system_prompt_first(chats: ChatService) -> None:
     chats.send(conversation.id, "hi").wait()
     history = chats.history(chats.store.get_conversation(conversation.id))
     assert [m["role"] for m in history] == ["system", "user", "assistant"]
+
+
+def test_exclusive_work_runs_on_the_worker_with_no_model_resident(scheduler: Scheduler) -> None:
+    scheduler.submit(GenerateJob("m:q4_0", text="x")).result()
+    assert scheduler.loaded_models()
+    seen: dict[str, object] = {}
+
+    def work() -> str:
+        seen["thread"] = threading.current_thread().name
+        seen["resident"] = list(scheduler.loaded_models())
+        return "measured"
+
+    assert scheduler.run_exclusive(work) == "measured"
+    assert seen == {"thread": "inglenook-scheduler", "resident": []}
+
+
+def test_exclusive_work_errors_reach_the_caller_and_queued_chats_wait(scheduler: Scheduler) -> None:
+    def fails() -> None:
+        raise ModelNotFound("gone")
+
+    with pytest.raises(ModelNotFound):
+        scheduler.run_exclusive(fails)
+    order: list[str] = []
+    gate = threading.Event()
+
+    def slow() -> None:
+        gate.wait(5)
+        order.append("exclusive")
+
+    worker = threading.Thread(target=scheduler.run_exclusive, args=(slow,))
+    worker.start()
+    time.sleep(0.05)
+    chat = scheduler.submit(GenerateJob("m:q4_0", text="x"))
+    gate.set()
+    chat.result()
+    order.append("chat")
+    worker.join(5)
+    assert order == ["exclusive", "chat"]
