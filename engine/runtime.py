@@ -434,12 +434,15 @@ class LoadedModel:
 
         return f"{self.record.fingerprint}|{self.options.kv_layout_key()}|llama-cpp-python {binding_version}"
 
-    def export_sequence(self, limit: int | None = None) -> tuple[list[int], np.ndarray] | None:
+    def export_sequence(
+        self, limit: int | None = None, destination: Callable[[int], np.ndarray | None] | None = None
+    ) -> tuple[list[int], np.ndarray] | None:
         """Copy sequence 0's KV state out of llama.cpp: (the tokens it covers, its bytes).
 
         Keeps (and saves) at most ``limit`` tokens. Uses the per-sequence state API, which
         holds only the KV cells (no logits buffer); None when there is nothing to save or
-        llama.cpp could not copy it.
+        llama.cpp could not copy it. ``destination(size)`` may supply memory to copy into
+        (the prompt cache hands over a buffer it has already paged in).
         """
         if self.closed or not self.kv_tokens:
             return None
@@ -452,8 +455,10 @@ class LoadedModel:
         size = lib.llama_state_seq_get_size(self._ctx, 0)
         if size <= 0:
             return None
-        # np.empty, not bytearray: zero-filling tens of MB first took longer than the copy.
-        payload = np.empty(size, dtype=np.uint8)
+        payload = destination(size) if destination is not None else None
+        if payload is None:
+            # np.empty, not bytearray: zero-filling tens of MB first took longer than the copy.
+            payload = np.empty(size, dtype=np.uint8)
         written = lib.llama_state_seq_get_data(
             self._ctx, payload.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)), size, 0
         )

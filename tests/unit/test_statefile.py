@@ -135,10 +135,17 @@ class StateModel:
         rng = np.random.default_rng(sum(tokens) + len(tokens))
         return bytearray(rng.integers(0, 256, len(tokens) * self.bytes_per_token, dtype=np.uint8).tobytes())
 
-    def export_sequence(self, limit: int | None = None) -> tuple[list[int], bytearray] | None:
+    def export_sequence(self, limit: int | None = None, destination=None):  # noqa: ANN001, ANN201
         if limit is not None:
             del self.kv_tokens[limit:]
-        return (list(self.kv_tokens), self.state_of(self.kv_tokens)) if self.kv_tokens else None
+        if not self.kv_tokens:
+            return None
+        state = self.state_of(self.kv_tokens)
+        buffer = destination(len(state)) if destination is not None else None
+        if buffer is None:
+            return list(self.kv_tokens), state
+        buffer[:] = np.frombuffer(bytes(state), dtype=np.uint8)  # as llama.cpp copies into it
+        return list(self.kv_tokens), buffer
 
     def import_sequence(self, tokens: list[int], payload: bytearray, keep: int) -> int:
         assert bytes(payload) == bytes(self.state_of(tokens)), "restored bytes differ from the saved state"
@@ -334,3 +341,23 @@ def test_states_of_vanished_conversations_are_pruned(tmp_path: Path) -> None:
     assert cache.prune_conversations({2}) == 1
     assert [p.name.split("-")[1] for p in tmp_path.glob(f"conv-*{SUFFIX}")] == ["2"]
     assert next(p.name for p in tmp_path.glob(f"pfx-*{SUFFIX}")).startswith(f"pfx-{key_hash(KEY)}-")
+
+
+def test_saves_copy_into_a_buffer_paged_in_ahead_of_time(tmp_path: Path) -> None:
+    import time
+
+    cache = cache_at(tmp_path)
+    model = StateModel()
+    turn(cache, model, list(range(300)), conversation_id=1)
+    deadline = time.monotonic() + 5
+    while cache._spare is None and time.monotonic() < deadline:  # prepared on a helper thread
+        time.sleep(0.01)
+    spare = cache._spare
+    assert spare is not None and len(spare) > 300 * model.bytes_per_token
+    turn(cache, model, list(range(300)) + [900_000, 900_001, 900_002] + list(range(7, 40)), conversation_id=1)
+    (entry,) = [e for e in cache._entries.values()]
+    assert entry.payload.base is spare  # the copy landed in the spare, not in fresh memory
+    cache.close()
+    # What was saved through the spare restores byte for byte after a restart.
+    fresh, again = cache_at(tmp_path), StateModel()
+    assert fresh.restore(again, list(range(300)) + [900_000, 900_001, 900_002] + list(range(7, 45)), 1) > 300
