@@ -202,6 +202,8 @@ def _make_handler(hub: HubMock) -> type[BaseHTTPRequestHandler]:
 
         def _send(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None,
                   content_type: str = "application/json") -> None:
+            # Logged before answering: a client that has its answer may look at the log at once.
+            self._log(status)
             self.send_response(status)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
@@ -210,7 +212,6 @@ def _make_handler(hub: HubMock) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(body)
-            self._log(status)
 
         def _json(self, data: Any, status: int = 200, headers: dict[str, str] | None = None) -> None:
             self._send(status, json.dumps(data).encode(), headers)
@@ -351,6 +352,7 @@ def _make_handler(hub: HubMock) -> type[BaseHTTPRequestHandler]:
                     return self._send(416, b"", {"Content-Range": f"bytes */{size}"})
                 status = 206
             length = end - start + 1
+            self._log(status)
             self.send_response(status)
             self.send_header("Content-Type", "application/octet-stream")
             self.send_header("Content-Length", str(length))
@@ -359,7 +361,6 @@ def _make_handler(hub: HubMock) -> type[BaseHTTPRequestHandler]:
             if status == 206:
                 self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
             self.end_headers()
-            self._log(status)
             if self.command == "HEAD":
                 return None
             cut = hub.take_cut()
