@@ -5,20 +5,7 @@ from __future__ import annotations
 import re
 import time
 
-
-def human_size(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if n < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} TB"
-
-
-def human_count(n: int) -> str:
-    for unit, size in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
-        if n >= size:
-            return f"{n / size:.1f}{unit}".replace(".0", "")
-    return str(n)
+from inglenook.engine.units import human_count, human_size  # noqa: F401 — re-exported for the widgets
 
 
 def relative_time(timestamp: float, now: float | None = None) -> str:

@@ -17,6 +17,8 @@ from collections.abc import Iterator, Sequence
 from inglenook import __version__, cli_hub, cli_lab, cli_serve
 from inglenook.engine.errors import InglenookError, StoreError
 from inglenook.engine.paths import Paths
+from inglenook.engine.units import human_count, human_size
+from inglenook.terminal import print_table
 
 log = logging.getLogger("inglenook.cli")
 
@@ -228,21 +230,6 @@ def _repl(engine, conversation_id: int, overrides: dict, args: argparse.Namespac
 # -- model management -------------------------------------------------------------------
 
 
-def _human_size(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if n < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} TB"
-
-
-def _human_count(n: int) -> str:
-    for unit, size in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
-        if n >= size:
-            return f"{n / size:.1f}{unit}".replace(".0", "")
-    return str(n)
-
-
 def cmd_list(args: argparse.Namespace, paths: Paths) -> int:
     with _open_engine(paths) as engine:
         models = engine.registry.list()
@@ -251,11 +238,9 @@ def cmd_list(args: argparse.Namespace, paths: Paths) -> int:
         return 0
     rows = [("ID", "QUANT", "SIZE", "PARAMS", "CONTEXT", "SOURCE")]
     for m in models:
-        rows.append((m.id, m.quantization, _human_size(m.size_bytes), _human_count(m.parameter_count),
+        rows.append((m.id, m.quantization, human_size(m.size_bytes), human_count(m.parameter_count),
                      str(m.context_length or "?"), m.source))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+    print_table(rows)
     return 0
 
 
@@ -269,11 +254,11 @@ def cmd_show(args: argparse.Namespace, paths: Paths) -> int:
         ("id", record.id),
         ("path", str(record.path)),
         ("architecture", info.architecture),
-        ("parameters", f"{_human_count(info.parameter_count)} ({info.parameter_count:,})"),
+        ("parameters", f"{human_count(info.parameter_count)} ({info.parameter_count:,})"),
         ("quantization", f"{info.quantization} ({info.bits_per_weight:.2f} bits per weight)"),
         ("context length", str(info.context_length or "unknown")),
         ("layers", str(info.block_count or "unknown")),
-        ("size", _human_size(info.file_size)),
+        ("size", human_size(info.file_size)),
         ("fingerprint", record.fingerprint),
         ("chat template", "built in" if info.chat_template else "none (ChatML fallback)"),
         ("special tokens", ", ".join(f"{k}={v[1]!r}" for k, v in info.special_tokens.items()) or "none"),

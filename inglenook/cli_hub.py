@@ -16,6 +16,8 @@ from typing import Any, TextIO
 
 from inglenook.engine.errors import InglenookError, JobCancelled
 from inglenook.engine.paths import Paths
+from inglenook.engine.units import human_size
+from inglenook.terminal import print_table
 
 EXIT_CANCELLED = 130
 
@@ -73,7 +75,7 @@ def cmd_pull(args: argparse.Namespace, paths: Paths) -> int:
         downloader = downloader_for(engine)
         listing = downloader.hub.list_files(repo, revision=args.revision)
         option = listing.pick(quant)
-        print(f"pulling {listing.repo}: {option.display_name} ({option.quant}, {human_bytes(option.size)})",
+        print(f"pulling {listing.repo}: {option.display_name} ({option.quant}, {human_size(option.size)})",
               file=sys.stderr)
         bar = ProgressBar(sys.stderr)
         cancel = threading.Event()
@@ -140,10 +142,10 @@ class ProgressBar:
     def render(self, event: Any) -> str:
         filled = int(event.fraction * self.WIDTH)
         bar = "#" * filled + "-" * (self.WIDTH - filled)
-        text = f"[{bar}] {event.fraction * 100:5.1f}%  {human_bytes(event.done_bytes)}/{human_bytes(event.total_bytes)}"
+        text = f"[{bar}] {event.fraction * 100:5.1f}%  {human_size(event.done_bytes)}/{human_size(event.total_bytes)}"
         if event.phase == "downloading":
             if event.bytes_per_s > 0:
-                text += f"  {human_bytes(event.bytes_per_s)}/s"
+                text += f"  {human_size(event.bytes_per_s)}/s"
             if event.eta_s is not None:
                 text += f"  {human_duration(event.eta_s)} left"
         elif event.phase == "verifying":
@@ -159,14 +161,6 @@ class ProgressBar:
             self.drawn = False
 
 
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1000:
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.2f} TB"
-
-
 def human_duration(seconds: float) -> str:
     seconds = int(seconds)
     if seconds < 60:
@@ -177,12 +171,6 @@ def human_duration(seconds: float) -> str:
 
 
 # -- search and files ------------------------------------------------------------------------------
-
-
-def _table(rows: list[tuple[str, ...]]) -> None:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
 
 
 def cmd_search(args: argparse.Namespace, paths: Paths) -> int:
@@ -208,7 +196,7 @@ def cmd_search(args: argparse.Namespace, paths: Paths) -> int:
             model.last_modified.date().isoformat() if model.last_modified else "?",
             model.licence or "?",
         ))
-    _table(rows)
+    print_table(rows)
     print("\n`inglenook files REPO` lists a repo's files; `inglenook pull REPO[:QUANT]` downloads one.")
     return 0
 
@@ -238,9 +226,9 @@ def cmd_files(args: argparse.Namespace, paths: Paths) -> int:
             bpw = option.bits_per_weight
             bpw_text = "?" if bpw is None else f"{bpw:.2f}" + ("*" if option.bpw_is_nominal else "")
             estimate = fits.get(option.name)
-            rows.append((quant, option.display_name, human_bytes(option.size), bpw_text,
+            rows.append((quant, option.display_name, human_size(option.size), bpw_text,
                          estimate.label if estimate else "?"))
-    _table(rows)
+    print_table(rows)
     if any(o.bpw_is_nominal for o in listing.options):
         print("* nominal bits per weight for the quantization type (the repo does not state its parameter count)")
     return 0

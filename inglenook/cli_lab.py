@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 from inglenook.engine.paths import Paths
+from inglenook.terminal import print_table
 
 
 def add_commands(commands: Any) -> None:
@@ -132,9 +133,7 @@ def _print(args: argparse.Namespace, results: list, recommendation: Any, referen
             _fmt(r.kld_mean, ".4f"), _fmt(r.kld_p99, ".4f"),
             "-" if r.same_top is None else f"{r.same_top * 100:.1f}%", note,
         ))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    for row in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+    print_table(rows)
     if recommendation is not None:
         print(f"\nRecommended: {recommendation.line}")
     for note in notes:
