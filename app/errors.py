@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from inglenook.engine import errors as engine_errors
+from inglenook.engine.crashguard import LastCrash
 
 # Action ids the window knows how to perform.
 NEW_CHAT = "new_chat"
@@ -18,6 +19,7 @@ USE_DEFAULT_MODEL = "use_default_model"
 OPEN_MODELS = "open_models"
 OPEN_SETTINGS = "open_settings"
 DISMISS = "dismiss"
+OPEN_CRASH_LOG = "open_crash_log"
 
 
 @dataclass
@@ -26,6 +28,18 @@ class Explanation:
     text: str
     actions: list[tuple[str, str]] = field(default_factory=list)  # (action id, button label)
     detail: str = ""
+
+
+def explain_crash(crash: LastCrash) -> Explanation:
+    """The notice for a run that ended in a native crash (shown once, on the next start)."""
+    actions = [(OPEN_CRASH_LOG, "Open the crash report")] if crash.fault_log is not None else []
+    return Explanation(
+        "Inglenook stopped unexpectedly last time",
+        f"It was {crash.doing}. Everything saved before then is kept. If it happens again, "
+        "the crash report helps: Settings → About has what to paste into a bug report.",
+        actions,
+        crash.fault_excerpt or crash.message(),
+    )
 
 
 def explain(exc: BaseException) -> Explanation:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication, QMessageBox
 
+from inglenook.engine.crashguard import CrashGuard
 from inglenook.engine.errors import InglenookError
 from inglenook.engine.paths import Paths
 
@@ -25,14 +26,20 @@ def run_app(argv: Sequence[str] | None = None) -> int:
     icon = resource_path("inglenook.svg")
     if icon is not None:
         app.setWindowIcon(QIcon(str(icon)))
+    guard: CrashGuard | None = None
     try:
+        from inglenook import __version__  # noqa: PLC0415
         from inglenook.cli import setup_logging  # noqa: PLC0415
         from inglenook.engine.core import Engine  # noqa: PLC0415
 
         paths = Paths.default().ensure()
         setup_logging(paths)
-        engine = Engine(paths)
+        guard = CrashGuard(paths.logs, "app", __version__)
+        last_crashes = guard.start()
+        engine = Engine(paths, crash_guard=guard)
     except InglenookError as exc:
+        if guard is not None:
+            guard.stop()
         theme.apply_theme(app, "system")
         QMessageBox.critical(None, "Inglenook cannot start", str(exc))
         return 1
@@ -40,6 +47,8 @@ def run_app(argv: Sequence[str] | None = None) -> int:
     from .window import MainWindow  # noqa: PLC0415
 
     window = MainWindow(engine)
+    if last_crashes:
+        window.report_last_crash(last_crashes[-1])
     # "Follow the system": restyle when the desktop switches between light and dark.
     app.styleHints().colorSchemeChanged.connect(
         lambda _scheme: window.apply_theme() if engine.settings.theme == "system" else None
@@ -50,3 +59,4 @@ def run_app(argv: Sequence[str] | None = None) -> int:
     finally:
         window.shutdown()
         engine.close()
+        guard.stop()

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent, QGuiApplication, QIcon, QKeySequence, QShortcut
+from PySide6.QtCore import Qt, QTimer, QUrl
+from PySide6.QtGui import QCloseEvent, QDesktopServices, QDragEnterEvent, QDropEvent, QGuiApplication, QIcon, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QApplication,
     QFileDialog,
@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 
 from inglenook.engine.atomic import atomic_write_text
 from inglenook.engine.core import Engine
+from inglenook.engine.crashguard import LastCrash
 from inglenook.engine.errors import ModelNotFound
 from inglenook.engine.registry import ModelRecord
 from inglenook.engine.store import Conversation, Message
@@ -148,6 +149,7 @@ class MainWindow(QMainWindow):
         banner_row = QHBoxLayout()
         banner_row.setContentsMargins(24, 0, 24, 0)
         self.banner = Banner(self.chat_page)
+        self.last_crash: LastCrash | None = None
         banner_row.addWidget(self.banner)
         middle.addLayout(banner_row)
         self.composer = Composer(self.chat_page)
@@ -595,6 +597,8 @@ class MainWindow(QMainWindow):
             self.show_page("models")
         elif action == actions.OPEN_SETTINGS:
             self.open_settings("API server" if self.server.state == "failed" else "General")
+        elif action == actions.OPEN_CRASH_LOG and self.last_crash is not None and self.last_crash.fault_log:
+            QDesktopServices.openUrl(QUrl.fromLocalFile(str(self.last_crash.fault_log)))
         if cid is not None:
             self.errors.pop(cid, None)
 
@@ -698,6 +702,11 @@ class MainWindow(QMainWindow):
             self.banner.show_explanation(actions.explain(error))
 
     # == shutdown =======================================================================
+
+    def report_last_crash(self, crash: LastCrash) -> None:
+        """Say, once, that the previous run ended in a crash, and offer its report."""
+        self.last_crash = crash
+        self.banner.show_explanation(actions.explain_crash(crash))
 
     def shutdown(self) -> None:
         """Stop answers and the server, and make pending changes durable. Idempotent."""

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from .cache import MIB, CacheUsage, PrefixCache
 from .chat import ChatService
+from .crashguard import CrashGuard
 from .errors import ModelNotFound
 from .paths import Paths
 from .registry import ModelRegistry
@@ -25,7 +26,9 @@ log = logging.getLogger(__name__)
 
 
 class Engine:
-    def __init__(self, paths: Paths | None = None, scan: bool = True) -> None:
+    def __init__(self, paths: Paths | None = None, scan: bool = True, crash_guard: CrashGuard | None = None) -> None:
+        """``crash_guard`` (one per process, started by the front end) hears what the engine
+        is doing, so a native crash can be explained on the next start."""
         self.paths = (paths or Paths.default()).ensure()
         self.store = Store(self.paths.database)
         self.settings = Settings.load(self.store)
@@ -42,6 +45,7 @@ class Engine:
             load_options=self.load_options,
             idle_unload_s=self.settings.idle_unload_s,
             cache=self.cache,
+            activity=crash_guard.doing if crash_guard is not None else None,
         )
         self.chats = ChatService(self.store, self.scheduler, self.default_model_id, cache=self.cache)
         self.cache.prune_conversations({c.id for c in self.store.list_conversations()})

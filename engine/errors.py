@@ -37,6 +37,15 @@ class ModelLoadError(InglenookError):
     code = "model_load_error"
 
 
+class UnsupportedCpu(ModelLoadError):
+    """No llama.cpp CPU build in this installation can run on this processor (no AVX2, say).
+
+    Raised before any native code runs, so the process never dies of an illegal instruction.
+    """
+
+    code = "unsupported_cpu"
+
+
 class ContextLengthExceeded(InglenookError):
     """The prompt plus the requested completion does not fit in the context window."""
 

@@ -14,6 +14,8 @@ from types import ModuleType
 
 import psutil
 
+from .backends import BackendReport, load_backends, refresh_devices
+
 log = logging.getLogger("inglenook.llama")
 
 _init_lock = threading.Lock()
@@ -28,6 +30,9 @@ def llama() -> ModuleType:
 
             callback = llama_cpp.llama_log_callback(_forward_log)
             llama_cpp.llama_log_set(callback, ctypes.c_void_p(0))
+            # The CPU variant and GPU modules are chosen here, before llama_backend_init,
+            # which would otherwise look for backends beside the Python executable.
+            _state["backends"] = load_backends()
             llama_cpp.llama_backend_init()
             _state["callback"] = callback  # the C side keeps a pointer: keep it alive
             _state["module"] = llama_cpp
@@ -53,6 +58,21 @@ def physical_cores() -> int:
 
 def supports_gpu_offload() -> bool:
     return bool(llama().llama_supports_gpu_offload())
+
+
+def backend_report(refresh: bool = False) -> BackendReport:
+    """What was loaded (CPU variant, GPU backends, devices); loads llama.cpp if needed."""
+    llama()
+    report: BackendReport = _state["backends"]  # type: ignore[assignment]
+    return refresh_devices(report) if refresh else report
+
+
+def llama_cpp_version() -> tuple[str, str]:
+    """(llama-cpp-python version, the llama.cpp commit it vendors, or "" when unknown)."""
+    lib = llama()
+    build = backend_report().build
+    commit = str(build.get("llama_cpp_commit", "")) if build else ""
+    return str(lib.__version__), commit
 
 
 def system_info() -> str:

@@ -148,6 +148,19 @@ class JobHandle:
         self._events.put(item)
 
 
+def describe_job(job: Job) -> str:
+    """What a job is doing, in words a crash report can use."""
+    if isinstance(job, ExclusiveJob):
+        return "measuring a model in the quantization lab"
+    if isinstance(job, EmbedJob):
+        return f"computing embeddings with {job.model_id}"
+    if job.tokens is not None and not job.tokens:
+        return f"loading the model {job.model_id}"
+    if job.conversation_id is not None:
+        return f"answering in conversation {job.conversation_id} with {job.model_id}"
+    return f"answering a request with {job.model_id}"
+
+
 class Scheduler:
     """Owns loaded models and runs jobs. Create one per process and ``close()`` it."""
 
@@ -159,9 +172,12 @@ class Scheduler:
         max_queue: int = 64,
         loader: Callable[..., LoadedModel] = LoadedModel,
         cache: PrefixCache | None = None,
+        activity: Callable[[str], None] | None = None,
     ) -> None:
         """``loader(record, options, progress=...)`` builds a loaded model; tests pass a fake.
-        ``cache`` restores saved prompt states before a job and saves them after it."""
+        ``cache`` restores saved prompt states before a job and saves them after it.
+        ``activity`` hears what the worker is doing ("" when idle), for the crash guard."""
+        self._activity = activity or (lambda _text: None)
         self._resolve = resolve
         self.cache = cache
         self._loader = loader
@@ -260,6 +276,7 @@ class Scheduler:
             self._current = handle
             after: Callable[[], None] | None = None
             try:
+                self._activity(describe_job(handle.job))
                 after = self._execute(handle)
             except InglenookError as exc:
                 handle._put(exc)
@@ -269,6 +286,7 @@ class Scheduler:
             finally:
                 self._current = None
                 handle._put(_DONE)
+            self._activity("")
             if after is not None:
                 # Work that needs the model's state but not the caller's attention (saving the
                 # prompt cache): after the answer is delivered, before the next job runs.
@@ -353,12 +371,14 @@ class Scheduler:
         if embeddings:
             options = LoadOptions(**{**options.__dict__, "embeddings": True})
         self._notify(record.id, "loading", 0.0)
+        self._activity(f"loading the model {record.id}")
         try:
             model = self._loader(record, options, progress=lambda f: self._notify(record.id, "loading", f))
         except ModelLoadError as exc:
             self._notify(record.id, "failed", str(exc))
             raise
         self._notify(record.id, "loaded", model)
+        self._activity(describe_job(self._current.job) if self._current is not None else "")
         return model
 
     def _unload(self, key: tuple[str, bool]) -> None:

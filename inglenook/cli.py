@@ -15,6 +15,7 @@ import sys
 from collections.abc import Iterator, Sequence
 
 from inglenook import __version__, cli_hub, cli_lab, cli_serve
+from inglenook.engine.crashguard import CrashGuard
 from inglenook.engine.errors import InglenookError, StoreError
 from inglenook.engine.paths import Paths
 from inglenook.engine.units import human_count, human_size
@@ -34,7 +35,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         paths = Paths.default().ensure()
         setup_logging(paths, debug=args.debug)
-        return args.handler(args, paths)
+        with start_crash_guard(paths, "server" if args.command == "serve" else "terminal") as guard:
+            args.crash_guard = guard
+            return args.handler(args, paths)
     except InglenookError as exc:
         print(f"inglenook: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
@@ -117,17 +120,32 @@ def setup_logging(paths: Paths, debug: bool = False) -> None:
     root._inglenook_configured = True  # type: ignore[attr-defined]
 
 
-def _open_engine(paths: Paths):  # noqa: ANN202 — import deferred: keeps --help fast
+@contextlib.contextmanager
+def start_crash_guard(paths: Paths, front_end: str) -> Iterator[CrashGuard]:
+    """Watch this run for native crashes; first say so if the last run ended in one."""
+    guard = CrashGuard(paths.logs, front_end, __version__)
+    for crash in guard.start():
+        print(f"inglenook: {crash.message()}", file=sys.stderr)
+        if crash.fault_log is not None:
+            print(f"inglenook: to read it: less {crash.fault_log}   (the full log: {paths.logs / 'inglenook.log'})",
+                  file=sys.stderr)
+    try:
+        yield guard
+    finally:
+        guard.stop()
+
+
+def _open_engine(args: argparse.Namespace, paths: Paths):  # noqa: ANN202 — import deferred: keeps --help fast
     from inglenook.engine.core import Engine  # noqa: PLC0415
 
-    return Engine(paths)
+    return Engine(paths, crash_guard=args.crash_guard)
 
 
 # -- run ------------------------------------------------------------------------------
 
 
 def cmd_run(args: argparse.Namespace, paths: Paths) -> int:
-    with _open_engine(paths) as engine:
+    with _open_engine(args, paths) as engine:
         record = engine.registry.resolve(args.model)
         conversation = _conversation_for(engine, args, record.id)
         overrides = {
@@ -231,7 +249,7 @@ def _repl(engine, conversation_id: int, overrides: dict, args: argparse.Namespac
 
 
 def cmd_list(args: argparse.Namespace, paths: Paths) -> int:
-    with _open_engine(paths) as engine:
+    with _open_engine(args, paths) as engine:
         models = engine.registry.list()
     if not models:
         print("No models installed. `inglenook pull REPO` downloads one.")
@@ -247,7 +265,7 @@ def cmd_list(args: argparse.Namespace, paths: Paths) -> int:
 def cmd_show(args: argparse.Namespace, paths: Paths) -> int:
     from inglenook.engine.gguf import read_gguf  # noqa: PLC0415
 
-    with _open_engine(paths) as engine:
+    with _open_engine(args, paths) as engine:
         record = engine.registry.resolve(args.model)
     info = read_gguf(record.path)
     fields = [
@@ -271,7 +289,7 @@ def cmd_show(args: argparse.Namespace, paths: Paths) -> int:
 
 
 def cmd_rm(args: argparse.Namespace, paths: Paths) -> int:
-    with _open_engine(paths) as engine:
+    with _open_engine(args, paths) as engine:
         record = engine.registry.remove(args.model)
     print(f"removed {record.id}")
     return 0

@@ -44,7 +44,7 @@ def cmd_lab(args: argparse.Namespace, paths: Paths) -> int:
     from inglenook.engine.lab.evaltext import EvalText  # noqa: PLC0415
     from inglenook.engine.lab.measure import MeasureConfig  # noqa: PLC0415
 
-    with Engine(paths) as engine:
+    with Engine(paths, crash_guard=args.crash_guard) as engine:
         lab = QuantLab.for_engine(engine)
         eval_text = EvalText.load(args.eval_file)
         config = MeasureConfig(window=args.window, max_eval_tokens=args.max_tokens, backend=args.backend)

@@ -50,7 +50,7 @@ def cmd_serve(args: argparse.Namespace, paths: Paths) -> int:
     from inglenook.engine.core import Engine  # noqa: PLC0415 — keeps --help fast
     from inglenook.engine.server import ApiServer  # noqa: PLC0415
 
-    with Engine(paths) as engine:
+    with Engine(paths, crash_guard=args.crash_guard) as engine:
         default_model = engine.registry.resolve(args.model).id if args.model else None
         server = ApiServer.from_settings(
             engine,

@@ -1,0 +1,291 @@
+#!/usr/bin/env python3
+"""The one recipe for the llama.cpp inside Inglenook (run, test, CI and the packaged app).
+
+It builds llama-cpp-python from its pinned sdist with ggml's runtime CPU dispatch: the CPU
+code is compiled once per instruction-set level into ``libggml-cpu-<variant>.so`` modules
+and, at start-up, the engine loads the best one this CPU can run (``engine/backends.py``).
+So one build runs on every x86-64 CPU from AVX2 up and on arm64, whatever machine built it.
+
+Why not llama-cpp-python's default build: it uses GGML_NATIVE (``-march=native``), which
+ties the library to the CPU that compiled it and, on a Xeon with AMX, switches on ggml's AMX
+kernels, which die with SIGILL in worker threads (the tile permission is per thread and only
+the main thread asks for it; llama.cpp PR #26954). The AMX variant is therefore left out.
+
+pip keys a wheel built from an sdist on the sdist alone, not on CMAKE_ARGS, so a machine
+that once built it natively would silently reuse that wheel. This recipe never goes through
+pip's wheel cache: it builds into its own cache folder whose name is a hash of everything
+that shapes the binary (version, flags, variant list, compiler, platform).
+
+    python scripts/llama_build.py install [--cuda] [--python VENV_PYTHON]
+    python scripts/llama_build.py wheel [--cuda]          # print the wheel's path
+    python scripts/llama_build.py llama-bench [--cuda]    # print llama-bench's path
+    python scripts/llama_build.py info                    # the recipe as JSON
+
+Environment: INGLENOOK_BUILD_CACHE moves the cache folder; CUDA_ARCHITECTURES overrides
+the CUDA targets (default 80;86;89;90).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import urllib.request
+from pathlib import Path
+
+LLAMA_CPP_PYTHON_VERSION = "0.3.36"
+SDIST_SHA256 = "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
+# The llama.cpp commit vendored in that sdist (vendor/llama.cpp's own git history).
+LLAMA_CPP_COMMIT = "0c1e57098bba43ac29e6e3b677cdceebdd22334f"
+SDIST_NAME = f"llama_cpp_python-{LLAMA_CPP_PYTHON_VERSION}.tar.gz"
+# Bumped whenever the recipe changes in a way the flags below do not show.
+RECIPE_REVISION = 1
+
+# x86-64 CPU variants, in ggml's own feature names. ggml scores each module against the
+# running CPU and the engine loads the best-scoring one. AVX2 (Haswell, 2013) is the floor;
+# below it the engine says which feature is missing instead of crashing. No AMX variant.
+X86_VARIANTS: dict[str, list[str]] = {
+    "haswell": ["SSE42", "AVX", "F16C", "FMA", "AVX2", "BMI2"],
+    "alderlake": ["SSE42", "AVX", "F16C", "FMA", "AVX2", "BMI2", "AVX_VNNI"],
+    "skylakex": ["SSE42", "AVX", "F16C", "FMA", "AVX2", "BMI2", "AVX512"],
+    "icelake": ["SSE42", "AVX", "F16C", "FMA", "AVX2", "BMI2", "AVX512", "AVX512_VBMI", "AVX512_VNNI"],
+    "zen4": ["SSE42", "AVX", "F16C", "FMA", "AVX2", "BMI2", "AVX512", "AVX512_VBMI", "AVX512_VNNI",
+             "AVX512_BF16"],
+}
+
+COMMON_CMAKE_ARGS = [
+    "-DGGML_NATIVE=OFF",
+    "-DGGML_BACKEND_DL=ON",
+    "-DGGML_CPU_ALL_VARIANTS=ON",
+    # Put the backend modules beside libllama in the wheel, where the engine looks for them.
+    "-DCMAKE_INSTALL_BINDIR=llama_cpp/lib",
+    "-DLLAVA_BUILD=OFF",  # no multimodal projector library: Inglenook does not use it
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+    "-DCMAKE_BUILD_TYPE=Release",
+]
+CUDA_ARCHITECTURES = "80;86;89;90"
+
+
+def cuda_cmake_args() -> list[str]:
+    archs = os.environ.get("CUDA_ARCHITECTURES", CUDA_ARCHITECTURES)
+    # Link the CUDA runtime statically into libggml-cuda.so only through cuBLAS' own
+    # shared libraries: the module then loads wherever a driver and CUDA 12/13 runtime
+    # libraries are present, and fails to load (CPU fallback) where they are not.
+    return ["-DGGML_CUDA=ON", f"-DCMAKE_CUDA_ARCHITECTURES={archs}"]
+
+
+def cache_root() -> Path:
+    env = os.environ.get("INGLENOOK_BUILD_CACHE")
+    if env:
+        return Path(env)
+    if sys.platform == "win32":
+        return Path(os.environ.get("LOCALAPPDATA", Path.home())) / "inglenook" / "build-cache"
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches" / "inglenook" / "build"
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "inglenook" / "build"
+
+
+def compiler_version() -> str:
+    for compiler in (os.environ.get("CC"), "cc", "gcc", "clang"):
+        if compiler and shutil.which(compiler):
+            out = subprocess.run([compiler, "--version"], capture_output=True, text=True)
+            return out.stdout.splitlines()[0] if out.stdout else compiler
+    return "unknown"
+
+
+def nvcc_version() -> str:
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    if not Path(nvcc).exists():
+        raise SystemExit("CUDA build asked for, but nvcc was not found (install the CUDA toolkit)")
+    out = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
+    return out.strip().splitlines()[-1]
+
+
+def flavour_of(cuda: bool) -> str:
+    return "cuda" if cuda else "cpu"
+
+
+def recipe(cuda: bool) -> dict[str, object]:
+    """Everything that shapes the binary; its hash names the cache folder."""
+    args = list(COMMON_CMAKE_ARGS) + (cuda_cmake_args() if cuda else [])
+    return {
+        "llama_cpp_python": LLAMA_CPP_PYTHON_VERSION,
+        "llama_cpp_commit": LLAMA_CPP_COMMIT,
+        "recipe_revision": RECIPE_REVISION,
+        "flavour": flavour_of(cuda),
+        "cmake_args": args,
+        "x86_variants": X86_VARIANTS,
+        "machine": platform.machine(),
+        "system": sys.platform,
+        "compiler": compiler_version(),
+        "nvcc": nvcc_version() if cuda else None,
+    }
+
+
+def recipe_key(spec: dict[str, object]) -> str:
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def work_dir(cuda: bool) -> tuple[Path, dict[str, object], str]:
+    spec = recipe(cuda)
+    key = recipe_key(spec)
+    return cache_root() / f"llama-cpp-python-{LLAMA_CPP_PYTHON_VERSION}-{spec['flavour']}-{key}", spec, key
+
+
+def log(message: str) -> None:
+    print(f"[llama-build] {message}", file=sys.stderr, flush=True)
+
+
+def fetch_sdist(into: Path) -> Path:
+    """The pinned sdist, checked against its sha256 (downloaded once into the cache)."""
+    target = cache_root() / "sdists" / SDIST_NAME
+    if not target.exists() or sha256_of(target) != SDIST_SHA256:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+            log(f"downloading {SDIST_NAME} from PyPI")
+            subprocess.run(
+                [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
+                 f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}", "-d", tmp],
+                check=True,
+            )
+            got = Path(tmp) / SDIST_NAME
+            if sha256_of(got) != SDIST_SHA256:
+                raise SystemExit(f"{SDIST_NAME}: sha256 mismatch (expected {SDIST_SHA256})")
+            os.replace(got, target)
+    source = into / "src"
+    if source.exists():
+        shutil.rmtree(source)
+    with tarfile.open(target) as archive:
+        archive.extractall(into / "unpack", filter="data")
+    os.replace(into / "unpack" / f"llama_cpp_python-{LLAMA_CPP_PYTHON_VERSION}", source)
+    shutil.rmtree(into / "unpack")
+    return source
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+_X86_BLOCK = re.compile(
+    r'(if \(GGML_CPU_ALL_VARIANTS\).*?if \(GGML_SYSTEM_ARCH STREQUAL "x86"\)\n)(.*?)(\n\s*elseif ?\(GGML_SYSTEM_ARCH STREQUAL "ARM"\))',
+    re.S,
+)
+
+
+def patch_variants(source: Path) -> None:
+    """Replace ggml's x86 variant list with ours (drops the AMX variant and the pre-AVX2 ones)."""
+    cmake = source / "vendor" / "llama.cpp" / "ggml" / "src" / "CMakeLists.txt"
+    text = cmake.read_text()
+    lines = "\n".join(
+        f"        ggml_add_cpu_backend_variant({name:<12} {' '.join(features)})"
+        for name, features in X86_VARIANTS.items()
+    )
+    patched, count = _X86_BLOCK.subn(lambda m: m.group(1) + lines + m.group(3), text)
+    if count != 1:
+        raise SystemExit(f"{cmake}: the x86 variant list was not where the recipe expects it")
+    cmake.write_text(patched)
+
+
+def stamp_version(source: Path, flavour: str, key: str, spec: dict[str, object]) -> None:
+    """Mark the build: a local version label pip shows, and a JSON file the engine reads."""
+    init = source / "llama_cpp" / "__init__.py"
+    text = init.read_text()
+    label = f'__version__ = "{LLAMA_CPP_PYTHON_VERSION}+inglenook.{flavour}"'
+    text, count = re.subn(r'__version__ = "[^"]+"', label, text)
+    if count != 1:
+        raise SystemExit(f"{init}: no __version__ line")
+    init.write_text(text)
+    info = dict(spec, key=key)
+    (source / "llama_cpp" / "inglenook_build.json").write_text(json.dumps(info, indent=2) + "\n")
+
+
+def build_wheel(cuda: bool) -> Path:
+    folder, spec, key = work_dir(cuda)
+    wheels = folder / "wheel"
+    existing = sorted(wheels.glob("llama_cpp_python-*.whl")) if wheels.exists() else []
+    if existing:
+        log(f"using the cached build {existing[-1]}")
+        return existing[-1]
+    folder.mkdir(parents=True, exist_ok=True)
+    log(f"building llama-cpp-python {LLAMA_CPP_PYTHON_VERSION} ({spec['flavour']}, llama.cpp "
+        f"{LLAMA_CPP_COMMIT[:10]}) into {folder}; this takes a while the first time")
+    source = fetch_sdist(folder)
+    patch_variants(source)
+    stamp_version(source, str(spec["flavour"]), key, spec)
+    env = dict(os.environ)
+    env["CMAKE_ARGS"] = " ".join(spec["cmake_args"])  # type: ignore[arg-type]
+    env.setdefault("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 2))
+    if cuda and "CUDACXX" not in env and not shutil.which("nvcc"):
+        env["CUDACXX"] = "/usr/local/cuda/bin/nvcc"
+    staging = folder / "wheel.partial"
+    shutil.rmtree(staging, ignore_errors=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-cache-dir", "-w", str(staging),
+         # Keep the CMake build tree: llama-bench is built later from the same objects.
+         "--config-settings", f"build-dir={folder / 'cmake'}", str(source)],
+        check=True, env=env,
+    )
+    os.replace(staging, wheels)
+    (folder / "recipe.json").write_text(json.dumps(dict(spec, key=key), indent=2) + "\n")
+    return sorted(wheels.glob("llama_cpp_python-*.whl"))[-1]
+
+
+def install(cuda: bool, python: str) -> None:
+    wheel = build_wheel(cuda)
+    subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-deps", "--force-reinstall", str(wheel)],
+                   check=True)
+    # llama-cpp-python's own dependencies (numpy, jinja2, …), without touching the wheel.
+    subprocess.run([python, "-m", "pip", "install", "--quiet", "typing-extensions>=4.5", "numpy>=1.20",
+                    "diskcache>=5.6.1", "jinja2>=2.11.3"], check=True)
+    log(f"installed {wheel.name} into {python}")
+
+
+def build_llama_bench(cuda: bool) -> Path:
+    """llama-bench from the same CMake tree, so it runs the very objects the engine runs."""
+    folder, _spec, _key = work_dir(cuda)
+    if not (folder / "cmake" / "CMakeCache.txt").exists():
+        shutil.rmtree(folder / "wheel", ignore_errors=True)  # rebuild to get the tree back
+        build_wheel(cuda)
+    tree = folder / "cmake"
+    binary = tree / "bin" / "llama-bench"
+    if not binary.exists():
+        subprocess.run(["cmake", "-S", str(folder / "src"), "-B", str(tree), "-DLLAMA_BUILD_TOOLS=ON",
+                        "-DLLAMA_BUILD_SERVER=OFF"], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(["cmake", "--build", str(tree), "--target", "llama-bench", "-j", str(os.cpu_count() or 2)],
+                       check=True, stdout=subprocess.DEVNULL)
+    return binary
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("action", choices=["install", "wheel", "llama-bench", "info"])
+    parser.add_argument("--cuda", action="store_true", help="also build the CUDA backend module")
+    parser.add_argument("--python", default=sys.executable, help="the interpreter to install into")
+    args = parser.parse_args()
+    if args.action == "install":
+        install(args.cuda, args.python)
+    elif args.action == "wheel":
+        print(build_wheel(args.cuda))
+    elif args.action == "llama-bench":
+        print(build_llama_bench(args.cuda))
+    else:
+        folder, spec, key = work_dir(args.cuda)
+        print(json.dumps(dict(spec, key=key, folder=str(folder)), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
