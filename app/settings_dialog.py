@@ -1,7 +1,8 @@
 """The Settings dialog: a page list on the left, one page per topic on the right.
 
 Pages: General (models folders, default model), Performance (threads, context, GPU
-layers), API server, Appearance, Cache, and Quantization (the lab, when it is installed).
+layers), API server, Appearance, Cache, Quantization (the lab), and About (the doctor
+report: versions, CPU variant, backends, GPUs, a self-test).
 ``Save`` emits the changed fields; the window applies them off the GUI thread.
 """
 
@@ -40,6 +41,7 @@ from inglenook.engine.core import Engine
 from inglenook.engine.registry import ModelRecord
 from inglenook.engine.settings import Settings
 
+from .about_page import AboutPage
 from .formatting import human_size
 from .tasks import TaskRunner
 
@@ -114,7 +116,7 @@ def clear_cache(engine: Engine) -> None:
 
 class SettingsDialog(QDialog):
     saved = Signal(dict)  # the changed Settings fields
-    PAGES = ("General", "Performance", "API server", "Appearance", "Cache", "Quantization")
+    PAGES = ("General", "Performance", "API server", "Appearance", "Cache", "Quantization", "About")
 
     def __init__(
         self,
@@ -146,7 +148,9 @@ class SettingsDialog(QDialog):
         self.nav.addItems(list(self.PAGES))
         self.stack = QStackedWidget(self)
         self.stack.setObjectName("SettingsStack")
-        for builder in (self._general, self._performance, self._api, self._appearance, self._cache, self._lab_placeholder):
+        self.about_page: AboutPage | None = None
+        for builder in (self._general, self._performance, self._api, self._appearance, self._cache,
+                        self._lab_placeholder, self._about):
             page = builder()
             scroll = QScrollArea(self.stack)
             scroll.setWidgetResizable(True)
@@ -369,9 +373,15 @@ class SettingsDialog(QDialog):
             self.lab_page = LabPage(self.engine, self)
         self._lab_layout.addWidget(self.lab_page)
 
+    def _about(self) -> QWidget:
+        self.about_page = AboutPage(self.engine, self.tasks)
+        return self.about_page
+
     def _show_page(self, row: int) -> None:
         if self.PAGES[row] == "Quantization":
             self._ensure_lab()
+        if self.PAGES[row] == "About" and self.about_page is not None and self.about_page.report is None:
+            self.about_page.refresh()
         self.stack.setCurrentIndex(row)
 
     def show_page(self, name: str) -> None:

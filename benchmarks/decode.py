@@ -2,9 +2,10 @@
 
 Both load the same GGUF with the same thread count, context and prompt, and decode the
 same number of greedy tokens; runs are interleaved so machine noise hits both alike.
-Prints JSON. With ``--llama-bench PATH`` (a llama-bench binary built from the llama.cpp
-source vendored in llama-cpp-python's sdist) it also reports llama.cpp's own decode speed
-and our ratio to it.
+Prints JSON. With ``--llama-bench PATH`` (``make bench`` passes the one that
+``scripts/llama_build.py llama-bench`` builds from the same CMake tree as the engine's
+library, so both run the same CPU variant) it also reports llama.cpp's own decode speed,
+interleaved round by round, and our ratio to it.
 
     python benchmarks/decode.py [--model PATH] [--tokens 128] [--rounds 5]
 """
@@ -20,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from inglenook.engine.native import llama, physical_cores
+from inglenook.engine.native import backend_report, llama, llama_cpp_version, physical_cores
 from inglenook.engine.registry import ModelRecord
 from inglenook.engine.gguf import read_gguf
 from inglenook.engine.runtime import LoadedModel, LoadOptions
@@ -59,8 +60,10 @@ def theirs(llm, tokens: int) -> float:  # noqa: ANN001
 
 
 def llama_bench(binary: Path, model: Path, threads: int, tokens: int) -> float:
+    # One repetition per call: the calls are interleaved with ours, round by round.
     out = subprocess.run(
-        [str(binary), "-m", str(model), "-t", str(threads), "-p", "0", "-n", str(tokens), "-r", "3", "-o", "json"],
+        [str(binary), "-m", str(model), "-t", str(threads), "-p", "0", "-n", str(tokens), "-r", "1",
+         "-ngl", "0", "-o", "json"],
         capture_output=True, text=True, check=True,
     ).stdout
     return float(json.loads(out)[0]["avg_ts"])
@@ -83,11 +86,17 @@ def main() -> int:
     llm = llama_cpp.Llama(str(args.model), n_ctx=2048, n_threads=args.threads, n_threads_batch=args.threads,
                           n_gpu_layers=0, verbose=False)
     ours(model, 16), theirs(llm, 16)  # warm up both
-    ours_tps, theirs_tps = [], []
+    ours_tps, theirs_tps, bench_tps = [], [], []
     for _ in range(args.rounds):
         ours_tps.append(ours(model, args.tokens))
         theirs_tps.append(theirs(llm, args.tokens))
+        if args.llama_bench:
+            bench_tps.append(llama_bench(args.llama_bench, args.model, args.threads, args.tokens))
+    backends = backend_report()
     result = {
+        "cpu_variant": backends.cpu_variant,
+        "llama_cpp_python": llama_cpp_version()[0],
+        "llama_cpp_commit": llama_cpp_version()[1],
         "model": args.model.name,
         "threads": args.threads,
         "tokens": args.tokens,
@@ -98,9 +107,10 @@ def main() -> int:
         "llama_cpp_python_runs": [round(x, 2) for x in theirs_tps],
     }
     result["ratio_vs_llama_cpp_python"] = round(result["inglenook_tok_s"] / result["llama_cpp_python_tok_s"], 3)
-    if args.llama_bench:
-        bench = llama_bench(args.llama_bench, args.model, args.threads, args.tokens)
+    if bench_tps:
+        bench = statistics.median(bench_tps)
         result["llama_bench_tok_s"] = round(bench, 2)
+        result["llama_bench_runs"] = [round(x, 2) for x in bench_tps]
         result["ratio_vs_llama_bench"] = round(result["inglenook_tok_s"] / bench, 3)
     json.dump(result, sys.stdout, indent=2)
     print()

@@ -94,7 +94,7 @@ def collect(engine: "Engine", self_test_s: float = 2.0) -> DoctorReport:
     used = [name for name, value in backends.cpu_features.items() if value == "1" and name.isupper()]
     flags = read_cpu_flags()
     lacking = missing_cpu_features(flags)
-    candidates = ", ".join(f"{v.name} ({v.score if v.runs_here else 'cannot run'})" for v in backends.cpu_variants)
+    candidates = ", ".join(f"{v.name} ({v.score if v.runs_here else 'cannot run'})" for v in sorted(backends.cpu_variants, key=lambda v: -v.score))
     threads = engine.settings.threads or physical_cores()
     report.sections.append(("CPU", [
         ("processor", cpu_model_name()),
@@ -150,7 +150,7 @@ def run_self_test(engine: "Engine", seconds: float = 2.0) -> SelfTest:
     except InglenookError as exc:
         return SelfTest(model_id="(none)", error=str(exc))
     result = SelfTest(model_id=model_id)
-    job = GenerateJob(model_id=model_id, text=SELF_TEST_PROMPT, use_cache=False,
+    job = GenerateJob(model_id=model_id, messages=[{"role": "user", "content": SELF_TEST_PROMPT}], use_cache=False,
                       sampling=SamplingParams(temperature=0.0, max_tokens=2048))
     handle = engine.scheduler.submit(job)
     timer: threading.Timer | None = None

@@ -35,8 +35,9 @@ The verdict, for the free memory measured now:
   weights + KV + compute ≤ usable RAM;
 * **too large** — none of the above.
 
-VRAM comes from NVML (``pynvml``, optional) or ``nvidia-smi`` when present; with
-neither, the machine simply has no GPU as far as this module knows. On Apple Silicon
+VRAM comes from llama.cpp's own backends (the devices a load would use), or, where
+llama.cpp must not be loaded, from NVML (``pynvml``, optional) or ``nvidia-smi``; with
+none of them, the machine simply has no GPU as far as this module knows. On Apple Silicon
 the GPU shares system RAM, so RAM is the budget for both.
 """
 
@@ -245,17 +246,33 @@ def estimate_fit(
 
 
 def detect_machine(check_backend: bool = True) -> MachineMemory:
-    """Free RAM and VRAM now. Never fails: a machine without a GPU reports none."""
+    """Free RAM and VRAM now. Never fails: a machine without a GPU reports none.
+
+    With ``check_backend`` the GPUs are the devices llama.cpp's own backends see (so the
+    estimate and an actual load agree: a GPU that the build cannot use counts as none);
+    without it (tests, tools that must not load llama.cpp), NVML or nvidia-smi.
+    """
     import psutil  # noqa: PLC0415 — only needed here
 
     memory = psutil.virtual_memory()
     unified = platform.system() == "Darwin" and platform.machine() == "arm64"
-    gpus: tuple[GpuMemory, ...] = () if unified else tuple(_nvml_gpus() or _nvidia_smi_gpus())
-    offload = _backend_offloads() if check_backend else True
+    if check_backend:
+        gpus, offload = _backend_gpus()
+    else:
+        gpus, offload = (() if unified else tuple(_nvml_gpus() or _nvidia_smi_gpus())), True
     return MachineMemory(
         ram_total_bytes=int(memory.total), ram_available_bytes=int(memory.available),
         gpus=gpus, offload_supported=offload, unified=unified,
     )
+
+
+def _backend_gpus() -> tuple[tuple[GpuMemory, ...], bool]:
+    from .native import backend_report  # noqa: PLC0415 — loads llama.cpp on first use
+
+    report = backend_report(refresh=True)
+    gpus = tuple(GpuMemory(d.description or d.name, d.total_bytes, d.free_bytes)
+                 for d in report.gpus if d.kind == "gpu")
+    return gpus, bool(report.gpus)
 
 
 def _nvml_gpus() -> list[GpuMemory]:
@@ -313,16 +330,6 @@ def parse_nvidia_smi(output: str) -> list[GpuMemory]:
         except ValueError:
             continue
     return gpus
-
-
-def _backend_offloads() -> bool:
-    try:
-        import llama_cpp  # noqa: PLC0415 — heavy; only asked when estimating
-
-        return bool(llama_cpp.llama_supports_gpu_offload())
-    except Exception as exc:  # noqa: BLE001 — a missing or broken build means "no offload"
-        log.debug("cannot ask llama.cpp about GPU offload: %s", exc)
-        return False
 
 
 def _as_int(value: Any) -> int | None:

@@ -20,6 +20,7 @@ import numpy as np
 
 from .chat_template import ChatTemplate
 from .errors import ContextLengthExceeded, InvalidRequest, ModelLoadError
+from .fit import ModelShape, detect_machine, estimate_fit
 from .gguf import GGUFInfo, read_gguf
 from .native import llama, physical_cores
 from .native_sampler import NativeSampler
@@ -38,17 +39,18 @@ class LoadOptions:
 
     context_size: int = 4096
     threads: int = 0  # 0: one per physical core
-    gpu_layers: int = -1  # -1: all that the backend can take, 0: CPU only
+    gpu_layers: int = -1  # -1: as many as the fit estimate says fit in free VRAM, 0: CPU only
     kv_cache_type: str = "f16"
     batch_size: int = 512  # prefill chunk: long prompts are fed this many tokens at a time
     embeddings: bool = False
 
-    def kv_layout_key(self) -> str:
-        # The KV cache type sets the element layout; flash attention (on whenever the cache
-        # is quantized) sets whether V is stored transposed. Context and batch sizes do not
-        # change a saved sequence's bytes: a state fits any context with room for its tokens.
-        flash = "off" if self.kv_cache_type == "f16" else "on"  # see LoadedModel._load
-        return f"kv={self.kv_cache_type};fa={flash}"
+    def kv_layout_key(self, flash_attention: bool | None = None) -> str:
+        # The KV cache type sets the element layout; flash attention sets whether V is stored
+        # transposed. Context and batch sizes do not change a saved sequence's bytes: a state
+        # fits any context with room for its tokens.
+        if flash_attention is None:
+            flash_attention = self.kv_cache_type != "f16"  # the CPU default, see LoadedModel
+        return f"kv={self.kv_cache_type};fa={'on' if flash_attention else 'off'}"
 
 
 @dataclass
@@ -106,6 +108,11 @@ class Finished:
 
 
 GenerationEvent = Chunk | Finished
+
+
+def fewer_gpu_layers(layers: int) -> int:
+    """The next, smaller offload to try after a load that did not fit (halving, then 0)."""
+    return layers // 2 if layers > 1 else 0
 ProgressCallback = Callable[[float], None]
 
 
@@ -133,10 +140,40 @@ class LoadedModel:
     # -- loading --------------------------------------------------------------------
 
     def _load(self, progress: ProgressCallback | None) -> None:
-        lib = self._lib
+        if self.options.kv_cache_type not in KV_CACHE_TYPES:
+            raise ModelLoadError(f"unknown KV cache type {self.options.kv_cache_type!r}; use f16 or q8_0")
         started = time.perf_counter()
+        planned = self._planned_gpu_layers()
+        layers = planned
+        while True:
+            failure = self._load_with(layers, progress)
+            if failure is None:
+                break
+            if layers == 0:
+                raise ModelLoadError(failure)
+            fewer = fewer_gpu_layers(layers)
+            # Most often the GPU ran out of memory; the same load with fewer layers may fit.
+            log.warning("%s with %d GPU layers; trying again with %d", failure, layers, fewer)
+            layers = fewer
+        self.gpu_layers = layers
+        self.offload_note = ""
+        if layers < planned:
+            self.offload_note = (
+                f"Not enough GPU memory for {planned} layers of {self.record.id}: {layers} of "
+                f"{self.n_layer + 1} layers run on the GPU, the rest on the CPU."
+            )
+            log.warning("%s", self.offload_note)
+        self.load_seconds = time.perf_counter() - started
+        log.info(
+            "loaded %s: n_ctx=%d threads=%d gpu_layers=%d flash_attn=%s in %.2fs",
+            self.record.id, self.n_ctx, self.threads, layers, self.flash_attention, self.load_seconds,
+        )
+
+    def _load_with(self, gpu_layers: int, progress: ProgressCallback | None) -> str | None:
+        """One attempt at weights + context with ``gpu_layers`` offloaded; a reason on failure."""
+        lib = self._lib
         params = lib.llama_model_default_params()
-        params.n_gpu_layers = self._gpu_layers()
+        params.n_gpu_layers = gpu_layers
         params.use_mmap = True
 
         def on_progress(fraction: float, _user: ctypes.c_void_p) -> bool:
@@ -151,7 +188,8 @@ class LoadedModel:
         params.progress_callback = self._progress_cb
         self._model = lib.llama_model_load_from_file(str(self.record.path).encode(), params)
         if not self._model:
-            raise ModelLoadError(f"llama.cpp could not load {self.record.id}; the file may be damaged or of an unsupported architecture")
+            return (f"llama.cpp could not load {self.record.id}; the file may be damaged or of an "
+                    "unsupported architecture, or too large for the memory available")
         self._vocab = lib.llama_model_get_vocab(self._model)
         self.n_vocab = lib.llama_vocab_n_tokens(self._vocab)
         self.n_ctx_train = lib.llama_model_n_ctx_train(self._model)
@@ -168,20 +206,13 @@ class LoadedModel:
         threads = self.options.threads or physical_cores()
         ctx_params.n_threads = threads
         ctx_params.n_threads_batch = threads
-        kv_type = KV_CACHE_TYPES.get(self.options.kv_cache_type)
-        if kv_type is None:
-            raise ModelLoadError(f"unknown KV cache type {self.options.kv_cache_type!r}; use f16 or q8_0")
+        kv_type = KV_CACHE_TYPES[self.options.kv_cache_type]
         ctx_params.type_k = kv_type
         ctx_params.type_v = kv_type
-        # Flash attention: a quantized V cache needs it. For f16 it stays off: llama.cpp's CPU
-        # flash-attention kernel for f16 K/V gives results that depend on how the prompt is
-        # split into batches (logits differed by up to ~0.9 on SmolLM2), so a reused prefix
-        # would not reproduce a full prefill. Without it (and with q8_0 + flash attention)
-        # every split of a prompt gives bit-identical logits; the prefix cache relies on that.
-        if kv_type == KV_CACHE_TYPES["f16"]:
-            ctx_params.flash_attn_type = lib.LLAMA_FLASH_ATTN_TYPE_DISABLED
-        else:
-            ctx_params.flash_attn_type = lib.LLAMA_FLASH_ATTN_TYPE_ENABLED
+        self.flash_attention = self._flash_attention(gpu_layers)
+        ctx_params.flash_attn_type = (
+            lib.LLAMA_FLASH_ATTN_TYPE_ENABLED if self.flash_attention else lib.LLAMA_FLASH_ATTN_TYPE_DISABLED
+        )
         ctx_params.embeddings = self.options.embeddings
         if self.options.embeddings:
             ctx_params.pooling_type = lib.LLAMA_POOLING_TYPE_MEAN
@@ -189,7 +220,7 @@ class LoadedModel:
         self._ctx = lib.llama_init_from_model(self._model, ctx_params)
         if not self._ctx:
             self.close()
-            raise ModelLoadError(f"llama.cpp could not create a context for {self.record.id} (out of memory?)")
+            return f"llama.cpp could not create a context for {self.record.id} (out of memory?)"
         self.n_ctx = lib.llama_n_ctx(self._ctx)
         self.threads = threads
         self._memory = lib.llama_get_memory(self._ctx)
@@ -200,16 +231,32 @@ class LoadedModel:
             eos_token=self._special_text("eos"),
         )
         self.add_bos = bool(lib.llama_vocab_get_add_bos(self._vocab))
-        self.load_seconds = time.perf_counter() - started
-        log.info(
-            "loaded %s: n_ctx=%d threads=%d gpu_layers=%d in %.2fs",
-            self.record.id, self.n_ctx, threads, params.n_gpu_layers, self.load_seconds,
-        )
+        return None
 
-    def _gpu_layers(self) -> int:
+    def _planned_gpu_layers(self) -> int:
+        """The setting, or for "auto" (-1) what the fit estimate says fits in free VRAM now."""
         if self.options.gpu_layers >= 0:
             return self.options.gpu_layers
-        return 999 if self._lib.llama_supports_gpu_offload() else 0
+        machine = detect_machine()
+        if not machine.has_gpu:
+            return 0
+        estimate = estimate_fit(ModelShape.from_gguf(self.info), machine, context=self.options.context_size,
+                                kv_type=self.options.kv_cache_type, n_ubatch=self.options.batch_size)
+        log.info("fit estimate for %s: %s", self.record.id, estimate.label)
+        return estimate.gpu_layers
+
+    def _flash_attention(self, gpu_layers: int) -> bool:
+        """On for a quantized V cache (it needs it) and whenever layers run on a GPU.
+
+        On the CPU it stays off for f16: llama.cpp's CPU flash-attention kernel for f16 K/V
+        gives logits that depend on how the prompt is split into batches (up to ~0.9 apart
+        on SmolLM2), so a reused prefix would not reproduce a full prefill. Without it (and
+        with q8_0 + flash attention) every split gives bit-identical logits; the prefix cache
+        relies on that. GPU backends are faster with it and it saves VRAM.
+        """
+        if self.options.kv_cache_type != "f16":
+            return True
+        return gpu_layers > 0 and bool(self._lib.llama_supports_gpu_offload())
 
     def _special_text(self, role: str) -> str:
         found = self.info.special_tokens.get(role)
@@ -432,7 +479,8 @@ class LoadedModel:
         """What a saved sequence state must match to be restored into this model."""
         from llama_cpp import __version__ as binding_version  # noqa: PLC0415 — already loaded
 
-        return f"{self.record.fingerprint}|{self.options.kv_layout_key()}|llama-cpp-python {binding_version}"
+        layout = self.options.kv_layout_key(self.flash_attention)
+        return f"{self.record.fingerprint}|{layout}|llama-cpp-python {binding_version}"
 
     def export_sequence(
         self, limit: int | None = None, destination: Callable[[int], np.ndarray | None] | None = None

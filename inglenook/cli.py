@@ -92,6 +92,15 @@ def build_parser() -> argparse.ArgumentParser:
     remove = commands.add_parser("rm", help="remove a model")
     remove.add_argument("model", metavar="MODEL")
     remove.set_defaults(handler=cmd_rm)
+    doctor = commands.add_parser(
+        "doctor", help="what this installation runs: versions, CPU variant, GPUs, a self-test",
+        description="Print versions (with the llama.cpp commit), the CPU variant and features in use, "
+        "threads, backends and GPUs with free memory, and a 2-second self-test generation. "
+        "Paste it into a bug report.",
+    )
+    doctor.add_argument("--json", action="store_true", help="print JSON instead of text")
+    doctor.add_argument("--no-self-test", action="store_true", help="skip the test generation")
+    doctor.set_defaults(handler=cmd_doctor)
     cli_serve.add_commands(commands)
     cli_lab.add_commands(commands)
     cli_hub.add_commands(commands)
@@ -139,6 +148,24 @@ def _open_engine(args: argparse.Namespace, paths: Paths):  # noqa: ANN202 — im
     from inglenook.engine.core import Engine  # noqa: PLC0415
 
     return Engine(paths, crash_guard=args.crash_guard)
+
+
+# -- doctor ---------------------------------------------------------------------------
+
+
+def cmd_doctor(args: argparse.Namespace, paths: Paths) -> int:
+    import json  # noqa: PLC0415
+
+    from inglenook.engine.diagnostics import collect  # noqa: PLC0415 — loads llama.cpp
+
+    with _open_engine(args, paths) as engine:
+        report = collect(engine, self_test_s=0.0 if args.no_self_test else 2.0)
+    if args.json:
+        print(json.dumps(report.as_dict(), indent=2, default=str))
+    else:
+        sys.stdout.write(report.as_text())
+    failed = report.self_test is not None and bool(report.self_test.error)
+    return EXIT_ERROR if failed else 0
 
 
 # -- run ------------------------------------------------------------------------------

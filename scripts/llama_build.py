@@ -263,7 +263,7 @@ def build_llama_bench(cuda: bool) -> Path:
     binary = tree / "bin" / "llama-bench"
     if not binary.exists():
         subprocess.run(["cmake", "-S", str(folder / "src"), "-B", str(tree), "-DLLAMA_BUILD_TOOLS=ON",
-                        "-DLLAMA_BUILD_SERVER=OFF"], check=True, stdout=subprocess.DEVNULL)
+                        "-DLLAMA_BUILD_SERVER=OFF", "-Wno-dev"], check=True, stdout=subprocess.DEVNULL)
         subprocess.run(["cmake", "--build", str(tree), "--target", "llama-bench", "-j", str(os.cpu_count() or 2)],
                        check=True, stdout=subprocess.DEVNULL)
     return binary

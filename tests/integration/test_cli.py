@@ -16,8 +16,9 @@ from tests.gguf_writer import write_gguf
 STARTER = "smollm2-135m-instruct:q4_1"
 
 
-def inglenook(*args: str, home: Path, timeout: float = 300, **kwargs) -> subprocess.CompletedProcess:
-    env = {**os.environ, "INGLENOOK_HOME": str(home)}
+def inglenook(*args: str, home: Path, timeout: float = 300, env_extra: dict[str, str] | None = None,
+              **kwargs) -> subprocess.CompletedProcess:
+    env = {**os.environ, "INGLENOOK_HOME": str(home), **(env_extra or {})}
     return subprocess.run(
         [sys.executable, "-m", "inglenook", *args], capture_output=True, text=True, env=env, timeout=timeout, **kwargs
     )
@@ -109,6 +110,33 @@ def test_sigkill_mid_answer_loses_no_completed_message(home: Path) -> None:
     # The app still works afterwards.
     again = inglenook("run", STARTER, "Still there?", "--continue", "--max-tokens", "5", home=home)
     assert again.returncode == 0, again.stderr
+
+
+def test_a_native_crash_mid_answer_is_reported_on_the_next_start(home: Path) -> None:
+    first = inglenook("run", STARTER, "Say hello.", "--temperature", "0", "--max-tokens", "10", home=home)
+    assert first.returncode == 0, first.stderr
+    process = spawn("run", STARTER, "Now write a very long essay about rivers.", "--continue",
+                    "--temperature", "0", "--max-tokens", "2000", home=home)
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.read(40)  # the answer is streaming: the fault lands inside the decode loop
+    process.send_signal(signal.SIGSEGV)  # what a fault in llama.cpp delivers to the process
+    process.wait(timeout=60)
+    assert process.returncode == -signal.SIGSEGV
+    conversation = stored_messages(home)[0][0]
+    fault_log = home / "logs" / f"fault-{process.pid}.log"
+    assert "Segmentation fault" in fault_log.read_text()  # faulthandler's report, every thread
+
+    again = inglenook("run", STARTER, "Still there?", "--continue", "--max-tokens", "5", home=home)
+    assert again.returncode == 0, again.stderr
+    assert "stopped unexpectedly" in again.stderr
+    assert f"answering in conversation {conversation}" in again.stderr
+    assert str(fault_log) in again.stderr
+    # Nothing saved before the crash is lost; the question sent before it was committed.
+    roles = [(m[1], m[2]) for m in stored_messages(home)]
+    assert roles[2] == ("user", "Now write a very long essay about rivers.")
+    # Reported once: the next start is quiet.
+    quiet = inglenook("list", home=home)
+    assert "stopped unexpectedly" not in quiet.stderr
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,66 @@
+"""Settings → About: the same report as ``inglenook doctor``, readable and copyable."""
+
+from __future__ import annotations
+
+from PySide6.QtGui import QFontDatabase, QGuiApplication
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
+
+from inglenook.engine.core import Engine
+from inglenook.engine.diagnostics import DoctorReport, collect
+
+from .tasks import TaskRunner
+
+
+class AboutPage(QWidget):
+    """Versions, CPU variant, backends, GPUs; a self-test on request. Collected off the GUI thread."""
+
+    def __init__(self, engine: Engine, tasks: TaskRunner, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.engine = engine
+        self.tasks = tasks
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(28, 24, 28, 24)
+        layout.setSpacing(10)
+        heading = QLabel("About", self)
+        heading.setObjectName("PageTitle")
+        hint = QLabel("What this installation runs. Paste it into a bug report; "
+                      "`inglenook doctor` in a terminal prints the same.", self)
+        hint.setObjectName("PageHint")
+        hint.setWordWrap(True)
+        self.text = QPlainTextEdit(self)
+        self.text.setObjectName("AboutReport")
+        self.text.setReadOnly(True)
+        self.text.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.text.setPlainText("Collecting…")
+        buttons = QHBoxLayout()
+        self.copy_button = QPushButton("Copy", self)
+        self.copy_button.clicked.connect(self.copy)
+        self.self_test_button = QPushButton("Run self-test (2 s)", self)
+        self.self_test_button.clicked.connect(lambda: self.refresh(self_test=True))
+        buttons.addWidget(self.copy_button)
+        buttons.addWidget(self.self_test_button)
+        buttons.addStretch(1)
+        layout.addWidget(heading)
+        layout.addWidget(hint)
+        layout.addWidget(self.text, 1)
+        layout.addLayout(buttons)
+        self.report: DoctorReport | None = None
+
+    def refresh(self, self_test: bool = False) -> None:
+        engine = self.engine
+        self.self_test_button.setEnabled(False)
+        if self_test:
+            self.text.appendPlainText("\nRunning the self-test…")
+        self.tasks.run(lambda: collect(engine, self_test_s=2.0 if self_test else 0.0), self._show, self._failed)
+
+    def copy(self) -> None:
+        QGuiApplication.clipboard().setText(self.text.toPlainText())
+
+    def _show(self, report: DoctorReport) -> None:
+        self.report = report
+        self.text.setPlainText(report.as_text())
+        self.self_test_button.setEnabled(True)
+
+    def _failed(self, exc: BaseException) -> None:
+        self.text.setPlainText(f"Could not collect the report: {exc}")
+        self.self_test_button.setEnabled(True)

@@ -1,0 +1,56 @@
+"""The crash guard: a run that ends without stopping its guard is reported once, next start."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from inglenook.engine.crashguard import CrashGuard, find_crashed_runs
+
+
+def test_a_clean_run_leaves_nothing_to_report(tmp_path: Path) -> None:
+    guard = CrashGuard(tmp_path, "terminal", "0.1.0")
+    assert guard.start() == []
+    guard.doing("answering in conversation 3 with smollm2")
+    marker = json.loads(guard.marker.read_text())
+    assert marker["activity"] == "answering in conversation 3 with smollm2"
+    guard.stop()
+    assert list(tmp_path.iterdir()) == []
+    assert CrashGuard(tmp_path, "terminal").start() == []
+
+
+def test_a_run_that_died_is_reported_once_with_what_it_was_doing(tmp_path: Path) -> None:
+    # A real child process starts a guard, says what it does, then dies without stopping it.
+    script = (
+        "import os, sys; from pathlib import Path; from inglenook.engine.crashguard import CrashGuard;"
+        "g = CrashGuard(Path(sys.argv[1]), 'app', '9.9'); g.start();"
+        "g.doing('loading the model gemma'); os._exit(3)"
+    )
+    subprocess.run([sys.executable, "-c", script, str(tmp_path)], check=False)
+    crashes = find_crashed_runs(tmp_path, own_pid=os.getpid())
+    assert len(crashes) == 1
+    crash = crashes[0]
+    assert crash.front_end == "app" and crash.version == "9.9"
+    assert crash.activity == "loading the model gemma"
+    assert "stopped unexpectedly" in crash.message() and "loading the model gemma" in crash.message()
+    assert crash.fault_log is None  # no fatal signal, so faulthandler wrote nothing
+    assert find_crashed_runs(tmp_path) == []  # reported once
+
+
+def test_a_running_process_is_not_a_crash(tmp_path: Path) -> None:
+    guard = CrashGuard(tmp_path, "terminal")
+    guard.start()
+    try:
+        # Another process (pid differs) looking at the folder sees a live run, not a crash.
+        assert find_crashed_runs(tmp_path, own_pid=-1) == []
+    finally:
+        guard.stop()
+
+
+def test_an_unreadable_marker_is_set_aside(tmp_path: Path) -> None:
+    (tmp_path / "run-123.json").write_text("{not json")
+    assert find_crashed_runs(tmp_path) == []
+    assert (tmp_path / "run-123.unreadable").exists()
