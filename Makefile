@@ -34,8 +34,9 @@ $(VENV)/.llama-installed: scripts/llama_build.py | $(PY)
 	$(PY) scripts/llama_build.py install
 	touch $@
 
-cuda: | $(PY)
+cuda: $(VENV)/.app-installed
 	$(PY) scripts/llama_build.py install --cuda
+	$(PIP) install --quiet -e '.[cuda]'
 	touch $(VENV)/.llama-installed
 
 $(VENV)/.app-installed: pyproject.toml $(VENV)/.llama-installed | $(PY)

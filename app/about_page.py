@@ -30,6 +30,8 @@ class AboutPage(QWidget):
         self.text = QPlainTextEdit(self)
         self.text.setObjectName("AboutReport")
         self.text.setReadOnly(True)
+        # Rows stay rows (as in a terminal): a wrapped row would break the key: value columns.
+        self.text.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
         self.text.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.text.setPlainText("Collecting…")
         buttons = QHBoxLayout()

@@ -59,11 +59,13 @@ def theirs(llm, tokens: int) -> float:  # noqa: ANN001
     return (generated - 1) / (ended - first_at)
 
 
-def llama_bench(binary: Path, model: Path, threads: int, tokens: int) -> float:
-    # One repetition per call: the calls are interleaved with ours, round by round.
+def llama_bench(binary: Path, model: Path, threads: int, tokens: int, flash_attn: bool = False, reps: int = 1) -> float:
+    # One repetition per call: the calls are interleaved with ours, round by round. Flash
+    # attention off by default, as the engine runs an f16 KV cache on the CPU (runtime.py
+    # says why); llama-bench's own default ("auto") turns it on.
     out = subprocess.run(
-        [str(binary), "-m", str(model), "-t", str(threads), "-p", "0", "-n", str(tokens), "-r", "1",
-         "-ngl", "0", "-o", "json"],
+        [str(binary), "-m", str(model), "-t", str(threads), "-p", "0", "-n", str(tokens), "-r", str(reps),
+         "-ngl", "0", "-fa", "1" if flash_attn else "0", "-o", "json"],
         capture_output=True, text=True, check=True,
     ).stdout
     return float(json.loads(out)[0]["avg_ts"])
@@ -112,6 +114,10 @@ def main() -> int:
         result["llama_bench_tok_s"] = round(bench, 2)
         result["llama_bench_runs"] = [round(x, 2) for x in bench_tps]
         result["ratio_vs_llama_bench"] = round(result["inglenook_tok_s"] / bench, 3)
+        # For reference: what flash attention would give (the engine keeps it off for f16 on
+        # the CPU so that a restored prompt cache reproduces a full prefill exactly).
+        result["llama_bench_flash_attn_tok_s"] = round(
+            llama_bench(args.llama_bench, args.model, args.threads, args.tokens, flash_attn=True, reps=3), 2)
     json.dump(result, sys.stdout, indent=2)
     print()
     return 0

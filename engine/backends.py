@@ -287,6 +287,7 @@ def _load_gpu_modules(ggml: _Ggml, lib_dir: Path) -> dict[str, str]:
     """Load every other backend module (CUDA, Vulkan, …); one that cannot load is noted."""
     not_loaded: dict[str, str] = {}
     skip = {"ggml", "ggml-base"}
+    _preload_nvidia_wheels()
     for path in sorted(lib_dir.glob(f"libggml-*{_LIB_SUFFIX}")):
         stem = path.name.split(".")[0].removeprefix("lib")
         if stem in skip or stem.startswith("ggml-cpu"):
@@ -299,6 +300,25 @@ def _load_gpu_modules(ggml: _Ggml, lib_dir: Path) -> dict[str, str]:
         not_loaded[path.name] = reason
         log.warning("backend %s not used, running on the CPU: %s", path.name, reason)
     return not_loaded
+
+
+def _preload_nvidia_wheels() -> None:
+    """Make NVIDIA's PyPI libraries (``pip install inglenook[cuda]``: cuBLAS, the CUDA
+    runtime) visible to libggml-cuda.so, which the dynamic loader would otherwise only look
+    for in the system's folders."""
+    import importlib.util  # noqa: PLC0415
+
+    spec = importlib.util.find_spec("nvidia")
+    if spec is None or not spec.submodule_search_locations:
+        return
+    for root in spec.submodule_search_locations:
+        # Load order matters: cuBLAS needs cuBLASLt and the runtime already mapped.
+        for pattern in ("*/lib/libcudart.so.*", "*/lib/libcublasLt.so.*", "*/lib/libcublas.so.*"):
+            for library in sorted(Path(root).glob(pattern)):
+                try:
+                    ctypes.CDLL(str(library), mode=ctypes.RTLD_GLOBAL)
+                except OSError as exc:
+                    log.debug("could not preload %s: %s", library, exc)
 
 
 def _dlopen_error(path: Path) -> str | None:

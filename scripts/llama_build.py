@@ -76,11 +76,43 @@ CUDA_ARCHITECTURES = "80;86;89;90"
 
 
 def cuda_cmake_args() -> list[str]:
+    """GGML_CUDA for the listed GPU generations (sm_80 A100, 86 RTX 30, 89 RTX 40, 90 H100/H200).
+
+    libggml-cuda.so links the CUDA runtime and cuBLAS dynamically: on a machine without a
+    driver or those libraries it fails to load, and the engine runs on the CPU instead.
+    """
     archs = os.environ.get("CUDA_ARCHITECTURES", CUDA_ARCHITECTURES)
-    # Link the CUDA runtime statically into libggml-cuda.so only through cuBLAS' own
-    # shared libraries: the module then loads wherever a driver and CUDA 12/13 runtime
-    # libraries are present, and fails to load (CPU fallback) where they are not.
-    return ["-DGGML_CUDA=ON", f"-DCMAKE_CUDA_ARCHITECTURES={archs}"]
+    # NO_VMM: no direct link to the driver library (libcuda.so), which a build machine
+    # without a GPU lacks; the runtime finds the driver itself where there is one.
+    return ["-DGGML_CUDA=ON", f"-DCMAKE_CUDA_ARCHITECTURES={archs}", "-DGGML_CUDA_NO_VMM=ON"]
+
+
+def cuda_toolkit_root() -> Path:
+    nvcc = Path(shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc").resolve()
+    return nvcc.parent.parent
+
+
+def cublas_args(folder: Path) -> list[str]:
+    """Point CMake at cuBLAS. A toolkit without it (a compiler-only install, as here) gets
+    NVIDIA's own ``nvidia-cublas`` wheel from PyPI, the same package users install at run time."""
+    root = cuda_toolkit_root()
+    for lib_dir in (root / "lib64", root / "lib", root / "targets" / "x86_64-linux" / "lib"):
+        if (lib_dir / "libcublas.so").exists():
+            return []
+    major = nvcc_version().split("cuda_")[-1].split(".")[0]
+    target = folder / "cuda-libs"
+    if not (target / "nvidia").exists():
+        log(f"the CUDA toolkit has no cuBLAS; fetching nvidia-cublas {major}.x from PyPI")
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target),
+                        f"nvidia-cublas>={major},<{int(major) + 1}"], check=True)
+    libs = next(target.glob("nvidia/*/lib"), target / "nvidia" / "cublas" / "lib")
+    include = libs.parent / "include"
+    return [
+        f"-DCUDA_cublas_LIBRARY={next(libs.glob('libcublas.so*'))}",
+        f"-DCUDA_cublasLt_LIBRARY={next(libs.glob('libcublasLt.so*'))}",
+        f"-DCMAKE_CUDA_FLAGS=-I{include}",
+        f"-DCMAKE_CXX_FLAGS=-I{include}",
+    ]
 
 
 def cache_root() -> Path:
@@ -226,10 +258,11 @@ def build_wheel(cuda: bool) -> Path:
     patch_variants(source)
     stamp_version(source, str(spec["flavour"]), key, spec)
     env = dict(os.environ)
-    env["CMAKE_ARGS"] = " ".join(spec["cmake_args"])  # type: ignore[arg-type]
+    extra = cublas_args(folder) if cuda else []
+    env["CMAKE_ARGS"] = " ".join([*spec["cmake_args"], *extra])  # type: ignore[misc]
     env.setdefault("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 2))
-    if cuda and "CUDACXX" not in env and not shutil.which("nvcc"):
-        env["CUDACXX"] = "/usr/local/cuda/bin/nvcc"
+    if cuda and "CUDACXX" not in env:
+        env["CUDACXX"] = str(cuda_toolkit_root() / "bin" / "nvcc")
     staging = folder / "wheel.partial"
     shutil.rmtree(staging, ignore_errors=True)
     subprocess.run(

@@ -140,6 +140,12 @@ def main() -> int:
     dialog = window.open_settings("API server")
     settle(app)
     dialog.grab().save(str(out / "settings.png"))
+    dialog.show_page("About")
+    about = dialog.about_page
+    about.refresh(self_test=True)
+    wait(app, lambda: about.report is not None and about.report.self_test is not None)
+    settle(app)
+    dialog.grab().save(str(out / "about.png"))
     dialog.reject()
 
     from models_shot import shoot_models  # the Models page mid-download, against a local hub
@@ -148,7 +154,7 @@ def main() -> int:
 
     window.shutdown()
     engine.close()
-    for name in ("main-light.png", "main-dark.png", "model-picker.png", "settings.png", "models.png"):
+    for name in ("main-light.png", "main-dark.png", "model-picker.png", "settings.png", "about.png", "models.png"):
         print(out / name)
     return 0
 

@@ -226,7 +226,7 @@ def test_model_picker_lists_models_and_loads_one(qtbot, window) -> None:
 
 def test_settings_dialog_saves_and_switches_theme(qtbot, window) -> None:
     dialog = window.open_settings()
-    assert [dialog.nav.item(i).text() for i in range(dialog.nav.count())][-1] == "Quantization"
+    assert [dialog.nav.item(i).text() for i in range(dialog.nav.count())][-2:] == ["Quantization", "About"]
     dialog.show_page("Quantization")  # the lab page, or a "not available" note
     assert dialog.lab_page is not None
     dialog.show_page("Cache")
@@ -333,3 +333,34 @@ def test_api_port_in_use_is_explained(qtbot, qapp, engine) -> None:
             assert win.api_toggle.text() == "Start API"
         finally:
             win.shutdown()
+
+
+@pytest.mark.integration
+def test_about_page_shows_the_doctor_report_and_copies_it(qtbot, window) -> None:
+    from inglenook.engine.native import backend_report  # noqa: PLC0415
+
+    dialog = window.open_settings()
+    dialog.show_page("About")
+    about = dialog.about_page
+    qtbot.waitUntil(lambda: about.report is not None, timeout=30_000)
+    text = about.text.toPlainText()
+    assert f"variant chosen:     {backend_report().cpu_variant}" in text
+    assert "llama.cpp commit:" in text and "Self-test" not in text
+    about.copy_button.click()
+    assert QApplication.clipboard().text() == text
+    about.self_test_button.click()
+    qtbot.waitUntil(lambda: "Self-test" in about.text.toPlainText(), timeout=60_000)
+    assert about.report.self_test is not None and about.report.self_test.tokens > 0
+
+
+def test_a_crash_in_the_last_run_is_reported_with_its_log(qtbot, window, tmp_path) -> None:
+    from inglenook.engine.crashguard import LastCrash  # noqa: PLC0415
+
+    log = tmp_path / "fault-42.log"
+    log.write_text("Fatal Python error: Illegal instruction\n")
+    window.report_last_crash(LastCrash(42, "app", "0.1.0", 0.0, 0.0, "answering in conversation 7 with smollm2",
+                                       log, "Fatal Python error: Illegal instruction"))
+    assert window.banner.isVisible()
+    assert "stopped unexpectedly" in window.banner.title.text()
+    assert "answering in conversation 7" in window.banner.text.text()
+    assert "open_crash_log" in window.banner.action_ids()
