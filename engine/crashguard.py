@@ -88,7 +88,7 @@ class CrashGuard:
         self.logs_dir.mkdir(parents=True, exist_ok=True)
         self.last_crashes = find_crashed_runs(self.logs_dir, own_pid=self.pid)
         for crash in self.last_crashes:
-            log.warning("%s", crash.message())
+            log.info("%s", crash.message())  # the front end shows it to the person
         # Line-buffered text file: faulthandler writes to its descriptor directly.
         self._fault_file = open(self.fault_log, "w", encoding="utf-8")  # noqa: SIM115 — kept open for the process
         faulthandler.enable(file=self._fault_file, all_threads=True)
