@@ -125,6 +125,42 @@ class ChatService:
         if self.cache is not None:
             self.cache.forget_conversation(conversation_id)
 
+    def conversations(self, search: str | None = None) -> list[Conversation]:
+        """Every conversation, most recent activity first; ``search`` matches titles and messages."""
+        return self.store.list_conversations(search=search or None)
+
+    def open(self, conversation_id: int) -> tuple[Conversation, list[Message]]:
+        """A conversation and its messages, read together (what a window shows)."""
+        return self.store.get_conversation(conversation_id), self.store.messages(conversation_id)
+
+    def rename(self, conversation_id: int, title: str) -> Conversation:
+        """Give a conversation a new title (never an empty one)."""
+        title = title.strip()
+        if not title:
+            raise InvalidRequest("a conversation's title cannot be empty", param="title")
+        return self.store.update_conversation(conversation_id, title=title)
+
+    def switch_model(self, conversation_id: int, model_id: str | None) -> Conversation:
+        """Answer this conversation with ``model_id`` from now on; ``None`` follows the default model."""
+        return self.store.update_conversation(conversation_id, model_id=model_id or None)
+
+    def update_chat_settings(
+        self, conversation_id: int, system_prompt: str | None, sampling: dict[str, Any]
+    ) -> Conversation:
+        """Replace a conversation's system prompt and sampling settings, validated like new ones."""
+        SamplingParams.from_dict(sampling)  # reject bad values before they are stored
+        prompt = system_prompt.strip() if system_prompt else None
+        return self.store.update_conversation(conversation_id, system_prompt=prompt or None, sampling=sampling)
+
+    def trim_oldest(self, conversation_id: int) -> list[Message]:
+        """Drop the oldest third of a conversation (at least one exchange) so it fits the context
+        again, always keeping the last message; returns the messages that remain."""
+        messages = self.store.messages(conversation_id)
+        count = min(max(2, len(messages) // 3), max(0, len(messages) - 1))
+        if count:
+            self.store.delete_oldest_messages(conversation_id, count)
+        return self.store.messages(conversation_id)
+
     def history(self, conversation: Conversation) -> list[dict[str, str]]:
         """The messages a model sees: the system prompt, then every kept message."""
         messages: list[dict[str, str]] = []

@@ -15,10 +15,7 @@ import sys
 from collections.abc import Iterator, Sequence
 
 from inglenook import __version__, cli_hub, cli_lab, cli_serve
-from inglenook.engine.crashguard import CrashGuard
-from inglenook.engine.errors import InglenookError, StoreError
-from inglenook.engine.paths import Paths
-from inglenook.engine.units import human_count, human_size
+from inglenook.engine import CrashGuard, InglenookError, Paths, StoreError, human_count, human_size
 from inglenook.terminal import print_table
 
 log = logging.getLogger("inglenook.cli")
@@ -47,14 +44,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def gui_main() -> int:
-    try:
-        from inglenook.app.main import run_app  # noqa: PLC0415 — Qt is only loaded for the GUI
-    except ImportError:
-        print(
-            "inglenook: the desktop app is not part of this build yet; use `inglenook run MODEL` to chat in the terminal",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
+    from inglenook.app.main import run_app  # noqa: PLC0415 — Qt is only loaded for the GUI
+
     return run_app()
 
 
@@ -145,7 +136,7 @@ def start_crash_guard(paths: Paths, front_end: str) -> Iterator[CrashGuard]:
 
 
 def _open_engine(args: argparse.Namespace, paths: Paths):  # noqa: ANN202 — import deferred: keeps --help fast
-    from inglenook.engine.core import Engine  # noqa: PLC0415
+    from inglenook.engine import Engine  # noqa: PLC0415
 
     return Engine(paths, crash_guard=args.crash_guard)
 
@@ -156,7 +147,7 @@ def _open_engine(args: argparse.Namespace, paths: Paths):  # noqa: ANN202 — im
 def cmd_doctor(args: argparse.Namespace, paths: Paths) -> int:
     import json  # noqa: PLC0415
 
-    from inglenook.engine.diagnostics import collect  # noqa: PLC0415 — loads llama.cpp
+    from inglenook.engine import collect  # noqa: PLC0415 — loads llama.cpp
 
     with _open_engine(args, paths) as engine:
         report = collect(engine, self_test_s=0.0 if args.no_self_test else 2.0)
@@ -290,7 +281,7 @@ def cmd_list(args: argparse.Namespace, paths: Paths) -> int:
 
 
 def cmd_show(args: argparse.Namespace, paths: Paths) -> int:
-    from inglenook.engine.gguf import read_gguf  # noqa: PLC0415
+    from inglenook.engine import read_gguf  # noqa: PLC0415
 
     with _open_engine(args, paths) as engine:
         record = engine.registry.resolve(args.model)

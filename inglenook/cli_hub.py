@@ -14,9 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from inglenook.engine.errors import InglenookError, JobCancelled
-from inglenook.engine.paths import Paths
-from inglenook.engine.units import human_size
+from inglenook.engine import InglenookError, JobCancelled, Paths, human_size
 from inglenook.terminal import print_table
 
 EXIT_CANCELLED = 130
@@ -59,7 +57,7 @@ def parse_spec(spec: str) -> tuple[str, str | None]:
 
 
 def _engine(paths: Paths):  # noqa: ANN202 — deferred import keeps --help fast
-    from inglenook.engine.core import Engine  # noqa: PLC0415
+    from inglenook.engine import Engine  # noqa: PLC0415
 
     return Engine(paths)
 
@@ -68,7 +66,7 @@ def _engine(paths: Paths):  # noqa: ANN202 — deferred import keeps --help fast
 
 
 def cmd_pull(args: argparse.Namespace, paths: Paths) -> int:
-    from inglenook.engine.downloads import downloader_for  # noqa: PLC0415
+    from inglenook.engine import downloader_for  # noqa: PLC0415
 
     repo, quant = parse_spec(args.spec)
     with _engine(paths) as engine:
@@ -174,9 +172,7 @@ def human_duration(seconds: float) -> str:
 
 
 def cmd_search(args: argparse.Namespace, paths: Paths) -> int:
-    from inglenook.engine.hub import HubClient, resolve_token  # noqa: PLC0415
-    from inglenook.engine.settings import Settings  # noqa: PLC0415
-    from inglenook.engine.store import Store  # noqa: PLC0415
+    from inglenook.engine import HubClient, Settings, Store, resolve_token  # noqa: PLC0415
 
     store = Store(paths.database)
     try:
@@ -202,9 +198,7 @@ def cmd_search(args: argparse.Namespace, paths: Paths) -> int:
 
 
 def cmd_files(args: argparse.Namespace, paths: Paths) -> int:
-    from inglenook.engine.downloads import downloader_for  # noqa: PLC0415
-    from inglenook.engine.fit import detect_machine  # noqa: PLC0415
-    from inglenook.engine.hub import fit_options  # noqa: PLC0415
+    from inglenook.engine import detect_machine, downloader_for, fit_options  # noqa: PLC0415
 
     with _engine(paths) as engine:
         hub = downloader_for(engine).hub
@@ -238,15 +232,15 @@ def cmd_files(args: argparse.Namespace, paths: Paths) -> int:
 
 
 def cmd_import(args: argparse.Namespace, paths: Paths) -> int:
-    from inglenook.engine import importers  # noqa: PLC0415
+    from inglenook.engine import import_path, scan_known_places  # noqa: PLC0415
 
     if not args.path and not args.scan:
         raise InglenookError("give a PATH to import, or --scan to look in the Hugging Face cache, LM Studio and Ollama")
     with _engine(paths) as engine:
         if args.scan:
-            result = importers.scan_known_places(engine.registry)
+            result = scan_known_places(engine.registry)
         else:
-            result = importers.import_path(engine.registry, Path(args.path))
+            result = import_path(engine.registry, Path(args.path))
     for record in result.imported:
         print(f"imported {record.id}  ({record.path})")
     for record in result.already:

@@ -12,7 +12,7 @@ import shutil
 import sys
 from typing import Any
 
-from inglenook.engine.paths import Paths
+from inglenook.engine import Paths
 from inglenook.terminal import print_table
 
 
@@ -39,10 +39,7 @@ def add_commands(commands: Any) -> None:
 
 
 def cmd_lab(args: argparse.Namespace, paths: Paths) -> int:
-    from inglenook.engine.core import Engine  # noqa: PLC0415 — keeps --help fast
-    from inglenook.engine.lab import QuantLab  # noqa: PLC0415
-    from inglenook.engine.lab.evaltext import EvalText  # noqa: PLC0415
-    from inglenook.engine.lab.measure import MeasureConfig  # noqa: PLC0415
+    from inglenook.engine import Engine, EvalText, MeasureConfig, QuantLab  # noqa: PLC0415 — keeps --help fast
 
     with Engine(paths, crash_guard=args.crash_guard) as engine:
         lab = QuantLab.for_engine(engine)

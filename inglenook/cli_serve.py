@@ -13,7 +13,7 @@ import sys
 import threading
 from typing import Any
 
-from inglenook.engine.paths import Paths
+from inglenook.engine import Paths
 
 API_KEY_VARIABLE = "INGLENOOK_API_KEY"
 
@@ -47,8 +47,7 @@ def add_commands(commands: Any) -> None:
 
 
 def cmd_serve(args: argparse.Namespace, paths: Paths) -> int:
-    from inglenook.engine.core import Engine  # noqa: PLC0415 — keeps --help fast
-    from inglenook.engine.server import ApiServer  # noqa: PLC0415
+    from inglenook.engine import ApiServer, Engine  # noqa: PLC0415 — keeps --help fast
 
     with Engine(paths, crash_guard=args.crash_guard) as engine:
         default_model = engine.registry.resolve(args.model).id if args.model else None

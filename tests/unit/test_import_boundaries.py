@@ -1,0 +1,129 @@
+"""Rule 2 of the house: front ends use only the engine's public API (``inglenook.engine``).
+
+Every module of the GUI (``app/`` → ``inglenook.app``) and the terminal (``inglenook/``) is
+parsed, not imported, so the check is quick and sees imports inside functions too.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+import inglenook.engine as engine_api
+
+ROOT = Path(__file__).resolve().parents[2]
+ENGINE = "inglenook.engine"
+# Where each front end's files live, and the package they are installed as.
+FRONT_ENDS = {ROOT / "app": "inglenook.app", ROOT / "inglenook": "inglenook"}
+
+
+def _front_end_files() -> list[tuple[Path, str]]:
+    files = []
+    for folder, package in FRONT_ENDS.items():
+        for path in sorted(folder.rglob("*.py")):
+            parts = path.relative_to(folder).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            files.append((path, ".".join((package, *parts))))
+    return files
+
+
+def _absolute(node: ast.ImportFrom, module_name: str, is_package: bool) -> str:
+    """The absolute module a ``from … import`` names, relative ones resolved."""
+    if node.level == 0:
+        return node.module or ""
+    base = module_name.split(".") if is_package else module_name.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, node.module] if node.module else base)
+
+
+def boundary_violations(source: str, module_name: str, is_package: bool = False) -> list[str]:
+    """Each import in ``source`` that reaches past ``inglenook.engine``'s public names."""
+    problems = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == ENGINE or alias.name.startswith(ENGINE + "."):
+                    problems.append(f"line {node.lineno}: import {alias.name} (use `from {ENGINE} import …`)")
+        elif isinstance(node, ast.ImportFrom):
+            target = _absolute(node, module_name, is_package)
+            if target.startswith(ENGINE + "."):
+                problems.append(f"line {node.lineno}: from {target} import … (a submodule of the engine)")
+            elif target == ENGINE:
+                private = [a.name for a in node.names if a.name not in engine_api.__all__]
+                if private:
+                    problems.append(f"line {node.lineno}: {', '.join(private)} not in {ENGINE}.__all__")
+            elif target == "inglenook" and any(a.name == "engine" for a in node.names):
+                problems.append(f"line {node.lineno}: the engine package imported as a module")
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            name = node.args[0].value
+            if isinstance(name, str) and name.startswith(ENGINE + "."):
+                problems.append(f"line {node.lineno}: {name!r} loaded dynamically")
+    return problems
+
+
+@pytest.mark.parametrize("path, module_name", _front_end_files(), ids=lambda v: getattr(v, "name", None) or str(v))
+def test_front_ends_import_only_the_public_engine_api(path: Path, module_name: str) -> None:
+    problems = boundary_violations(path.read_text(encoding="utf-8"), module_name, path.name == "__init__.py")
+    assert not problems, f"{path.relative_to(ROOT)}:\n  " + "\n  ".join(problems)
+
+
+def test_the_check_catches_each_way_around_the_boundary() -> None:
+    bad = {
+        "from inglenook.engine.core import Engine": "inglenook.app.window",
+        "import inglenook.engine.store": "inglenook.app.window",
+        "from ..engine.store import Message": "inglenook.app.window",  # relative escape from app/
+        "from ..engine import Engine\nfrom .engine.core import Engine": "inglenook.cli",
+        "from .. import engine": "inglenook.app.window",
+        "from inglenook.engine import importers": "inglenook.cli_hub",  # a module, not a public name
+        "def f():\n    from inglenook.engine.server import ApiServer": "inglenook.app.server_control",
+        "import importlib\nimportlib.import_module('inglenook.engine.lab')": "inglenook.app.settings_dialog",
+    }
+    for source, module_name in bad.items():
+        assert boundary_violations(source, module_name), source
+    good = "from inglenook.engine import Engine, Message\nfrom . import theme\nfrom .tasks import Workers"
+    assert boundary_violations(good, "inglenook.app.window") == []
+
+
+def test_every_public_name_resolves_and_none_is_a_module() -> None:
+    assert len(engine_api.__all__) == len(set(engine_api.__all__)) > 40
+    for name in engine_api.__all__:
+        value = getattr(engine_api, name)
+        assert not isinstance(value, ModuleType), name
+    with pytest.raises(AttributeError):
+        engine_api.no_such_name  # noqa: B018
+
+
+def test_the_lazy_table_and_the_type_checkers_view_agree() -> None:
+    """``_EXPORTS`` serves names at run time; the TYPE_CHECKING imports serve type checkers."""
+    tree = ast.parse(Path(engine_api.__file__).read_text(encoding="utf-8"))
+    typed: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            for stmt in node.body:
+                assert isinstance(stmt, ast.ImportFrom) and stmt.level == 1
+                for alias in stmt.names:
+                    assert alias.asname == alias.name, f"{alias.name}: re-export it as itself"
+                    typed[alias.name] = stmt.module or ""
+    assert typed == engine_api._MODULE_OF  # noqa: SLF001
+
+
+def test_importing_the_engine_loads_neither_qt_nor_llama_cpp() -> None:
+    """The package itself is light; its modules import llama.cpp inside functions only."""
+    code = (
+        "import sys, inglenook.engine as e\n"
+        "heavy = ('llama_cpp', 'PySide6', 'fastapi', 'numpy')\n"
+        "assert not [m for m in sys.modules if m.split('.')[0] in heavy], sorted(sys.modules)\n"
+        "for name in e.__all__:\n"
+        "    getattr(e, name)\n"
+        "assert not [m for m in sys.modules if m.split('.')[0] in ('llama_cpp', 'PySide6')]\n"
+        "print('ok')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
