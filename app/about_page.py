@@ -5,19 +5,19 @@ from __future__ import annotations
 from PySide6.QtGui import QFontDatabase, QGuiApplication
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
-from inglenook.engine.core import Engine
-from inglenook.engine.diagnostics import DoctorReport, collect
+from inglenook.engine import DoctorReport, Engine, collect
 
-from .tasks import TaskRunner
+from .workers import Lane
 
 
 class AboutPage(QWidget):
     """Versions, CPU variant, backends, GPUs; a self-test on request. Collected off the GUI thread."""
 
-    def __init__(self, engine: Engine, tasks: TaskRunner, parent: QWidget | None = None) -> None:
+    def __init__(self, engine: Engine, lane: Lane, parent: QWidget | None = None) -> None:
+        """``lane``: the answers lane, as the self-test runs a generation through the scheduler."""
         super().__init__(parent)
         self.engine = engine
-        self.tasks = tasks
+        self.lane = lane
         layout = QVBoxLayout(self)
         layout.setContentsMargins(28, 24, 28, 24)
         layout.setSpacing(10)
@@ -53,7 +53,7 @@ class AboutPage(QWidget):
         self.self_test_button.setEnabled(False)
         if self_test:
             self.text.appendPlainText("\nRunning the self-test…")
-        self.tasks.run(lambda: collect(engine, self_test_s=2.0 if self_test else 0.0), self._show, self._failed)
+        self.lane.run(lambda: collect(engine, self_test_s=2.0 if self_test else 0.0), self._show, self._failed)
 
     def copy(self) -> None:
         QGuiApplication.clipboard().setText(self.text.toPlainText())

@@ -1,6 +1,6 @@
-"""Chat turns off the GUI thread: each answer streams on a worker, chunks come back as signals.
+"""Chat turns off the GUI thread: each answer streams on the answers lane, chunks come back as signals.
 
-Iterating a ``Turn`` blocks until the next token, so it runs on a pool thread. Chunks are
+Iterating a ``Turn`` blocks until the next token, so it runs on a worker thread. Chunks are
 collected as they arrive and handed to the view at most every ``FLUSH_MS`` milliseconds:
 one repaint per batch instead of one per token keeps the window smooth and flicker-free.
 Each conversation can have one answer in flight; the scheduler queues them in order.
@@ -13,23 +13,15 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from PySide6.QtCore import QObject, QRunnable, Qt, QTimer, Signal
+from PySide6.QtCore import QObject, QTimer, Signal
 
-from inglenook.engine.chat import Turn
-from inglenook.engine.core import Engine
+from inglenook.engine import Engine, Message, Turn
 
-from .tasks import TaskRunner
+from .workers import Lane
 
 log = logging.getLogger(__name__)
 
 FLUSH_MS = 40
-
-
-class _StreamSignals(QObject):
-    started = Signal(int, object)  # (conversation id, saved messages before the answer)
-    chunk = Signal(int, str)
-    finished = Signal(int, object)  # (conversation id, saved answer Message or None)
-    failed = Signal(int, object)  # (conversation id, exception)
 
 
 class AnswerControl:
@@ -53,33 +45,6 @@ class AnswerControl:
                 turn.cancel()
 
 
-class _AnswerRunnable(QRunnable):
-    def __init__(
-        self, conversation_id: int, start: Callable[[], Turn], engine: Engine, signals: _StreamSignals, control: AnswerControl
-    ) -> None:
-        super().__init__()
-        self.conversation_id = conversation_id
-        self._start = start
-        self._engine = engine
-        self._signals = signals
-        self._control = control
-
-    def run(self) -> None:
-        cid = self.conversation_id
-        try:
-            turn = self._start()
-            self._control.attach(turn)
-            self._signals.started.emit(cid, self._engine.store.messages(cid))
-            for chunk in turn:
-                if chunk.text:
-                    self._signals.chunk.emit(cid, chunk.text)
-        except Exception as exc:  # every failure reaches the person, as a message they can act on
-            log.info("answer in conversation %d failed: %s", cid, exc)
-            self._signals.failed.emit(cid, exc)
-            return
-        self._signals.finished.emit(cid, turn.message)
-
-
 @dataclass
 class StreamState:
     control: AnswerControl
@@ -96,18 +61,13 @@ class ChatController(QObject):
     answer_text = Signal(int, str)  # (conversation id, the whole answer so far)
     answer_finished = Signal(int, object)  # (conversation id, Message | None)
     answer_failed = Signal(int, object)  # (conversation id, exception)
+    streams_changed = Signal()  # an answer started or ended: ``streams`` changed
 
-    def __init__(self, engine: Engine, tasks: TaskRunner, parent: QObject | None = None) -> None:
+    def __init__(self, engine: Engine, lane: Lane, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.engine = engine
-        self.tasks = tasks
+        self.lane = lane
         self.streams: dict[int, StreamState] = {}
-        self._signals = _StreamSignals(self)
-        queued = Qt.ConnectionType.QueuedConnection
-        self._signals.started.connect(self._on_started, queued)
-        self._signals.chunk.connect(self._on_chunk, queued)
-        self._signals.finished.connect(self._on_finished, queued)
-        self._signals.failed.connect(self._on_failed, queued)
         self._flush_timer = QTimer(self)
         self._flush_timer.setSingleShot(True)
         self._flush_timer.setInterval(FLUSH_MS)
@@ -155,10 +115,26 @@ class ChatController(QObject):
             return False  # one answer at a time per conversation
         control = AnswerControl()
         self.streams[conversation_id] = StreamState(control)
-        self.tasks.start_thread(_AnswerRunnable(conversation_id, start, self.engine, self._signals, control))
+        self.streams_changed.emit()
+        cid = conversation_id
+        started = self.lane.relay(lambda messages: self._on_started(cid, messages))
+        chunk = self.lane.relay(lambda text: self._on_chunk(cid, text))
+        store = self.engine.store
+
+        def stream() -> Message | None:
+            """On the answers lane: commit the message, start the job, forward its chunks."""
+            turn = start()
+            control.attach(turn)
+            started(store.messages(cid))
+            for piece in turn:
+                if piece.text:
+                    chunk(piece.text)
+            return turn.message
+
+        self.lane.run(stream, lambda message: self._on_finished(cid, message), lambda exc: self._on_failed(cid, exc))
         return True
 
-    def _on_started(self, conversation_id: int, messages: object) -> None:
+    def _on_started(self, conversation_id: int, messages: list[Message]) -> None:
         state = self.streams.get(conversation_id)
         if state is not None:
             state.started = True
@@ -186,12 +162,16 @@ class ChatController(QObject):
                 self._collect(state)
                 self.answer_text.emit(conversation_id, state.text)
 
-    def _on_finished(self, conversation_id: int, message: object) -> None:
+    def _on_finished(self, conversation_id: int, message: Message | None) -> None:
         state = self.streams.pop(conversation_id, None)
         if state is not None:
             self._collect(state)
+        self.streams_changed.emit()
         self.answer_finished.emit(conversation_id, message)
 
-    def _on_failed(self, conversation_id: int, exc: object) -> None:
+    def _on_failed(self, conversation_id: int, exc: BaseException) -> None:
+        # Every failure reaches the person, as a message they can act on.
+        log.info("answer in conversation %d failed: %s", conversation_id, exc)
         self.streams.pop(conversation_id, None)
+        self.streams_changed.emit()
         self.answer_failed.emit(conversation_id, exc)

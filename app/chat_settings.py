@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inglenook.engine.sampling import SamplingParams
+from inglenook.engine import SamplingParams
 
 
 # Presets people can pick; "Custom" is whatever the fields say.

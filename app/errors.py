@@ -8,8 +8,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from inglenook.engine import errors as engine_errors
-from inglenook.engine.crashguard import LastCrash
+from inglenook.engine import (
+    ContextLengthExceeded,
+    DownloadError,
+    InglenookError,
+    InvalidRequest,
+    LastCrash,
+    ModelLoadError,
+    ModelNotFound,
+    PortInUse,
+    QueueFull,
+    ServerError,
+    StoreError,
+)
 
 # Action ids the window knows how to perform.
 NEW_CHAT = "new_chat"
@@ -44,7 +55,7 @@ def explain_crash(crash: LastCrash) -> Explanation:
 
 def explain(exc: BaseException) -> Explanation:
     detail = str(exc)
-    if isinstance(exc, engine_errors.ContextLengthExceeded):
+    if isinstance(exc, ContextLengthExceeded):
         size = f" of {exc.context_size} tokens" if exc.context_size else ""
         return Explanation(
             "This conversation no longer fits",
@@ -53,7 +64,7 @@ def explain(exc: BaseException) -> Explanation:
             [(NEW_CHAT, "New chat"), (TRIM_OLDEST, "Trim oldest messages")],
             detail,
         )
-    if isinstance(exc, engine_errors.ModelNotFound):
+    if isinstance(exc, ModelNotFound):
         return Explanation(
             "The model for this chat is not installed",
             "This conversation used a model that is no longer on this computer. Continue with "
@@ -61,7 +72,7 @@ def explain(exc: BaseException) -> Explanation:
             [(USE_DEFAULT_MODEL, "Use default model"), (OPEN_MODELS, "Open Models")],
             detail,
         )
-    if isinstance(exc, engine_errors.ModelLoadError):
+    if isinstance(exc, ModelLoadError):
         return Explanation(
             "The model could not be loaded",
             "The file may be damaged, of an architecture this build cannot run, or too large "
@@ -69,23 +80,23 @@ def explain(exc: BaseException) -> Explanation:
             [(USE_DEFAULT_MODEL, "Use default model"), (OPEN_SETTINGS, "Settings"), (RETRY, "Try again")],
             detail,
         )
-    if isinstance(exc, engine_errors.QueueFull):
+    if isinstance(exc, QueueFull):
         return Explanation(
             "Inglenook is busy",
             "Too many answers are waiting (the API may be serving other programs). Try again in a moment.",
             [(RETRY, "Try again")],
             detail,
         )
-    if isinstance(exc, engine_errors.InvalidRequest):
+    if isinstance(exc, InvalidRequest):
         return Explanation(
             "A chat setting is out of range",
             f"{detail[:1].upper()}{detail[1:]}. Adjust it in the chat settings panel.",
             [(DISMISS, "OK")],
             detail,
         )
-    if isinstance(exc, engine_errors.DownloadError):
+    if isinstance(exc, DownloadError):
         return _explain_download(exc, detail)
-    if isinstance(exc, engine_errors.StoreError):
+    if isinstance(exc, StoreError):
         return Explanation(
             "Inglenook cannot save its data",
             "The data folder cannot be written (a full disk or missing permissions).",
@@ -100,15 +111,14 @@ def explain(exc: BaseException) -> Explanation:
             [(OPEN_SETTINGS, "Change port"), (DISMISS, "OK")],
             detail,
         )
-    server_error = getattr(engine_errors, "ServerError", None)
-    if server_error is not None and isinstance(exc, server_error):
+    if isinstance(exc, ServerError):
         return Explanation(
             "The local API server could not start",
             f"{detail[:1].upper()}{detail[1:]}. The chat keeps working; check the API settings.",
             [(OPEN_SETTINGS, "API settings"), (DISMISS, "OK")],
             detail,
         )
-    if isinstance(exc, engine_errors.InglenookError):
+    if isinstance(exc, InglenookError):
         return Explanation("Something went wrong", detail[:1].upper() + detail[1:], [(RETRY, "Try again")], detail)
     return Explanation(
         "Something unexpected went wrong",
@@ -162,8 +172,7 @@ def _explain_download(exc: BaseException, detail: str) -> Explanation:
 
 
 def _is_port_in_use(exc: BaseException) -> bool:
-    """The server module is written alongside this app: match its error class by type when present."""
-    port_in_use = getattr(engine_errors, "PortInUse", None)
-    if port_in_use is not None and isinstance(exc, port_in_use):
+    """The server's own error, or the operating system's (a bind that failed before it was wrapped)."""
+    if isinstance(exc, PortInUse):
         return True
     return isinstance(exc, OSError) and exc.errno in (48, 98, 10048)  # EADDRINUSE on macOS, Linux, Windows

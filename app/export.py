@@ -6,7 +6,7 @@ import json
 import time
 from typing import Any
 
-from inglenook.engine.store import Conversation, Message
+from inglenook.engine import Conversation, Message
 
 
 def to_markdown(conversation: Conversation, messages: list[Message]) -> str:

@@ -1,8 +1,8 @@
 """Settings ▸ Quantization: compare a model's quantization variants on this machine.
 
 Pick a model, tick the variants to measure (installed ones, or ones to create locally),
-press Run. A worker thread runs the engine's ``LabRun``; progress and each finished
-variant arrive as queued signals, so the table and the two charts fill in as it goes.
+press Run. The lab lane runs the engine's ``LabRun``; progress and each finished variant
+arrive as queued signals, so the table and the two charts fill in as it goes.
 Saved measurements show at once when the page opens, greyed out where they are stale.
 """
 
@@ -15,21 +15,29 @@ from typing import Any
 
 from PySide6.QtCharts import QChart, QChartView, QLineSeries, QScatterSeries, QValueAxis
 from PySide6.QtCore import (
-    QAbstractTableModel, QModelIndex, QObject, QPointF, QSortFilterProxyModel, Qt, QThread, Signal, Slot,
+    QAbstractTableModel, QModelIndex, QObject, QPointF, QSortFilterProxyModel, Qt, Signal,
 )
-from PySide6.QtGui import QBrush, QColor, QFont, QPainter, QPen
+from PySide6.QtGui import QBrush, QCloseEvent, QColor, QFont, QPainter, QPen
 from PySide6.QtWidgets import (
     QAbstractItemView, QComboBox, QFileDialog, QFrame, QHBoxLayout, QHeaderView, QLabel, QListWidget,
     QListWidgetItem, QProgressBar, QPushButton, QSizePolicy, QSplitter, QTableView, QVBoxLayout, QWidget,
 )
 
-from inglenook.engine.lab import LabProgress, LabReport, LabResult, LabRun, QuantLab, VariantGroup
-from inglenook.engine.lab.evaltext import EvalText
-from inglenook.engine.lab.measure import MeasureConfig
-from inglenook.engine.lab.recommend import Recommendation
+from inglenook.engine import (
+    Engine,
+    EvalText,
+    LabProgress,
+    LabReport,
+    LabResult,
+    LabRun,
+    MeasureConfig,
+    QuantLab,
+    Recommendation,
+    VariantGroup,
+)
 
 from .errors import explain
-from .tasks import TaskRunner
+from .workers import Lane
 from .theme import colors, current_mode
 
 log = logging.getLogger(__name__)
@@ -142,31 +150,6 @@ class LabTableModel(QAbstractTableModel):
         return -1.0 if value is None else float(value)
 
 
-class LabWorker(QObject):
-    """Runs one ``LabRun`` on its QThread; everything it reports goes out as signals."""
-
-    progress = Signal(float, str)
-    result = Signal(object)  # LabResult
-    finished = Signal(object)  # LabReport
-
-    def __init__(self, run_factory: Any) -> None:
-        super().__init__()
-        self._factory = run_factory
-        self.run: LabRun | None = None
-
-    def prepare(self) -> LabRun:
-        self.run = self._factory(self._emit_progress, self.result.emit)
-        return self.run
-
-    def _emit_progress(self, progress: LabProgress) -> None:
-        self.progress.emit(progress.fraction, progress.message)
-
-    @Slot()
-    def work(self) -> None:
-        assert self.run is not None
-        self.finished.emit(self.run.execute())
-
-
 def _chart(title: str, x_title: str, y_title: str, dark: bool) -> tuple[QChart, QValueAxis, QValueAxis]:
     chart = QChart()
     chart.setTheme(QChart.ChartTheme.ChartThemeDark if dark else QChart.ChartTheme.ChartThemeLight)
@@ -190,7 +173,9 @@ class LabPage(QWidget):
     run_finished = Signal(object)  # LabReport, after the page has shown it
     results_shown = Signal()
 
-    def __init__(self, engine: Any, parent: QWidget | None = None, config: MeasureConfig | None = None) -> None:
+    def __init__(self, engine: Engine, parent: QWidget | None = None, config: MeasureConfig | None = None,
+                 lane: Lane | None = None) -> None:
+        """``lane``: the window's lab lane; a page opened on its own runs one of its own."""
         super().__init__(parent)
         self.setObjectName("LabPage")
         self.engine = engine
@@ -200,9 +185,9 @@ class LabPage(QWidget):
         self.eval_path: str | None = None
         self.group: VariantGroup | None = None
         self.recommendation: Recommendation | None = None
-        self._tasks = TaskRunner(self, max_threads=2)
-        self._thread: QThread | None = None
-        self._worker: LabWorker | None = None
+        self._own_lane = lane is None
+        self.lane = lane if lane is not None else Lane("lab", parent=self)
+        self._run: LabRun | None = None
         self._palette = colors(current_mode())
         self._build()
         self._load_eval_then_groups()
@@ -328,7 +313,7 @@ class LabPage(QWidget):
             return EvalText.load(path), self.lab.groups()
 
         self.status.setText("Looking for models…")
-        self._tasks.run(load, self._groups_loaded, self._show_error)
+        self.lane.run(load, self._groups_loaded, self._show_error)
 
     def _groups_loaded(self, loaded: tuple[EvalText, list[VariantGroup]]) -> None:
         self.eval_text, groups = loaded
@@ -363,7 +348,7 @@ class LabPage(QWidget):
             group = self.lab.variants(model_id)
             return group, self.lab.saved(model_id, eval_text, config)
 
-        self._tasks.run(load, self._variants_loaded, self._show_error)
+        self.lane.run(load, self._variants_loaded, self._show_error)
 
     def _variants_loaded(self, loaded: tuple[VariantGroup, list[LabResult]]) -> None:
         self.group, results = loaded
@@ -479,7 +464,7 @@ class LabPage(QWidget):
     # -- running ----------------------------------------------------------------------
 
     def _running(self) -> bool:
-        return self._thread is not None
+        return self._run is not None
 
     def checked(self) -> tuple[list[str], list[str]]:
         """(installed variant ids, quantizations to create) currently ticked."""
@@ -502,58 +487,51 @@ class LabPage(QWidget):
         model_ids = installed or [self.group.reference.id]
         eval_text, config = self.eval_text, self.config
 
-        def factory(on_progress: Any, on_result: Any) -> LabRun:
-            return self.lab.prepare(model_ids, create, eval_text, config, on_progress, on_result)
-
-        worker = LabWorker(factory)
+        # The run reports on the lab lane's thread; the relays hand each report to the GUI thread.
+        on_progress, on_result = self.lane.relay(self._on_progress), self.lane.relay(self._on_result)
         try:
-            worker.prepare()
+            run = self.lab.prepare(model_ids, create, eval_text, config, on_progress, on_result)
         except Exception as exc:  # noqa: BLE001 — shown to the person, not raised into Qt
             self._show_error(exc)
             return
-        thread = QThread(self)
-        worker.moveToThread(thread)
-        thread.started.connect(worker.work)
-        worker.progress.connect(self._on_progress, Qt.ConnectionType.QueuedConnection)
-        worker.result.connect(self._on_result, Qt.ConnectionType.QueuedConnection)
-        worker.finished.connect(self._on_finished, Qt.ConnectionType.QueuedConnection)
-        self._thread, self._worker = thread, worker
+        self._run = run
         self.run_button.setEnabled(False)
         self.cancel_button.setEnabled(True)
         self.model_picker.setEnabled(False)
         self.progress.setValue(0)
         self.status.setText("Starting…")
-        thread.start()
+        self.lane.run(run.execute, self._on_finished, self._on_run_failed)
 
     def cancel_run(self) -> None:
-        if self._worker is not None and self._worker.run is not None:
-            self._worker.run.cancel()
+        if self._run is not None:
+            self._run.cancel()
             self.status.setText("Cancelling…")
             self.cancel_button.setEnabled(False)
 
-    @Slot(float, str)
-    def _on_progress(self, fraction: float, message: str) -> None:
-        self.progress.setValue(int(fraction * 1000))
+    def _on_progress(self, progress: LabProgress) -> None:
+        message = progress.message
+        self.progress.setValue(int(progress.fraction * 1000))
         self.status.setText(message[:1].upper() + message[1:])
 
-    @Slot(object)
     def _on_result(self, result: LabResult) -> None:
         self.table_model.upsert(result)
         if result.vram_bytes:
             self.table.setColumnHidden([key for _, key in LabTableModel.COLUMNS].index("vram_bytes"), False)
         self._update_charts(self.table_model.results, self.table_model.recommended_id)
 
-    @Slot(object)
-    def _on_finished(self, report: LabReport) -> None:
-        thread = self._thread
-        self._thread, self._worker = None, None
-        if thread is not None:
-            thread.quit()
-            thread.wait()
-            thread.deleteLater()
+    def _end_run(self) -> None:
+        self._run = None
         self.run_button.setEnabled(True)
         self.cancel_button.setEnabled(False)
         self.model_picker.setEnabled(True)
+
+    def _on_run_failed(self, exc: BaseException) -> None:
+        """``execute`` reports a variant's failure in its report; this is a failure of the run itself."""
+        self._end_run()
+        self._show_error(exc)
+
+    def _on_finished(self, report: LabReport) -> None:
+        self._end_run()
         if report.error is not None:
             self._show_error(report.error)
         elif report.cancelled:
@@ -574,15 +552,15 @@ class LabPage(QWidget):
         self.status.setText(f"{explanation.title}: {explanation.detail or explanation.text}")
         log.warning("quantization lab: %s", exc)
 
-    def closeEvent(self, event: Any) -> None:  # noqa: N802 — Qt's name
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 — Qt's name
         self.shutdown()
         super().closeEvent(event)
 
     def shutdown(self) -> None:
-        """Cancel a running measurement and wait for its thread (window close, tests)."""
-        if self._worker is not None and self._worker.run is not None:
-            self._worker.run.cancel()
-        if self._thread is not None:
-            self._thread.quit()
-            self._thread.wait(30_000)
-        self._tasks.wait(10_000)
+        """Cancel a running measurement and wait for the lab lane (window close, tests)."""
+        if self._run is not None:
+            self._run.cancel()
+        if self._own_lane:
+            self.lane.close(30_000)
+        else:
+            self.lane.wait(30_000)

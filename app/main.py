@@ -11,9 +11,7 @@ from PySide6.QtCore import QTimer
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from inglenook.engine.crashguard import CrashGuard
-from inglenook.engine.errors import InglenookError
-from inglenook.engine.paths import Paths
+from inglenook.engine import CrashGuard, InglenookError, Paths
 
 from . import theme
 from .resources import resource_path
@@ -32,7 +30,7 @@ def run_app(argv: Sequence[str] | None = None) -> int:
     try:
         from inglenook import __version__  # noqa: PLC0415
         from inglenook.cli import setup_logging  # noqa: PLC0415
-        from inglenook.engine.core import Engine  # noqa: PLC0415
+        from inglenook.engine import Engine  # noqa: PLC0415
 
         paths = Paths.default().ensure()
         setup_logging(paths)

@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inglenook.engine.store import Message
+from inglenook.engine import Message
 
 from . import theme
 from .markdown import Segment, highlight_code, render_markdown, split_segments

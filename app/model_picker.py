@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inglenook.engine.registry import ModelRecord
+from inglenook.engine import ModelRecord
 
 from . import theme
 from .formatting import human_count, human_size, model_label

@@ -10,8 +10,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Qt, Signal
 
-from inglenook.engine.scheduler import Scheduler
-
+from inglenook.engine import Scheduler
 
 
 class ModelStateHub(QObject):
@@ -33,7 +32,7 @@ class ModelStateHub(QObject):
     def _listener(self, model_id: str, state: str, detail: Any) -> None:
         # Runs on the scheduler thread: hand over plain values only, never the model object.
         if state == "loaded":
-            detail = getattr(detail, "n_ctx", None)
+            detail = int(detail.n_ctx)  # the scheduler reports "loaded" with the model itself
         elif state == "loading":
             detail = float(detail or 0.0)
         elif state == "failed":

@@ -1,6 +1,6 @@
 """Downloads on the Models page: one card per download in progress, one per interrupted one.
 
-A download runs on a worker thread (``TaskRunner``) and blocks there; its progress callback
+A download runs on the downloads lane (``Workers.downloads``) and blocks there; its progress callback
 is called on that thread, so ``DownloadJob`` re-emits it as a signal delivered over a queued
 connection to the GUI thread. Cancel sets the job's event; the engine then raises
 ``JobCancelled`` and keeps the partial file, which comes back as an interrupted download
@@ -15,10 +15,16 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from inglenook.engine.downloads import DownloadProgress, PendingDownload, downloader_for
-from inglenook.engine.errors import JobCancelled
-from inglenook.engine.hub import QuantOption, quant_from_name
-from inglenook.engine.registry import ModelRecord
+from inglenook.engine import (
+    DownloadProgress,
+    Engine,
+    JobCancelled,
+    ModelRecord,
+    PendingDownload,
+    QuantOption,
+    downloader_for,
+    quant_from_name,
+)
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import (
     QFrame,
@@ -31,7 +37,7 @@ from PySide6.QtWidgets import (
 )
 
 from .formatting import human_size
-from .tasks import TaskRunner
+from .workers import Lane, Workers
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +84,8 @@ class DownloadJob(QObject):
         """Called on the download thread; crosses to the GUI thread as a queued signal."""
         self.progressed.emit(progress)
 
-    def run(self, tasks: TaskRunner, work: Callable[[DownloadJob], ModelRecord]) -> None:
-        tasks.run(lambda: work(self), self.finished.emit, self.failed.emit)
+    def run(self, lane: Lane, work: Callable[[DownloadJob], ModelRecord]) -> None:
+        lane.run(lambda: work(self), self.finished.emit, self.failed.emit)
 
     def cancel(self) -> None:
         self.cancel_event.set()
@@ -220,10 +226,10 @@ class DownloadsPanel(QWidget):
     failed = Signal(object)  # BaseException (never JobCancelled)
     changed = Signal()  # the set of running downloads changed
 
-    def __init__(self, engine: object, tasks: TaskRunner, parent: QWidget | None = None) -> None:
+    def __init__(self, engine: Engine, workers: Workers, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.engine = engine
-        self.tasks = tasks
+        self.workers = workers
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(8)
@@ -279,7 +285,7 @@ class DownloadsPanel(QWidget):
         self.cards_layout.insertWidget(len(self.jobs) - 1, card)
         self._show_pending()  # a resumed download leaves the interrupted list
         self.setVisible(True)
-        job.run(self.tasks, work)
+        job.run(self.workers.downloads, work)
         self.changed.emit()
         return job
 
@@ -321,7 +327,8 @@ class DownloadsPanel(QWidget):
 
     def refresh_pending(self) -> None:
         engine = self.engine
-        self.tasks.run(lambda: group_pending(downloader_for(engine).pending()), self._pending_loaded, self._side_failed)
+        self.workers.disk.run(lambda: group_pending(downloader_for(engine).pending()), self._pending_loaded,
+                              self._side_failed)
 
     def _pending_loaded(self, groups: list[PendingGroup]) -> None:
         self.pending = groups
@@ -352,7 +359,7 @@ class DownloadsPanel(QWidget):
             for part in group.parts:
                 dl.discard(part.sha256)
 
-        self.tasks.run(work, lambda _: self.refresh_pending(), self._side_failed)
+        self.workers.disk.run(work, lambda _: self.refresh_pending(), self._side_failed)
 
     def _side_failed(self, exc: BaseException) -> None:
         self.retry = None

@@ -3,8 +3,8 @@ and manage installed models (size, delete, show in folder, import from disk).
 
 Layout: a header with the import buttons, the DOWNLOADS section (only while there is
 something to show), then two tabs: Discover (``HubBrowser``) and Installed (model rows).
-Everything slow runs through the window's ``TaskRunner``; errors go to the page's banner,
-explained by ``errors.explain``.
+Everything slow runs on the window's ``Workers`` (imports on the models lane, downloads on
+theirs); errors go to the page's banner, explained by ``errors.explain``.
 """
 
 from __future__ import annotations
@@ -13,149 +13,42 @@ import logging
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from inglenook.engine import importers
-from inglenook.engine.hub import QuantOption
-from inglenook.engine.registry import ModelRecord
-from PySide6.QtCore import QEvent, QObject, Qt, QTimer, QUrl, Signal
-from PySide6.QtGui import QDesktopServices, QDropEvent
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QButtonGroup,
     QFileDialog,
-    QFrame,
     QHBoxLayout,
     QLabel,
     QMenu,
     QMessageBox,
     QPushButton,
-    QScrollArea,
     QStackedWidget,
     QVBoxLayout,
     QWidget,
 )
 
+from inglenook.engine import (
+    Engine,
+    FoundModel,
+    ImportResult,
+    ModelRecord,
+    QuantOption,
+    find_known_places,
+    import_found,
+    import_path,
+)
+
 from . import errors as actions
 from .banner import Banner
-from .formatting import human_count, human_size, model_label
+from .formatting import model_label
 from .models_downloads import DownloadsPanel
 from .models_hub import HubBrowser
-from .tasks import TaskRunner
+from .models_installed import InstalledList, ModelRow
+from .workers import Workers
 
 log = logging.getLogger(__name__)
 
 NOTICE_MS = 8000
-
-
-def _badge(text: str, parent: QWidget, muted: bool = False) -> QLabel:
-    label = QLabel(text, parent)
-    label.setObjectName("MutedBadge" if muted else "Badge")
-    return label
-
-
-class ModelRow(QFrame):
-    delete_requested = Signal(str)
-
-    def __init__(self, record: ModelRecord, loaded: bool, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setObjectName("ModelRow")
-        self.record = record
-        row = QHBoxLayout(self)
-        row.setContentsMargins(16, 12, 12, 12)
-        row.setSpacing(10)
-        text = QVBoxLayout()
-        text.setSpacing(4)
-        name = QLabel(model_label(record), self)
-        name.setObjectName("ModelName")
-        detail = QLabel(f"{record.id}  ·  {record.architecture}", self)
-        detail.setObjectName("PageHint")
-        badges = QHBoxLayout()
-        badges.setSpacing(6)
-        badges.addWidget(_badge(record.quantization, self))
-        badges.addWidget(_badge(human_size(record.size_bytes), self, muted=True))
-        if record.parameter_count:
-            badges.addWidget(_badge(f"{human_count(record.parameter_count)} params", self, muted=True))
-        if record.context_length:
-            badges.addWidget(_badge(f"{record.context_length:,} ctx", self, muted=True))
-        if record.source in ("starter", "import", "download"):
-            label = {"starter": "starter", "import": "imported, in place", "download": "downloaded"}[record.source]
-            badges.addWidget(_badge(label, self, muted=True))
-        if loaded:
-            badges.addWidget(_badge("● loaded", self))
-        badges.addStretch(1)
-        text.addWidget(name)
-        text.addWidget(detail)
-        text.addLayout(badges)
-        row.addLayout(text, 1)
-        reveal = QPushButton("Show in folder", self)
-        reveal.clicked.connect(self.reveal)
-        delete = QPushButton("Delete", self)
-        delete.setObjectName("DangerButton")
-        delete.setEnabled(record.source != "starter")
-        delete.setToolTip("The bundled starter model cannot be deleted" if record.source == "starter" else "Remove this model")
-        delete.clicked.connect(lambda: self.delete_requested.emit(record.id))
-        row.addWidget(reveal)
-        row.addWidget(delete)
-
-    def reveal(self) -> None:
-        QDesktopServices.openUrl(QUrl.fromLocalFile(str(self.record.path.parent)))
-
-
-class InstalledList(QScrollArea):
-    """The installed models, one row each."""
-
-    delete_requested = Signal(str)
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setWidgetResizable(True)
-        self.setFrameShape(QFrame.Shape.NoFrame)
-        body = QWidget(self)
-        body.setObjectName("ModelsPage")
-        layout = QVBoxLayout(body)
-        layout.setContentsMargins(0, 0, 4, 0)
-        layout.setSpacing(8)
-        self.rows_layout = QVBoxLayout()
-        self.rows_layout.setSpacing(8)
-        layout.addLayout(self.rows_layout)
-        self.empty = QLabel("No models yet. Find one in Discover, import a GGUF file, or drop one on the window.",
-                            body)
-        self.empty.setObjectName("PageHint")
-        layout.addWidget(self.empty)
-        layout.addStretch(1)
-        self.setWidget(body)
-        self.rows: list[ModelRow] = []
-
-    def set_models(self, records: list[ModelRecord], loaded: str | None) -> None:
-        for row in self.rows:
-            row.hide()
-            row.deleteLater()
-        self.rows = []
-        for record in records:
-            row = ModelRow(record, record.id == loaded, self.widget())
-            row.delete_requested.connect(self.delete_requested)
-            self.rows_layout.addWidget(row)
-            self.rows.append(row)
-        self.empty.setVisible(not records)
-
-
-class ModelDropFilter(QObject):
-    """Installed on a widget that takes drops itself (the message box would paste a dropped file's
-    path as text): GGUF files and folders go to ``on_drop`` instead; other drops pass through."""
-
-    def __init__(self, paths_of: Callable[[QDropEvent], list[Path]], on_drop: Callable[[list[Path]], None],
-                 parent: QObject | None = None) -> None:
-        super().__init__(parent)
-        self.paths_of = paths_of
-        self.on_drop = on_drop
-
-    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        if event.type() in (QEvent.Type.DragEnter, QEvent.Type.DragMove, QEvent.Type.Drop):
-            paths = self.paths_of(event)  # type: ignore[arg-type]
-            if paths:
-                event.acceptProposedAction()  # type: ignore[attr-defined]
-                if event.type() == QEvent.Type.Drop:
-                    self.on_drop(paths)
-                return True
-        return super().eventFilter(watched, event)
 
 
 class ModelsPage(QWidget):
@@ -165,14 +58,14 @@ class ModelsPage(QWidget):
 
     DISCOVER, INSTALLED = 0, 1
 
-    def __init__(self, engine: object, tasks: TaskRunner, parent: QWidget | None = None) -> None:
+    def __init__(self, engine: Engine, workers: Workers, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("ModelsPage")
         self.engine = engine
-        self.tasks = tasks
+        self.workers = workers
         self.records: list[ModelRecord] = []
         self.confirm = True  # tests turn the confirmation dialogs off
-        self.last_import: importers.ImportResult | None = None
+        self.last_import: ImportResult | None = None
         self._retry: Callable[[], None] | None = None
 
         layout = QVBoxLayout(self)
@@ -192,7 +85,7 @@ class ModelsPage(QWidget):
         self.banner.action.connect(self._banner_action)
         layout.addWidget(self.banner)
 
-        self.downloads = DownloadsPanel(engine, tasks, self)
+        self.downloads = DownloadsPanel(engine, workers, self)
         self.downloads.installed.connect(self._downloaded)
         self.downloads.failed.connect(lambda exc: self.show_error(exc, self.downloads.retry))
         self.downloads.changed.connect(self._update_states)
@@ -201,7 +94,7 @@ class ModelsPage(QWidget):
 
         layout.addLayout(self._build_tabs())
         self.stack = QStackedWidget(self)
-        self.browser = HubBrowser(engine, tasks, self.stack)
+        self.browser = HubBrowser(engine, workers.network, self.stack)
         self.browser.download_requested.connect(self.download)
         self.browser.failed.connect(lambda exc: self.show_error(exc, self.browser.retry))
         self.installed = InstalledList(self.stack)
@@ -293,7 +186,7 @@ class ModelsPage(QWidget):
         self.remove_requested.emit(model_id)
 
     def _update_states(self) -> None:
-        models_dir = Path(self.engine.paths.models)  # type: ignore[attr-defined]
+        models_dir = Path(self.engine.paths.models)
         installed = set()
         for record in self.records:
             try:
@@ -332,31 +225,31 @@ class ModelsPage(QWidget):
         chosen = [Path(p) for p in paths]
         if not chosen:
             return
-        registry = self.engine.registry  # type: ignore[attr-defined]
+        registry = self.engine.registry
 
-        def work() -> importers.ImportResult:
-            total = importers.ImportResult()
+        def work() -> ImportResult:
+            total = ImportResult()
             for path in chosen:
-                result = importers.import_path(registry, path)
+                result = import_path(registry, path)
                 total.imported += result.imported
                 total.already += result.already
                 total.skipped += result.skipped
             return total
 
         self.show_notice("Importing…", sticky=True)
-        self.tasks.run(work, self._imported, self.show_error)
+        self.workers.models.run(work, self._imported, self.show_error)
 
     def find_other_apps(self) -> None:
         self.find_button.setEnabled(False)
         self.show_notice("Looking in the Hugging Face cache, LM Studio and Ollama…", sticky=True)
-        self.tasks.run(importers.find_known_places, self._found, self._find_failed)
+        self.workers.models.run(find_known_places, self._found, self._find_failed)
 
     def _find_failed(self, exc: BaseException) -> None:
         self.find_button.setEnabled(True)
         self.notice.hide()
         self.show_error(exc)
 
-    def _found(self, found: list[importers.FoundModel]) -> None:
+    def _found(self, found: list[FoundModel]) -> None:
         self.find_button.setEnabled(True)
         known = {Path(r.path).resolve() for r in self.records}
         new = [f for f in found if f.path.resolve() not in known]
@@ -377,11 +270,11 @@ class ModelsPage(QWidget):
             if box.exec() != QMessageBox.StandardButton.Yes:
                 self.notice.hide()
                 return
-        registry = self.engine.registry  # type: ignore[attr-defined]
+        registry = self.engine.registry
         self.show_notice("Importing…", sticky=True)
-        self.tasks.run(lambda: importers.import_found(registry, new), self._imported, self.show_error)
+        self.workers.models.run(lambda: import_found(registry, new), self._imported, self.show_error)
 
-    def _imported(self, result: importers.ImportResult) -> None:
+    def _imported(self, result: ImportResult) -> None:
         self.last_import = result
         pieces = []
         if result.imported:

@@ -1,28 +1,31 @@
-"""The local API server beside the window: started, stopped and restarted off the GUI thread."""
+"""The local API server beside the window: started, stopped and restarted on the server lane."""
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 
-from inglenook.engine.core import Engine
+from inglenook.engine import Engine
 
-from .tasks import TaskRunner
+from .workers import Lane
+
+if TYPE_CHECKING:
+    from inglenook.engine import ApiServer  # FastAPI loads only when the server starts
 
 log = logging.getLogger(__name__)
 
 
 class ServerController(QObject):
-    # (state, url, error): state is "starting", "running", "stopped", "failed" or "unavailable"
+    # (state, url, error): state is "starting", "running", "stopped" or "failed"
     state_changed = Signal(str, str, object)
 
-    def __init__(self, engine: Engine, tasks: TaskRunner, parent: QObject | None = None) -> None:
+    def __init__(self, engine: Engine, lane: Lane, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.engine = engine
-        self.tasks = tasks
-        self.server: Any = None
+        self.lane = lane
+        self.server: ApiServer | None = None
         self.state = "stopped"
         self.url = ""
         self.error: BaseException | None = None
@@ -35,7 +38,7 @@ class ServerController(QObject):
         if self.state in ("starting", "running"):
             return
         self._set("starting", self._planned_url(), None)
-        self.tasks.run(self._start_blocking, self._on_started, self._on_failed)
+        self.lane.run(self._start_blocking, self._on_started, self._on_failed)
 
     def stop(self) -> None:
         server = self.server
@@ -43,7 +46,7 @@ class ServerController(QObject):
         if server is None:
             self._set("stopped", "", None)
             return
-        self.tasks.run(lambda: server.stop(timeout=5.0), lambda _: self._set("stopped", "", None), self._on_failed)
+        self.lane.run(lambda: server.stop(timeout=5.0), lambda _: self._set("stopped", "", None), self._on_failed)
 
     def restart(self) -> None:
         server = self.server
@@ -53,11 +56,18 @@ class ServerController(QObject):
             return
         self._set("starting", self._planned_url(), None)
 
-        def restart() -> Any:
+        def restart() -> ApiServer:
             server.stop(timeout=5.0)
             return self._start_blocking()
 
-        self.tasks.run(restart, self._on_started, self._on_failed)
+        self.lane.run(restart, self._on_started, self._on_failed)
+
+    def toggle(self) -> None:
+        """The status bar's Start/Stop API button."""
+        if self.state in ("running", "starting"):
+            self.stop()
+        else:
+            self.start()
 
     def shutdown(self) -> None:
         """Stop at once, on the calling thread (the window is closing)."""
@@ -72,28 +82,21 @@ class ServerController(QObject):
         s = self.engine.settings
         return f"http://{s.api_host}:{s.api_port}/v1"
 
-    def _start_blocking(self) -> Any:
-        try:
-            from inglenook.engine.server import ApiServer  # noqa: PLC0415 — FastAPI loads only when serving
-        except ImportError as exc:
-            raise ModuleNotFoundError("the API server is not part of this build") from exc
+    def _start_blocking(self) -> ApiServer:
+        from inglenook.engine import ApiServer  # noqa: PLC0415 — FastAPI loads only when serving
+
         server = ApiServer.from_settings(self.engine)
         server.start()
         return server
 
-    def _on_started(self, server: Any) -> None:
+    def _on_started(self, server: ApiServer) -> None:
         self.server = server
-        url = str(getattr(server, "url", self._planned_url()))
-        if not url.rstrip("/").endswith("/v1"):
-            url = url.rstrip("/") + "/v1"
-        self._set("running", url, None)
+        url = server.url.rstrip("/")
+        self._set("running", url if url.endswith("/v1") else url + "/v1", None)
 
     def _on_failed(self, exc: BaseException) -> None:
-        if isinstance(exc, ModuleNotFoundError):
-            self._set("unavailable", "", exc)
-        else:
-            log.warning("API server: %s", exc)
-            self._set("failed", self._planned_url(), exc)
+        log.warning("API server: %s", exc)
+        self._set("failed", self._planned_url(), exc)
 
     def _set(self, state: str, url: str, error: BaseException | None) -> None:
         self.state, self.url, self.error = state, url, error

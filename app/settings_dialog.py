@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt, QUrl, Signal
 from PySide6.QtGui import QDesktopServices, QGuiApplication
@@ -37,13 +36,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inglenook.engine.core import Engine
-from inglenook.engine.registry import ModelRecord
-from inglenook.engine.settings import Settings
+from inglenook.engine import CacheUsage, Engine, ModelRecord, Settings
 
 from .about_page import AboutPage
 from .formatting import human_size
-from .tasks import TaskRunner
+from .workers import Workers
+
+if TYPE_CHECKING:
+    from .lab_page import LabPage
 
 log = logging.getLogger(__name__)
 
@@ -76,42 +76,13 @@ def _card(parent: QWidget) -> tuple[QFrame, QFormLayout]:
     return card, form
 
 
-def cache_usage(engine: Engine) -> str:
-    """A line for the Cache page: from the engine's prompt cache when this build has one,
-    else measured from the state folder."""
-    usage_of = getattr(engine, "cache_usage", None)
-    if callable(usage_of):
-        usage = usage_of()
-        disk = getattr(usage, "disk_bytes", 0)
-        files = getattr(usage, "disk_files", 0)
-        text = f"{human_size(disk)} on disk in {files} saved state{'s' if files != 1 else ''}"
-        ram = getattr(usage, "ram_bytes", None)
-        if ram:
-            text += f"  ·  {human_size(ram)} in memory"
-        return text
-    folder = engine.paths.state_cache
-    total, count = 0, 0
-    if folder.is_dir():
-        for root, _dirs, files in os.walk(folder):
-            for name in files:
-                try:
-                    total += (Path(root) / name).stat().st_size
-                    count += 1
-                except OSError:
-                    pass
-    return f"{human_size(total)} on disk in {count} file{'s' if count != 1 else ''}"
-
-
-def clear_cache(engine: Engine) -> None:
-    clear = getattr(engine, "clear_cache", None)
-    if callable(clear):
-        clear()
-        return
-    folder = engine.paths.state_cache
-    if folder.is_dir():
-        for root, _dirs, files in os.walk(folder):
-            for name in files:
-                (Path(root) / name).unlink(missing_ok=True)
+def cache_usage_text(usage: CacheUsage) -> str:
+    """The Cache page's line: space on disk, and in memory when states are held there."""
+    files = usage.disk_files
+    text = f"{human_size(usage.disk_bytes)} on disk in {files} saved state{'s' if files != 1 else ''}"
+    if usage.ram_bytes:
+        text += f"  ·  {human_size(usage.ram_bytes)} in memory"
+    return text
 
 
 class SettingsDialog(QDialog):
@@ -121,7 +92,7 @@ class SettingsDialog(QDialog):
     def __init__(
         self,
         engine: Engine,
-        tasks: TaskRunner,
+        workers: Workers,
         models: list[ModelRecord],
         api_state: tuple[str, str] = ("stopped", ""),
         parent: QWidget | None = None,
@@ -131,11 +102,11 @@ class SettingsDialog(QDialog):
         self.setObjectName("SettingsDialog")
         self.resize(880, 600)
         self.engine = engine
-        self.tasks = tasks
+        self.workers = workers
         self.original: Settings = engine.settings
         self.models = models
         self.api_state = api_state
-        self.lab_page: QWidget | None = None
+        self.lab_page: LabPage | None = None
 
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
@@ -296,7 +267,7 @@ class SettingsDialog(QDialog):
         form.addRow("URL", url_row)
         state, _url = self.api_state
         self.api_status = QLabel({"running": "● Running", "failed": "● Not running: failed to start",
-                                  "unavailable": "Not part of this build", "starting": "Starting…"}.get(state, "○ Stopped"), card)
+                                  "starting": "Starting…"}.get(state, "○ Stopped"), card)
         self.api_status.setObjectName("PageHint")
         form.addRow("Status", self.api_status)
         self.api_port.valueChanged.connect(lambda _v: self.api_url.setText(self._url()))
@@ -306,8 +277,7 @@ class SettingsDialog(QDialog):
 
     def _url(self) -> str:
         host = self.original.api_host
-        port = self.api_port.value() if hasattr(self, "api_port") else self.original.api_port
-        return f"http://{host}:{port}/v1"
+        return f"http://{host}:{self.api_port.value()}/v1"
 
     def _appearance(self) -> QWidget:
         page, layout = _page("Appearance", "Light, dark, or follow the system setting.")
@@ -359,22 +329,13 @@ class SettingsDialog(QDialog):
         """Build the quantization lab the first time its page opens (it is the heaviest page)."""
         if self.lab_page is not None:
             return
-        try:
-            from inglenook.app.lab_page import LabPage  # noqa: PLC0415 — optional, and heavy (QtCharts)
-        except ImportError:
-            log.info("the quantization lab is not part of this build")
-            page, layout = _page("Quantization", "")
-            label = QLabel("The quantization lab is not available in this build.", page)
-            label.setObjectName("PageHint")
-            layout.addWidget(label)
-            layout.addStretch(1)
-            self.lab_page = page
-        else:
-            self.lab_page = LabPage(self.engine, self)
+        from .lab_page import LabPage  # noqa: PLC0415 — QtCharts loads only when the lab opens
+
+        self.lab_page = LabPage(self.engine, self, lane=self.workers.lab)
         self._lab_layout.addWidget(self.lab_page)
 
     def _about(self) -> QWidget:
-        self.about_page = AboutPage(self.engine, self.tasks)
+        self.about_page = AboutPage(self.engine, self.workers.answers)
         return self.about_page
 
     def _show_page(self, row: int) -> None:
@@ -396,14 +357,14 @@ class SettingsDialog(QDialog):
 
     def refresh_cache(self) -> None:
         engine = self.engine
-
-        self.tasks.run(lambda: cache_usage(engine), self.cache_used.setText, lambda exc: self.cache_used.setText(f"Unknown ({exc})"))
+        self.workers.disk.run(lambda: cache_usage_text(engine.cache_usage()), self.cache_used.setText,
+                              lambda exc: self.cache_used.setText(f"Unknown ({exc})"))
 
     def _clear_cache(self) -> None:
         self.cache_used.setText("Clearing…")
         engine = self.engine
-        self.tasks.run(lambda: clear_cache(engine), lambda _: self.refresh_cache(),
-                       lambda exc: self.cache_used.setText(f"Could not clear: {exc}"))
+        self.workers.disk.run(engine.clear_cache, lambda _: self.refresh_cache(),
+                              lambda exc: self.cache_used.setText(f"Could not clear: {exc}"))
 
     def changes(self) -> dict[str, Any]:
         checked = self.theme_group.checkedButton()

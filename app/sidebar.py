@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inglenook.engine.store import Conversation
+from inglenook.engine import Conversation
 
 from . import icons, theme
 from .formatting import relative_time

@@ -43,7 +43,7 @@ def new_chat(qtbot, window, max_tokens: int = 12, **extra) -> int:  # noqa: ANN0
     """A greedy conversation (temperature 0) opened in the window; returns its id."""
     sampling = {"temperature": 0.0, "top_k": 1, "max_tokens": max_tokens, **extra}
     conversation = window.engine.chats.new_conversation(sampling=sampling)
-    window.refresh_conversations()
+    window.conversations.refresh()
     window.open_conversation(conversation.id)
     qtbot.waitUntil(lambda: window.conversation is not None and window.conversation.id == conversation.id)
     return conversation.id

@@ -184,7 +184,6 @@ def test_event_loop_never_stalls_while_an_answer_streams(qtbot, window) -> None:
 
 
 def test_api_answers_while_the_window_is_open(qtbot, qapp, engine) -> None:
-    pytest.importorskip("inglenook.engine.server", reason="the API server module is not in this build")
     import socket
 
     import httpx
@@ -201,7 +200,7 @@ def test_api_answers_while_the_window_is_open(qtbot, qapp, engine) -> None:
     try:
         qtbot.waitUntil(lambda: win.server.state in ("running", "failed"), timeout=60_000)
         assert win.server.state == "running", win.server.error
-        assert str(port) in win.api_status.text()
+        assert str(port) in win.status_line.api_status.text()
         base = win.server.url
         models = httpx.get(f"{base}/models", timeout=30).json()
         assert any(m["id"] == "smollm2-135m-instruct:q4_1" for m in models["data"])
@@ -214,7 +213,7 @@ def test_api_answers_while_the_window_is_open(qtbot, qapp, engine) -> None:
         assert reply.status_code == 200, reply.text
         assert reply.json()["choices"][0]["message"]["content"]
         # The toggle in the status bar stops it.
-        qtbot.mouseClick(win.api_toggle, Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(win.status_line.api_toggle, Qt.MouseButton.LeftButton)
         qtbot.waitUntil(lambda: win.server.state == "stopped", timeout=30_000)
         with pytest.raises(httpx.TransportError):
             httpx.get(f"{base}/models", timeout=5)

@@ -118,7 +118,7 @@ def test_cancel_keeps_nothing_listed_and_resume_completes(qtbot, window, page, h
     qtbot.mouseClick(card.cancel_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: not page.downloads.jobs and bool(page.downloads.pending_cards), timeout=WAIT_MS)
 
-    window.refresh_models()
+    window.model_list.refresh()
     qtbot.wait(300)
     assert not downloaded(window, SMOL_REPO)
     assert not [r for r in window.engine.registry.list() if r.source == "download"]
@@ -232,7 +232,7 @@ def test_disk_full_and_damaged_downloads_are_explained(qtbot, window, page, hub,
     qtbot.mouseClick(retry, Qt.MouseButton.LeftButton)  # "Try again" re-runs the same download
     qtbot.waitUntil(lambda: page.banner.isVisible() and "verification" in page.banner.text.text(), timeout=WAIT_MS)
     assert page.banner.title.text() == "The download did not finish"
-    window.refresh_models()
+    window.model_list.refresh()
     qtbot.wait(300)
     assert not downloaded(window, SMOL_REPO) and not page.downloads.pending_cards  # the damaged file is gone
 

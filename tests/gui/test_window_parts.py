@@ -31,7 +31,7 @@ def _chat_with(window, title: str, *pairs: tuple[str, str]) -> int:  # noqa: ANN
 def test_sidebar_search_rename_delete_and_undo(qtbot, window) -> None:
     apples = _chat_with(window, "Fruit", ("Tell me about apples", "Apples are crunchy."))
     trains = _chat_with(window, "Travel", ("Fastest trains?", "The Shinkansen is fast."))
-    window.refresh_conversations()
+    window.conversations.refresh()
     qtbot.waitUntil(lambda: window.sidebar.ids() == [trains, apples])  # newest activity first
 
     qtbot.keyClick(window, Qt.Key.Key_F, Qt.KeyboardModifier.ControlModifier)
@@ -45,21 +45,21 @@ def test_sidebar_search_rename_delete_and_undo(qtbot, window) -> None:
     item.setText("Orchard notes")  # what inline editing does
     qtbot.waitUntil(lambda: window.engine.store.get_conversation(apples).title == "Orchard notes")
 
-    window.delete_conversation(trains)
+    window.conversations.delete(trains)
     qtbot.waitUntil(lambda: window.sidebar.ids() == [apples])
     assert window.sidebar.toast.isVisibleTo(window)
-    window.undo_delete()
+    window.conversations.undo_delete()
     qtbot.waitUntil(lambda: sorted(window.sidebar.ids()) == sorted([trains, apples]))
-    window.delete_conversation(trains)
-    window.commit_pending_deletes()
+    window.conversations.delete(trains)
+    window.conversations.commit_pending_deletes()
     assert [c.id for c in window.engine.store.list_conversations()] == [apples]
 
 
 def test_export_markdown_and_json(qtbot, window, tmp_path) -> None:
     cid = _chat_with(window, "Exported", ("Show a list", "- one\n- two"))
     md, js = tmp_path / "chat.md", tmp_path / "chat.json"
-    window.export_conversation(cid, "markdown", str(md))
-    window.export_conversation(cid, "json", str(js))
+    window.conversations.export(cid, "markdown", str(md))
+    window.conversations.export(cid, "json", str(js))
     qtbot.waitUntil(lambda: md.exists() and js.exists())
     text = md.read_text()
     assert text.startswith("# Exported") and "## You" in text and "- one\n- two" in text
@@ -81,7 +81,7 @@ def test_errors_map_by_type_to_actions() -> None:
 
 def test_missing_model_offers_the_default(qtbot, window) -> None:
     cid = window.engine.chats.new_conversation(title="Old chat", model_id="gone-model:q4_0").id
-    window.refresh_conversations()
+    window.conversations.refresh()
     window.open_conversation(cid)
     qtbot.waitUntil(lambda: window.banner.isVisibleTo(window))
     assert app_errors.USE_DEFAULT_MODEL in window.banner.action_ids()
@@ -99,7 +99,7 @@ def test_full_context_offers_new_chat_or_trimming(qtbot, window) -> None:
     for i in range(6):
         store.add_message(cid, "user", f"Question {i}: " + "tell me more about the weather " * 6)
         store.add_message(cid, "assistant", "It is sunny and warm today. " * 6)
-    window.conversation = None
+    window.active.conversation = None
     window.open_conversation(cid)
     qtbot.waitUntil(lambda: len(window.view.widgets) == 12)
     type_and_send(qtbot, window, "And tomorrow?")
@@ -188,7 +188,7 @@ def test_auto_scroll_follows_until_the_user_scrolls_up(qtbot, window) -> None:
 
 def test_shortcuts(qtbot, window) -> None:
     cid = _chat_with(window, "Shortcuts", ("Q", "The **answer**."))
-    window.refresh_conversations()
+    window.conversations.refresh()
     window.open_conversation(cid)
     qtbot.waitUntil(lambda: len(window.view.widgets) == 2)
     qtbot.keyClick(window, Qt.Key.Key_C, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
@@ -227,8 +227,10 @@ def test_model_picker_lists_models_and_loads_one(qtbot, window) -> None:
 def test_settings_dialog_saves_and_switches_theme(qtbot, window) -> None:
     dialog = window.open_settings()
     assert [dialog.nav.item(i).text() for i in range(dialog.nav.count())][-2:] == ["Quantization", "About"]
-    dialog.show_page("Quantization")  # the lab page, or a "not available" note
-    assert dialog.lab_page is not None
+    dialog.show_page("Quantization")
+    from inglenook.app.lab_page import LabPage
+
+    assert isinstance(dialog.lab_page, LabPage)
     dialog.show_page("Cache")
     qtbot.waitUntil(lambda: "on disk" in dialog.cache_used.text())
     dialog.show_page("Appearance")
@@ -304,14 +306,10 @@ def test_run_app_opens_the_window_with_the_api_beside_it(qtbot, qapp, home, smol
     QTimer.singleShot(100, look_then_close)
     assert run_app([]) == 0
     assert seen["default"] == "smollm2-135m-instruct:q4_1"  # the starter model, on a first run
-    import importlib.util
-
-    has_server = importlib.util.find_spec("inglenook.engine.server") is not None
-    assert seen["api"] == ("running" if has_server else "unavailable")
+    assert seen["api"] == "running"
 
 
 def test_api_port_in_use_is_explained(qtbot, qapp, engine) -> None:
-    pytest.importorskip("inglenook.engine.server", reason="the API server module is not in this build")
     import socket
 
     from inglenook.app.window import MainWindow
@@ -329,8 +327,8 @@ def test_api_port_in_use_is_explained(qtbot, qapp, engine) -> None:
             assert isinstance(win.server.error, PortInUse)
             assert win.banner.title.text() == "The API port is already in use"
             assert app_errors.OPEN_SETTINGS in win.banner.action_ids()
-            assert win.api_status.text() == "API failed to start"
-            assert win.api_toggle.text() == "Start API"
+            assert win.status_line.api_status.text() == "API failed to start"
+            assert win.status_line.api_toggle.text() == "Start API"
         finally:
             win.shutdown()
 

@@ -1,0 +1,305 @@
+"""The conversation on screen: opening it, sending, regenerating, editing, stopping, trimming
+a full context, its model and its settings, and the banner that explains what went wrong.
+
+Every change goes through the engine's ``ChatService`` (on the disk lane, or on the answers
+lane through ``ChatController``); this controller keeps the chat page's widgets in step.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtGui import QGuiApplication
+
+from inglenook.engine import Conversation, Engine, Message, ModelNotFound
+
+from . import errors as actions
+from .chat_controller import ChatController
+from .chat_page import ChatPage
+from .model_list import ModelList
+from .workers import Workers
+
+log = logging.getLogger(__name__)
+
+
+class ActiveChat(QObject):
+    current_changed = Signal(object)  # the open conversation's id, or None for a new chat
+    conversation_changed = Signal()  # created, renamed or re-pointed: the list shows it anew
+
+    def __init__(self, engine: Engine, workers: Workers, page: ChatPage, chat: ChatController, models: ModelList,
+                 parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.engine = engine
+        self.workers = workers
+        self.page = page
+        self.chat = chat
+        self.models = models
+        self.current_id: int | None = None
+        self.conversation: Conversation | None = None
+        self.draft_model: str | None = None  # the model picked before the first message
+        self.errors: dict[int, BaseException] = {}  # the last failure of each conversation
+        self._connect()
+
+    def _connect(self) -> None:
+        page = self.page
+        page.composer.send_requested.connect(self.send)
+        page.composer.stop_requested.connect(self.stop)
+        page.view.regenerate_requested.connect(self.regenerate)
+        page.view.edit_submitted.connect(self.edit_and_resend)
+        page.view.suggestion_chosen.connect(self.send)
+        page.picker.model_chosen.connect(self.choose_model)
+        page.panel.changed.connect(self.save_settings)
+        self.chat.answer_started.connect(self._answer_started)
+        self.chat.answer_text.connect(self._answer_text)
+        self.chat.answer_finished.connect(self._answer_finished)
+        self.chat.answer_failed.connect(self._answer_failed)
+        self.models.changed.connect(self._models_changed)
+
+    def model_for(self, conversation: Conversation | None) -> str | None:
+        if conversation is None:
+            return self.draft_model or self.models.default_model
+        return conversation.model_id or self.models.default_model
+
+    def _set_current(self, conversation_id: int | None) -> None:
+        self.current_id = conversation_id
+        self.current_changed.emit(conversation_id)
+
+    # == opening ========================================================================
+
+    def new_chat(self) -> None:
+        page = self.page
+        page.panel.flush()
+        self.conversation = None
+        self._set_current(None)
+        self.draft_model = page.picker.current
+        page.title_label.setText("New chat")
+        page.view.clear()
+        page.banner.hide()
+        page.composer.set_streaming(False)
+        page.panel.load(0, None, {})
+        page.panel.conversation_id = None
+        page.picker.set_current(self.model_for(None))
+        page.composer.input.setFocus()
+
+    def open(self, conversation_id: int) -> None:
+        if conversation_id == self.current_id and self.conversation is not None:
+            return
+        self.page.panel.flush()
+        self.current_id = conversation_id
+        chats = self.engine.chats
+        self.workers.disk.run(lambda: chats.open(conversation_id), self._loaded, self.show_error)
+
+    def reload(self) -> None:
+        """Read the open conversation again (after a failure saved part of an answer)."""
+        conversation_id = self.current_id
+        self.conversation = None
+        if conversation_id is not None:
+            self.open(conversation_id)
+
+    def _loaded(self, loaded: tuple[Conversation, list[Message]]) -> None:
+        conversation, messages = loaded
+        if conversation.id != self.current_id:
+            return  # the user moved on while it loaded
+        page = self.page
+        self.conversation = conversation
+        page.title_label.setText(conversation.title or "New chat")
+        page.view.set_messages(messages)
+        streaming = self.chat.is_streaming(conversation.id)
+        if streaming:
+            page.view.begin_answer(self.model_for(conversation) or "")
+            page.view.update_answer(self.chat.text_of(conversation.id))
+        page.composer.set_streaming(streaming)
+        page.panel.load(conversation.id, conversation.system_prompt, conversation.sampling)
+        page.picker.set_current(self.model_for(conversation))
+        self._set_current(conversation.id)
+        page.banner.hide()
+        error = self.errors.get(conversation.id)
+        if error is not None:
+            self.show_error(error)
+        self._check_missing_model()
+
+    def _check_missing_model(self) -> None:
+        conversation = self.conversation
+        if conversation is None or not conversation.model_id or not self.models.models:
+            return
+        if not self.models.is_installed(conversation.model_id):
+            self.show_error(ModelNotFound(f"{conversation.model_id} is not installed"))
+
+    def _models_changed(self) -> None:
+        self.page.picker.set_models(self.models.models)
+        self.page.picker.set_current(self.model_for(self.conversation))
+        self._check_missing_model()
+
+    def conversation_updated(self, conversation: Conversation) -> None:
+        if conversation.id == self.current_id:
+            self.conversation = conversation
+            self.page.title_label.setText(conversation.title or "New chat")
+            self.page.picker.set_current(self.model_for(conversation))
+
+    def listed(self, conversations: list[Conversation]) -> None:
+        """Take the fresher copy from the sidebar's list (the first message names the chat)."""
+        for conversation in conversations:
+            if conversation.id == self.current_id and self.conversation is not None:
+                self.conversation = conversation
+                self.page.title_label.setText(conversation.title or "New chat")
+
+    def hidden(self, conversation_id: int) -> None:
+        if conversation_id == self.current_id:
+            self.new_chat()
+
+    # == sending ========================================================================
+
+    def _busy(self) -> bool:
+        return self.current_id is not None and self.chat.is_streaming(self.current_id)
+
+    def _begin_answer(self, model_id: str | None) -> None:
+        self.page.banner.hide()
+        self.page.view.begin_answer(model_id or "")
+        self.page.composer.set_streaming(True)
+
+    def send(self, text: str) -> None:
+        text = text.strip()
+        if not text or self._busy():
+            return
+        self.page.panel.flush()
+        if self.current_id is None or self.conversation is None:
+            self._create_then_send(text)
+            return
+        self.page.view.add_pending_user(text)
+        self._begin_answer(self.model_for(self.conversation))
+        self.chat.send(self.current_id, text)
+
+    def _create_then_send(self, text: str) -> None:
+        page, chats = self.page, self.engine.chats
+        model = page.picker.current if page.picker.current != self.models.default_model else None
+        prompt = page.panel.system_prompt.toPlainText().strip() or None
+        sampling = page.panel.sampling()
+        page.view.add_pending_user(text)
+        self._begin_answer(page.picker.current)
+
+        def created(conversation: Conversation) -> None:
+            self.conversation = conversation
+            self._set_current(conversation.id)
+            page.panel.load(conversation.id, conversation.system_prompt, conversation.sampling)
+            self.chat.send(conversation.id, text)
+            self.conversation_changed.emit()
+
+        def failed(exc: BaseException) -> None:
+            page.view.clear()
+            page.composer.set_streaming(False)
+            page.composer.set_text(text)
+            self.show_error(exc)
+
+        self.workers.disk.run(lambda: chats.new_conversation(model_id=model, system_prompt=prompt, sampling=sampling),
+                              created, failed)
+
+    def regenerate(self) -> None:
+        cid, view = self.current_id, self.page.view
+        if cid is None or self._busy():
+            return
+        while view.widgets and view.widgets[-1].role == "assistant":
+            view.remove_from(len(view.widgets) - 1)
+        if not view.widgets:
+            return
+        self.page.panel.flush()
+        self._begin_answer(self.model_for(self.conversation))
+        self.chat.regenerate(cid)
+
+    def edit_and_resend(self, message_id: int, text: str) -> None:
+        cid, view = self.current_id, self.page.view
+        if cid is None or self._busy():
+            return
+        index = view.index_of_message(message_id)
+        if index is None:
+            return
+        self.page.panel.flush()
+        view.remove_from(index)
+        view.add_pending_user(text)
+        self._begin_answer(self.model_for(self.conversation))
+        self.chat.edit_and_resend(cid, message_id, text)
+
+    def stop(self) -> None:
+        if self.current_id is not None:
+            self.chat.stop(self.current_id)
+
+    def copy_last_answer(self) -> bool:
+        text = self.page.view.last_answer_text()
+        if text:
+            QGuiApplication.clipboard().setText(text)
+        return bool(text)
+
+    def trim_oldest(self) -> None:
+        """Drop the oldest messages so the conversation fits again, then answer again."""
+        cid, chats = self.current_id, self.engine.chats
+        if cid is None:
+            return
+
+        def trimmed(messages: list[Message]) -> None:
+            if cid != self.current_id:
+                return
+            self.page.view.set_messages(messages)
+            if messages and messages[-1].role == "user":
+                self._begin_answer(self.model_for(self.conversation))
+                self.chat.regenerate(cid)
+
+        self.workers.disk.run(lambda: chats.trim_oldest(cid), trimmed, self.show_error)
+
+    # == answers ========================================================================
+
+    def _answer_started(self, conversation_id: int, messages: list[Message]) -> None:
+        if conversation_id == self.current_id:
+            self.page.view.sync_saved(messages)
+
+    def _answer_text(self, conversation_id: int, text: str) -> None:
+        if conversation_id == self.current_id:
+            self.page.view.update_answer(text)
+
+    def _answer_finished(self, conversation_id: int, message: Message | None) -> None:
+        self.errors.pop(conversation_id, None)
+        if conversation_id == self.current_id:
+            self.page.view.finish_answer(message)
+            self.page.composer.set_streaming(False)
+
+    def _answer_failed(self, conversation_id: int, exc: BaseException) -> None:
+        self.errors[conversation_id] = exc
+        if conversation_id == self.current_id:
+            self.page.composer.set_streaming(False)
+            self.reload()  # the user's message was saved, and any partial answer too
+
+    # == the conversation's model and settings ==========================================
+
+    def choose_model(self, model_id: str) -> None:
+        if self.current_id is None:
+            self.draft_model = model_id
+        else:
+            self._switch_model(self.current_id, model_id)
+        self.models.load(model_id)
+
+    def use_default_model(self) -> None:
+        if self.current_id is not None:
+            self._switch_model(self.current_id, None)
+
+    def _switch_model(self, conversation_id: int, model_id: str | None) -> None:
+        chats = self.engine.chats
+        self.workers.disk.run(lambda: chats.switch_model(conversation_id, model_id), self._updated, self.show_error)
+
+    def save_settings(self, conversation_id: int, system_prompt: str | None, sampling: dict[str, Any]) -> None:
+        chats = self.engine.chats
+        self.workers.disk.run(lambda: chats.update_chat_settings(conversation_id, system_prompt, sampling),
+                              self._updated, self.show_error)
+
+    def _updated(self, conversation: Conversation) -> None:
+        self.conversation_updated(conversation)
+        self.conversation_changed.emit()
+
+    # == errors =========================================================================
+
+    def show_error(self, exc: BaseException) -> None:
+        log.info("showing error: %s", exc)
+        self.page.banner.show_explanation(actions.explain(exc))
+
+    def clear_error(self) -> None:
+        if self.current_id is not None:
+            self.errors.pop(self.current_id, None)

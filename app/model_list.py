@@ -1,0 +1,56 @@
+"""The installed models and the default one, as the window knows them: read on the disk lane,
+refreshed after downloads, imports, removals and settings changes."""
+
+from __future__ import annotations
+
+import logging
+
+from PySide6.QtCore import QObject, Signal
+
+from inglenook.engine import Engine, ModelNotFound, ModelRecord
+
+from .workers import Workers
+
+log = logging.getLogger(__name__)
+
+
+class ModelList(QObject):
+    changed = Signal()  # ``models`` and ``default_model`` were read again
+    failed = Signal(object)  # an exception, for the banner
+
+    def __init__(self, engine: Engine, workers: Workers, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.engine = engine
+        self.workers = workers
+        self.models: list[ModelRecord] = []
+        self.default_model: str | None = None
+
+    def refresh(self) -> None:
+        engine = self.engine
+
+        def read() -> tuple[list[ModelRecord], str | None]:
+            try:
+                default = engine.default_model_id()
+            except ModelNotFound:
+                default = None  # nothing installed yet: the picker says so
+            return engine.registry.list(), default
+
+        self.workers.disk.run(read, self._read, self.failed.emit)
+
+    def _read(self, result: tuple[list[ModelRecord], str | None]) -> None:
+        self.models, self.default_model = result
+        self.changed.emit()
+
+    def is_installed(self, model_id: str) -> bool:
+        return any(m.id == model_id for m in self.models)
+
+    def remove(self, model_id: str) -> None:
+        registry = self.engine.registry
+        self.workers.disk.run(lambda: registry.remove(model_id), lambda _: self.refresh(), self.failed.emit)
+
+    def load(self, model_id: str) -> None:
+        """Load ``model_id`` ahead of the first message (the scheduler's thread does the work)."""
+        try:
+            self.engine.scheduler.load(model_id)  # only queues the load
+        except Exception as exc:  # shown in the banner, never raised into Qt
+            self.failed.emit(exc)

@@ -1,0 +1,128 @@
+"""The Models page's Installed tab (one row per model: badges, Show in folder, Delete), and
+the drop filter that turns GGUF files dropped on a text box into an import."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from PySide6.QtCore import QEvent, QObject, QUrl, Signal
+from PySide6.QtGui import QDesktopServices, QDropEvent
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QScrollArea, QVBoxLayout, QWidget
+
+from inglenook.engine import ModelRecord
+
+from .formatting import human_count, human_size, model_label
+
+
+def _badge(text: str, parent: QWidget, muted: bool = False) -> QLabel:
+    label = QLabel(text, parent)
+    label.setObjectName("MutedBadge" if muted else "Badge")
+    return label
+
+
+class ModelRow(QFrame):
+    delete_requested = Signal(str)
+
+    def __init__(self, record: ModelRecord, loaded: bool, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("ModelRow")
+        self.record = record
+        row = QHBoxLayout(self)
+        row.setContentsMargins(16, 12, 12, 12)
+        row.setSpacing(10)
+        text = QVBoxLayout()
+        text.setSpacing(4)
+        name = QLabel(model_label(record), self)
+        name.setObjectName("ModelName")
+        detail = QLabel(f"{record.id}  ·  {record.architecture}", self)
+        detail.setObjectName("PageHint")
+        badges = QHBoxLayout()
+        badges.setSpacing(6)
+        badges.addWidget(_badge(record.quantization, self))
+        badges.addWidget(_badge(human_size(record.size_bytes), self, muted=True))
+        if record.parameter_count:
+            badges.addWidget(_badge(f"{human_count(record.parameter_count)} params", self, muted=True))
+        if record.context_length:
+            badges.addWidget(_badge(f"{record.context_length:,} ctx", self, muted=True))
+        if record.source in ("starter", "import", "download"):
+            label = {"starter": "starter", "import": "imported, in place", "download": "downloaded"}[record.source]
+            badges.addWidget(_badge(label, self, muted=True))
+        if loaded:
+            badges.addWidget(_badge("● loaded", self))
+        badges.addStretch(1)
+        text.addWidget(name)
+        text.addWidget(detail)
+        text.addLayout(badges)
+        row.addLayout(text, 1)
+        reveal = QPushButton("Show in folder", self)
+        reveal.clicked.connect(self.reveal)
+        delete = QPushButton("Delete", self)
+        delete.setObjectName("DangerButton")
+        delete.setEnabled(record.source != "starter")
+        delete.setToolTip("The bundled starter model cannot be deleted" if record.source == "starter" else "Remove this model")
+        delete.clicked.connect(lambda: self.delete_requested.emit(record.id))
+        row.addWidget(reveal)
+        row.addWidget(delete)
+
+    def reveal(self) -> None:
+        QDesktopServices.openUrl(QUrl.fromLocalFile(str(self.record.path.parent)))
+
+
+class InstalledList(QScrollArea):
+    """The installed models, one row each."""
+
+    delete_requested = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWidgetResizable(True)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        body = QWidget(self)
+        body.setObjectName("ModelsPage")
+        layout = QVBoxLayout(body)
+        layout.setContentsMargins(0, 0, 4, 0)
+        layout.setSpacing(8)
+        self.rows_layout = QVBoxLayout()
+        self.rows_layout.setSpacing(8)
+        layout.addLayout(self.rows_layout)
+        self.empty = QLabel("No models yet. Find one in Discover, import a GGUF file, or drop one on the window.",
+                            body)
+        self.empty.setObjectName("PageHint")
+        layout.addWidget(self.empty)
+        layout.addStretch(1)
+        self.setWidget(body)
+        self.rows: list[ModelRow] = []
+
+    def set_models(self, records: list[ModelRecord], loaded: str | None) -> None:
+        for row in self.rows:
+            row.hide()
+            row.deleteLater()
+        self.rows = []
+        for record in records:
+            row = ModelRow(record, record.id == loaded, self.widget())
+            row.delete_requested.connect(self.delete_requested)
+            self.rows_layout.addWidget(row)
+            self.rows.append(row)
+        self.empty.setVisible(not records)
+
+
+class ModelDropFilter(QObject):
+    """Installed on a widget that takes drops itself (the message box would paste a dropped file's
+    path as text): GGUF files and folders go to ``on_drop`` instead; other drops pass through."""
+
+    def __init__(self, paths_of: Callable[[QDropEvent], list[Path]], on_drop: Callable[[list[Path]], None],
+                 parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.paths_of = paths_of
+        self.on_drop = on_drop
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() in (QEvent.Type.DragEnter, QEvent.Type.DragMove, QEvent.Type.Drop):
+            paths = self.paths_of(event) if isinstance(event, QDropEvent) else []
+            if paths and isinstance(event, QDropEvent):
+                event.acceptProposedAction()
+                if event.type() == QEvent.Type.Drop:
+                    self.on_drop(paths)
+                return True
+        return super().eventFilter(watched, event)

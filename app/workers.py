@@ -1,0 +1,183 @@
+"""Background work for the GUI: one lane per kind of work, each on its own long-lived threads.
+
+The GUI thread never waits on inference, disk or network (DESIGN rule 2). Every slow call
+goes to the ``Lane`` of its kind; the lane's threads take calls in order from its queue, and
+results come back over a queued signal, so callbacks always run on the GUI thread (the shape
+of GPT4All's chat client: work in on a queue, results out as signals).
+
+Kinds never share threads, so long work of one kind cannot starve another: a multi-gigabyte
+download or a lab run does not hold up opening a conversation. ``Workers`` holds the lanes:
+
+- ``answers``: chat answers streaming from the scheduler, the doctor's self-test. A stream
+  blocks its thread until the answer ends, and the scheduler runs several at once, so this
+  lane has a few threads.
+- ``downloads``: model downloads (a few side by side, as the Models page shows them).
+- ``models``: imports, scans of folders and other apps' models (hashing large files).
+- ``disk``: SQLite reads and writes, exports, settings, the cache's size: short, in order.
+- ``network``: Hugging Face searches and repository listings.
+- ``server``: starting and stopping the API server.
+- ``lab``: the quantization lab's listings and measurement runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, TypeVar
+
+from PySide6.QtCore import QObject, Qt, Signal
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Callback = Callable[[Any], None]
+
+
+@dataclass(frozen=True)
+class _Call:
+    fn: Callable[[], Any]
+    on_done: Callback | None
+    on_error: Callback | None
+
+
+class Lane(QObject):
+    """A queue of calls for one kind of work and the threads that run them."""
+
+    _deliver = Signal(object, object)  # (callback, value), emitted on a worker thread
+
+    def __init__(self, name: str, threads: int = 1, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.name = name
+        self._queue: queue.Queue[_Call | None] = queue.Queue()
+        self._busy = 0  # calls queued or running
+        self._idle = threading.Condition()
+        self._closed = False
+        self._deliver.connect(self._call_back, Qt.ConnectionType.QueuedConnection)
+        # Daemon threads: a call stuck in a network read must not keep a closed app alive.
+        self._threads = [
+            threading.Thread(target=self._loop, name=f"inglenook-{name}-{i}", daemon=True) for i in range(threads)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def run(self, fn: Callable[[], Any], on_done: Callback | None = None, on_error: Callback | None = None) -> None:
+        """Queue ``fn``; ``on_done(result)`` or ``on_error(exception)`` then runs on the GUI thread."""
+        if self._closed:
+            log.debug("%s lane is closed; dropped a call", self.name)
+            return
+        with self._idle:
+            self._busy += 1
+        self._queue.put(_Call(fn, on_done, on_error))
+
+    def relay(self, callback: Callable[[T], None]) -> Callable[[T], None]:
+        """A function any thread may call: ``callback`` gets its argument on the GUI thread
+        (progress reports, streamed chunks)."""
+        return lambda value: self._post(callback, value)
+
+    def wait(self, timeout_ms: int = 10_000) -> bool:
+        """Wait until every queued call has run (shutdown and tests; never while the GUI is live)."""
+        deadline = time.monotonic() + timeout_ms / 1000
+        with self._idle:
+            while self._busy:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._idle.wait(left)
+        return True
+
+    def close(self, timeout_ms: int = 5_000) -> None:
+        """Let the threads finish what is queued, then end them; later calls are dropped."""
+        if self._closed:
+            return
+        self._closed = True
+        for _ in self._threads:
+            self._queue.put(None)
+        deadline = time.monotonic() + timeout_ms / 1000
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():
+                log.warning("%s is still busy at shutdown", thread.name)
+
+    def _loop(self) -> None:
+        while (call := self._queue.get()) is not None:
+            try:
+                value = call.fn()
+            except Exception as exc:  # every failure is handed back to the GUI, never swallowed
+                if call.on_error is None:
+                    log.exception("%s task failed", self.name)
+                self._post(call.on_error, exc)
+            else:
+                self._post(call.on_done, value)
+            finally:
+                with self._idle:
+                    self._busy -= 1
+                    self._idle.notify_all()
+
+    def _post(self, callback: Callback | None, value: object) -> None:
+        if callback is None:
+            return
+        try:
+            self._deliver.emit(callback, value)
+        except RuntimeError:  # the window (and this lane's Qt half) is already gone
+            log.debug("%s lane: a result arrived after the window closed", self.name)
+
+    def _call_back(self, callback: Callback, value: object) -> None:
+        callback(value)
+
+
+class Workers(QObject):
+    """The window's lanes, one per kind of work; each starts its threads when first used."""
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._lanes: list[Lane] = []
+
+    def _lane(self, name: str, threads: int = 1) -> Lane:
+        lane = Lane(name, threads, self)
+        self._lanes.append(lane)
+        return lane
+
+    @cached_property
+    def answers(self) -> Lane:
+        return self._lane("answers", threads=4)
+
+    @cached_property
+    def downloads(self) -> Lane:
+        return self._lane("downloads", threads=3)
+
+    @cached_property
+    def models(self) -> Lane:
+        return self._lane("models")
+
+    @cached_property
+    def disk(self) -> Lane:
+        return self._lane("disk")
+
+    @cached_property
+    def network(self) -> Lane:
+        return self._lane("network")
+
+    @cached_property
+    def server(self) -> Lane:
+        return self._lane("server")
+
+    @cached_property
+    def lab(self) -> Lane:
+        return self._lane("lab")
+
+    def wait(self, timeout_ms: int = 10_000) -> bool:
+        """Wait for every lane to run what it has queued, within one shared deadline."""
+        deadline = time.monotonic() + timeout_ms / 1000
+        done = True
+        for lane in list(self._lanes):
+            done = lane.wait(max(0, int((deadline - time.monotonic()) * 1000))) and done
+        return done
+
+    def close(self, timeout_ms: int = 5_000) -> None:
+        for lane in list(self._lanes):
+            lane.close(timeout_ms)
