@@ -88,7 +88,13 @@ class ChatSettingsPanel(QFrame):
         self.preset.addItems([*PRESETS, CUSTOM])
         layout.addWidget(self.preset)
         layout.addSpacing(6)
+        self._build_numbers(body, layout)
+        scroll.setWidget(body)
+        outer.addWidget(scroll)
+        self._connect()
 
+    def _build_numbers(self, body: QWidget, layout: QVBoxLayout) -> None:
+        """The sampling numbers, and the app-wide context size with its note."""
         form = QFormLayout()
         form.setLabelAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
         form.setHorizontalSpacing(12)
@@ -120,9 +126,9 @@ class ChatSettingsPanel(QFrame):
         context_note.setWordWrap(True)
         layout.addWidget(context_note)
         layout.addStretch(1)
-        scroll.setWidget(body)
-        outer.addWidget(scroll)
 
+    def _connect(self) -> None:
+        # Edits are saved after a pause in typing, not on every keystroke.
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(400)

@@ -55,6 +55,21 @@ def explain_crash(crash: LastCrash) -> Explanation:
 
 def explain(exc: BaseException) -> Explanation:
     detail = str(exc)
+    explanation = _explain_chat(exc, detail) or _explain_service(exc, detail)
+    if explanation is not None:
+        return explanation
+    if isinstance(exc, InglenookError):
+        return Explanation("Something went wrong", detail[:1].upper() + detail[1:], [(RETRY, "Try again")], detail)
+    return Explanation(
+        "Something unexpected went wrong",
+        "Inglenook hit an internal error; details are in the log file.",
+        [(DISMISS, "OK")],
+        f"{exc.__class__.__name__}: {detail}",
+    )
+
+
+def _explain_chat(exc: BaseException, detail: str) -> Explanation | None:
+    """What stops an answer: the context, the model, the queue, a setting."""
     if isinstance(exc, ContextLengthExceeded):
         size = f" of {exc.context_size} tokens" if exc.context_size else ""
         return Explanation(
@@ -94,6 +109,11 @@ def explain(exc: BaseException) -> Explanation:
             [(DISMISS, "OK")],
             detail,
         )
+    return None
+
+
+def _explain_service(exc: BaseException, detail: str) -> Explanation | None:
+    """What fails around the chat: downloads, the data folder, the API server."""
     if isinstance(exc, DownloadError):
         return _explain_download(exc, detail)
     if isinstance(exc, StoreError):
@@ -118,14 +138,7 @@ def explain(exc: BaseException) -> Explanation:
             [(OPEN_SETTINGS, "API settings"), (DISMISS, "OK")],
             detail,
         )
-    if isinstance(exc, InglenookError):
-        return Explanation("Something went wrong", detail[:1].upper() + detail[1:], [(RETRY, "Try again")], detail)
-    return Explanation(
-        "Something unexpected went wrong",
-        "Inglenook hit an internal error; details are in the log file.",
-        [(DISMISS, "OK")],
-        f"{exc.__class__.__name__}: {detail}",
-    )
+    return None
 
 
 def _causes(exc: BaseException) -> list[BaseException]:

@@ -9,19 +9,7 @@ Saved measurements show at once when the page opens, greyed out where they are s
 from __future__ import annotations
 
 import logging
-import math
 from pathlib import Path
-from typing import Any
-
-from PySide6.QtCharts import QChart, QChartView, QLineSeries, QScatterSeries, QValueAxis
-from PySide6.QtCore import (
-    QAbstractTableModel, QModelIndex, QObject, QPointF, QSortFilterProxyModel, Qt, Signal,
-)
-from PySide6.QtGui import QBrush, QCloseEvent, QColor, QFont, QPainter, QPen
-from PySide6.QtWidgets import (
-    QAbstractItemView, QComboBox, QFileDialog, QFrame, QHBoxLayout, QHeaderView, QLabel, QListWidget,
-    QListWidgetItem, QProgressBar, QPushButton, QSizePolicy, QSplitter, QTableView, QVBoxLayout, QWidget,
-)
 
 from inglenook.engine import (
     Engine,
@@ -35,136 +23,37 @@ from inglenook.engine import (
     Recommendation,
     VariantGroup,
 )
+from PySide6.QtCharts import QChartView
+from PySide6.QtCore import QSortFilterProxyModel, Qt, Signal
+from PySide6.QtGui import QBrush, QCloseEvent, QColor, QPainter
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QFileDialog,
+    QFrame,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QProgressBar,
+    QPushButton,
+    QSizePolicy,
+    QSplitter,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
 
 from .errors import explain
-from .workers import Lane
+from .lab_charts import make_chart, plot
+from .lab_table import LabTableModel
 from .theme import colors, current_mode
+from .workers import Lane
 
 log = logging.getLogger(__name__)
 
-# Point colours for the variants, most precise first (readable on light and dark).
-SERIES_COLORS = ["#5b5bd6", "#2f9e8f", "#d9822b", "#c2407a", "#3a86c8", "#8a9a2b", "#9657c9", "#c0392b"]
 KIND_ROLE = Qt.ItemDataRole.UserRole + 1
-
-
-def _mb(n: float | None) -> str:
-    return "–" if n is None else f"{n / 1e6:,.0f} MB"
-
-
-def _num(value: float | None, pattern: str) -> str:
-    return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, pattern)
-
-
-class LabTableModel(QAbstractTableModel):
-    """One row per measured variant; sorts on raw numbers (``UserRole``), shows formatted text."""
-
-    COLUMNS: list[tuple[str, str]] = [
-        ("Variant", "quantization"), ("Size", "size_bytes"), ("Bits/w", "bits_per_weight"),
-        ("Load", "load_s"), ("RAM", "ram_bytes"), ("VRAM", "vram_bytes"), ("Prompt t/s", "prompt_tps"),
-        ("Decode t/s", "decode_tps"), ("Perplexity", "perplexity"), ("KLD", "kld_mean"),
-        ("KLD p99", "kld_p99"), ("Same top", "same_top"), ("Status", "status"),
-    ]
-
-    def __init__(self, parent: QObject | None = None) -> None:
-        super().__init__(parent)
-        self.results: list[LabResult] = []
-        self.recommended_id: str | None = None
-        self._palette = colors(current_mode())
-
-    def set_results(self, results: list[LabResult], recommended_id: str | None) -> None:
-        self.beginResetModel()
-        self.results = sorted(results, key=lambda r: -r.size_bytes)
-        self.recommended_id = recommended_id
-        self.endResetModel()
-
-    def upsert(self, result: LabResult) -> None:
-        others = [r for r in self.results if r.model_id != result.model_id]
-        self.set_results([*others, result], self.recommended_id)
-
-    def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: B008, N802 — Qt's name
-        return 0 if parent.isValid() else len(self.results)
-
-    def columnCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: B008, N802
-        return 0 if parent.isValid() else len(self.COLUMNS)
-
-    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:  # noqa: N802
-        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
-            return self.COLUMNS[section][0]
-        return None
-
-    def data(self, index: QModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if not index.isValid():
-            return None
-        result = self.results[index.row()]
-        key = self.COLUMNS[index.column()][1]
-        recommended = result.model_id == self.recommended_id
-        if role == Qt.ItemDataRole.DisplayRole:
-            return self._text(result, key)
-        if role == Qt.ItemDataRole.UserRole:
-            return self._sort_value(result, key)
-        if role == Qt.ItemDataRole.TextAlignmentRole and index.column() > 0:
-            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-        if role == Qt.ItemDataRole.FontRole and (recommended or result.stale):
-            font = QFont()
-            font.setBold(recommended)
-            font.setItalic(result.stale)
-            return font
-        if role == Qt.ItemDataRole.BackgroundRole and recommended:
-            return QBrush(QColor(self._palette["accent_soft"]))
-        if role == Qt.ItemDataRole.ForegroundRole and result.stale:
-            return QBrush(QColor(self._palette["muted"]))
-        if role == Qt.ItemDataRole.ToolTipRole:
-            return result.stale_reason or ("recommended for this machine" if recommended else None)
-        return None
-
-    def _text(self, r: LabResult, key: str) -> str:
-        if key == "quantization":
-            return f"★ {r.quantization}" if r.model_id == self.recommended_id else r.quantization
-        if key in ("size_bytes", "ram_bytes", "vram_bytes"):
-            return _mb(getattr(r, key))
-        if key == "bits_per_weight":
-            return f"{r.bits_per_weight:.2f}"
-        if key == "load_s":
-            return _num(r.load_s, ".2f") + (" s" if r.load_s is not None else "")
-        if key in ("prompt_tps", "decode_tps"):
-            return _num(getattr(r, key), ",.1f")
-        if key == "perplexity":
-            return _num(r.perplexity, ".3f")
-        if key in ("kld_mean", "kld_p99"):
-            return _num(getattr(r, key), ".4f")
-        if key == "same_top":
-            return "–" if r.same_top is None else f"{r.same_top * 100:.1f}%"
-        if key == "status":
-            if r.stale:
-                return "stale"
-            return "reference" if r.is_reference else ""
-        return ""
-
-    @staticmethod
-    def _sort_value(r: LabResult, key: str) -> Any:
-        if key == "quantization":
-            return r.bits_per_weight
-        if key == "status":
-            return (r.stale, not r.is_reference)
-        value = getattr(r, key)
-        return -1.0 if value is None else float(value)
-
-
-def _chart(title: str, x_title: str, y_title: str, dark: bool) -> tuple[QChart, QValueAxis, QValueAxis]:
-    chart = QChart()
-    chart.setTheme(QChart.ChartTheme.ChartThemeDark if dark else QChart.ChartTheme.ChartThemeLight)
-    chart.setTitle(title)
-    chart.legend().hide()
-    chart.setAnimationOptions(QChart.AnimationOption.NoAnimation)
-    chart.setMargins(chart.margins().__class__(4, 4, 4, 4))
-    chart.setBackgroundRoundness(6)
-    x_axis, y_axis = QValueAxis(), QValueAxis()
-    x_axis.setTitleText(x_title)
-    y_axis.setTitleText(y_title)
-    x_axis.setLabelFormat("%.0f")
-    chart.addAxis(x_axis, Qt.AlignmentFlag.AlignBottom)
-    chart.addAxis(y_axis, Qt.AlignmentFlag.AlignLeft)
-    return chart, x_axis, y_axis
 
 
 class LabPage(QWidget):
@@ -213,6 +102,13 @@ class LabPage(QWidget):
         hint.setWordWrap(True)
         outer.addWidget(hint)
 
+        outer.addLayout(self._build_top())
+        outer.addLayout(self._build_middle(), 1)
+        outer.addLayout(self._build_progress())
+        outer.addWidget(self._build_charts(), 2)
+
+    def _build_top(self) -> QHBoxLayout:
+        """The model picker and the evaluation text."""
         top = QHBoxLayout()
         top.addWidget(QLabel("Model", self))
         self.model_picker = QComboBox(self)
@@ -226,8 +122,10 @@ class LabPage(QWidget):
         choose = QPushButton("Choose text…", self)
         choose.clicked.connect(self._choose_eval_file)
         top.addWidget(choose)
-        outer.addLayout(top)
+        return top
 
+    def _build_middle(self) -> QHBoxLayout:
+        """The variants to tick and Run/Cancel on the left; the recommendation and the table on the right."""
         middle = QHBoxLayout()
         left = QVBoxLayout()
         left.addWidget(QLabel("Variants to measure", self))
@@ -275,8 +173,9 @@ class LabPage(QWidget):
         self.table.setMinimumHeight(170)
         right.addWidget(self.table, 1)
         middle.addLayout(right, 1)
-        outer.addLayout(middle, 1)
+        return middle
 
+    def _build_progress(self) -> QHBoxLayout:
         progress_row = QHBoxLayout()
         self.progress = QProgressBar(self)
         self.progress.setRange(0, 1000)
@@ -288,13 +187,14 @@ class LabPage(QWidget):
         self.status.setMinimumWidth(340)
         progress_row.addWidget(self.progress, 1)
         progress_row.addWidget(self.status)
-        outer.addLayout(progress_row)
+        return progress_row
 
+    def _build_charts(self) -> QSplitter:
         charts = QSplitter(Qt.Orientation.Horizontal, self)
         dark = current_mode() == "dark"
-        self.quality_chart, self.quality_x, self.quality_y = _chart(
+        self.quality_chart, self.quality_x, self.quality_y = make_chart(
             "Quality against size", "file size (MB)", "KL divergence from reference (mean)", dark)
-        self.speed_chart, self.speed_x, self.speed_y = _chart("Decode speed against size", "file size (MB)", "tokens per second", dark)
+        self.speed_chart, self.speed_x, self.speed_y = make_chart("Decode speed against size", "file size (MB)", "tokens per second", dark)
         for chart in (self.quality_chart, self.speed_chart):
             view = QChartView(chart, charts)
             view.setRenderHint(QPainter.RenderHint.Antialiasing)
@@ -302,7 +202,7 @@ class LabPage(QWidget):
             view.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
             view.setFrameShape(QFrame.Shape.NoFrame)
             charts.addWidget(view)
-        outer.addWidget(charts, 2)
+        return charts
 
     # -- loading ----------------------------------------------------------------------
 
@@ -409,57 +309,10 @@ class LabPage(QWidget):
         self.quality_y.setTitleText("KL divergence from reference (mean)" if use_kld else "perplexity")
         quality = [(r, r.kld_mean if use_kld else r.perplexity) for r in shown]
         speed = [(r, r.decode_tps) for r in shown]
-        self._plot(self.quality_chart, self.quality_x, self.quality_y, quality, recommended, "%.3f" if use_kld else "%.1f")
+        plot(self.quality_chart, self.quality_x, self.quality_y, quality, recommended, "%.3f" if use_kld else "%.1f",
+             self._palette)
         slow = all((r.decode_tps or 0) < 10 for r in shown)
-        self._plot(self.speed_chart, self.speed_x, self.speed_y, speed, recommended, "%.1f" if slow else "%.0f")
-
-    def _plot(
-        self, chart: QChart, x_axis: QValueAxis, y_axis: QValueAxis,
-        points: list[tuple[LabResult, float | None]], recommended: str | None, y_format: str,
-    ) -> None:
-        chart.removeAllSeries()
-        points = [(r, y) for r, y in points if y is not None and math.isfinite(y)]
-        if not points:
-            return
-        trend = QLineSeries()
-        trend.setPen(QPen(QColor(self._palette["muted"]), 1.2, Qt.PenStyle.DashLine))
-        for r, y in points:
-            trend.append(QPointF(r.size_bytes / 1e6, y))
-        chart.addSeries(trend)
-        trend.attachAxis(x_axis)
-        trend.attachAxis(y_axis)
-        by_precision = sorted(points, key=lambda p: -p[0].bits_per_weight)
-        for i, (r, y) in enumerate(by_precision):
-            dot = QScatterSeries()
-            dot.setName(r.quantization)
-            is_best = r.model_id == recommended
-            dot.setMarkerSize(18.0 if is_best else 12.0)
-            color = QColor(SERIES_COLORS[i % len(SERIES_COLORS)])
-            dot.setColor(color)
-            dot.setBorderColor(QColor(self._palette["text"]) if is_best else color)
-            if is_best:
-                dot.setMarkerShape(QScatterSeries.MarkerShape.MarkerShapeStar)
-            dot.append(QPointF(r.size_bytes / 1e6, y))
-            # The format has no @-placeholders, so it is the point's label as written.
-            dot.setPointLabelsFormat(f"★ {r.quantization}" if is_best else r.quantization)
-            dot.setPointLabelsVisible(True)
-            dot.setPointLabelsClipping(False)
-            label_font = QFont()
-            label_font.setBold(is_best)
-            dot.setPointLabelsFont(label_font)
-            dot.setPointLabelsColor(QColor(self._palette["text"]))
-            chart.addSeries(dot)
-            dot.attachAxis(x_axis)
-            dot.attachAxis(y_axis)
-        xs = [r.size_bytes / 1e6 for r, _ in points]
-        ys = [y for _, y in points]
-        x_pad = max(1.0, (max(xs) - min(xs)) * 0.12)
-        y_pad = max(abs(max(ys)) * 0.05, (max(ys) - min(ys)) * 0.15, 1e-3)
-        x_axis.setRange(max(0.0, min(xs) - x_pad), max(xs) + x_pad)
-        y_axis.setRange(min(0.0, min(ys)), max(ys) + y_pad)
-        y_axis.setLabelFormat(y_format)
-        x_axis.applyNiceNumbers()
-        y_axis.applyNiceNumbers()
+        plot(self.speed_chart, self.speed_x, self.speed_y, speed, recommended, "%.1f" if slow else "%.0f", self._palette)
 
     # -- running ----------------------------------------------------------------------
 

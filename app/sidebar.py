@@ -85,7 +85,14 @@ class Sidebar(QFrame):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(12, 14, 12, 10)
         layout.setSpacing(8)
+        self._filling = False  # True while the list is refilled: its signals are not the user's
+        layout.addLayout(self._brand())
+        layout.addSpacing(4)
+        self._build_conversations(layout)
+        self._build_toast(layout)
+        self._build_nav(layout)
 
+    def _brand(self) -> QHBoxLayout:
         brand_row = QHBoxLayout()
         brand_row.setSpacing(8)
         logo = QLabel(self)
@@ -97,9 +104,10 @@ class Sidebar(QFrame):
         brand_row.addWidget(logo)
         brand_row.addWidget(brand)
         brand_row.addStretch(1)
-        layout.addLayout(brand_row)
-        layout.addSpacing(4)
+        return brand_row
 
+    def _build_conversations(self, layout: QVBoxLayout) -> None:
+        """New chat, the search field, and the list of conversations."""
         self.new_button = QPushButton("  New chat", self)
         icons.set_icon(self.new_button, "plus", "on_accent")
         self.new_button.setObjectName("NewChatButton")
@@ -134,6 +142,8 @@ class Sidebar(QFrame):
         self.list.itemChanged.connect(self._item_edited)
         layout.addWidget(self.list, 1)
 
+    def _build_toast(self, layout: QVBoxLayout) -> None:
+        """"Chat deleted" with its Undo button, shown for a few seconds after a delete."""
         self.toast = QFrame(self)
         self.toast.setObjectName("Banner")
         toast_row = QHBoxLayout(self.toast)
@@ -147,6 +157,7 @@ class Sidebar(QFrame):
         self.toast.hide()
         layout.addWidget(self.toast)
 
+    def _build_nav(self, layout: QVBoxLayout) -> None:
         self.nav_buttons: dict[str, QPushButton] = {}
         for key, label in (("chat", "Chats"), ("models", "Models"), ("settings", "Settings")):
             button = QPushButton("  " + label, self)
@@ -159,7 +170,6 @@ class Sidebar(QFrame):
             layout.addWidget(button)
         self.nav_buttons["chat"].setChecked(True)
         self.nav_buttons["settings"].setToolTip("Settings (Ctrl+,)")
-        self._filling = False
 
     # -- content ----------------------------------------------------------------------
 

@@ -79,7 +79,7 @@ def start_hub(gemma: Path, smol: Path | None, work: Path):
 def shoot_models(app, window, out: Path, wait, settle) -> Path:
     """Search, open the shown repo, start a download, and grab the window mid-way."""
     gemma = Path.home() / ".cache" / "inglenook-test-models" / "gemma-3-270m-q4_k_m.gguf"
-    from inglenook.engine.starter import find_starter_model
+    from inglenook.engine import find_starter_model
 
     work = Path(tempfile.mkdtemp(prefix="inglenook-shot-hub-"))
     hub = start_hub(gemma, find_starter_model(), work)
@@ -130,7 +130,7 @@ def main() -> int:
     os.environ["INGLENOOK_HOME"] = tempfile.mkdtemp(prefix="inglenook-shots-")
     from inglenook.app import theme
     from inglenook.app.window import MainWindow
-    from inglenook.engine.core import Engine
+    from inglenook.engine import Engine
     from PySide6.QtWidgets import QApplication
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QApplication
 
 from inglenook.app import errors as app_errors
 from inglenook.app.markdown import split_segments
-from inglenook.app.message_view import CodeBlock, RichText
+from inglenook.app.markdown_view import CodeBlock, RichText
 from inglenook.engine.errors import ContextLengthExceeded, ModelLoadError, ModelNotFound, PortInUse
 
 from .conftest import ANSWER_TIMEOUT_MS, new_chat, type_and_send, wait_answer

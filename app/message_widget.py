@@ -1,0 +1,242 @@
+"""One message card: who wrote it, its text, its stats (tokens, speed, cache), and the actions
+(copy, edit and resend, regenerate)."""
+
+from __future__ import annotations
+
+from inglenook.engine import Message
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QGuiApplication, QIcon
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QSizePolicy,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from .markdown_view import MarkdownBody, RichText
+from .resources import resource_path
+
+
+def _action(text: str, parent: QWidget, tip: str) -> QToolButton:
+    button = QToolButton(parent)
+    button.setObjectName("MessageAction")
+    button.setText(text)
+    button.setToolTip(tip)
+    button.setCursor(Qt.CursorShape.PointingHandCursor)
+    return button
+
+
+def stats_text(message: Message) -> str:
+    parts: list[str] = []
+    if message.completion_tokens:
+        parts.append(f"{message.completion_tokens} tokens")
+    if message.tokens_per_s:
+        parts.append(f"{message.tokens_per_s:.1f} tok/s")
+    if message.ttft_ms is not None and message.completion_tokens:
+        parts.append(f"first token {message.ttft_ms:.0f} ms")
+    if message.cached_tokens:
+        parts.append(f"{message.cached_tokens} prompt tokens from cache")
+    return "  ·  ".join(parts)
+
+
+class MessageWidget(QWidget):
+    """One message. User messages are bubbles on the right; answers are cards on the left."""
+
+    regenerate_requested = Signal()
+    edit_submitted = Signal(int, str)  # (message id, new text)
+
+    def __init__(self, role: str, parent: QWidget | None = None, author: str = "") -> None:
+        super().__init__(parent)
+        self.role = role
+        self.message: Message | None = None
+        self._text = ""
+        self.streaming = False
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.setSpacing(4)
+        if role == "user":
+            self._build_user(outer)
+        else:
+            self._build_assistant(outer, author)
+
+    # -- construction -----------------------------------------------------------------
+
+    def _build_user(self, outer: QVBoxLayout) -> None:
+        row = QHBoxLayout()
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addStretch(1)
+        self.bubble = QFrame(self)
+        self.bubble.setObjectName("UserBubble")
+        bubble_layout = QVBoxLayout(self.bubble)
+        bubble_layout.setContentsMargins(16, 10, 16, 10)
+        self.body_text = RichText(self.bubble)
+        self.body_text.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
+        bubble_layout.addWidget(self.body_text)
+        self.editor = QPlainTextEdit(self.bubble)
+        self.editor.setObjectName("EditInput")
+        self.editor.setMinimumHeight(80)
+        self.editor.hide()
+        bubble_layout.addWidget(self.editor)
+        self.edit_buttons = QWidget(self.bubble)
+        edit_row = QHBoxLayout(self.edit_buttons)
+        edit_row.setContentsMargins(0, 4, 0, 0)
+        edit_row.addStretch(1)
+        cancel = QPushButton("Cancel", self.edit_buttons)
+        cancel.clicked.connect(self.cancel_edit)
+        self.resend_button = QPushButton("Save && send", self.edit_buttons)
+        self.resend_button.setObjectName("PrimaryButton")
+        self.resend_button.clicked.connect(self._submit_edit)
+        edit_row.addWidget(cancel)
+        edit_row.addWidget(self.resend_button)
+        self.edit_buttons.hide()
+        bubble_layout.addWidget(self.edit_buttons)
+        row.addWidget(self.bubble)
+        outer.addLayout(row)
+        actions = QHBoxLayout()
+        actions.setContentsMargins(0, 0, 4, 0)
+        actions.addStretch(1)
+        self.copy_button = _action("Copy", self, "Copy this message")
+        self.edit_button = _action("Edit", self, "Edit this message and answer again")
+        self.copy_button.clicked.connect(self.copy)
+        self.edit_button.clicked.connect(self.begin_edit)
+        actions.addWidget(self.copy_button)
+        actions.addWidget(self.edit_button)
+        outer.addLayout(actions)
+
+    def _build_assistant(self, outer: QVBoxLayout, author: str) -> None:
+        row = QHBoxLayout()
+        row.setContentsMargins(0, 0, 0, 0)
+        row.setSpacing(12)
+        avatar = QLabel(self)
+        avatar.setFixedSize(28, 28)
+        avatar.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        icon_path = resource_path("inglenook.svg")
+        if icon_path is not None:
+            avatar.setPixmap(QIcon(str(icon_path)).pixmap(26, 26))
+        else:
+            avatar.setText("AI")
+            avatar.setObjectName("Avatar")
+        column = QVBoxLayout()
+        column.setContentsMargins(0, 3, 0, 0)
+        column.setSpacing(6)
+        self.author_label = QLabel(author or "Assistant", self)
+        self.author_label.setObjectName("Author")
+        self.body = MarkdownBody(self)
+        self.typing = QLabel("Thinking…", self)
+        self.typing.setObjectName("StatusNote")
+        self.typing.hide()
+        self.note = QLabel("", self)
+        self.note.setObjectName("StatusNote")
+        self.note.hide()
+        column.addWidget(self.author_label)
+        column.addWidget(self.typing)
+        column.addWidget(self.body)
+        column.addWidget(self.note)
+        footer = QHBoxLayout()
+        footer.setContentsMargins(0, 0, 0, 0)
+        footer.setSpacing(2)
+        self.copy_button = _action("Copy", self, "Copy this answer")
+        self.regenerate_button = _action("Regenerate", self, "Answer again")
+        self.copy_button.clicked.connect(self.copy)
+        self.regenerate_button.clicked.connect(self.regenerate_requested)
+        self.stats = QLabel("", self)
+        self.stats.setObjectName("Stats")
+        footer.addWidget(self.copy_button)
+        footer.addWidget(self.regenerate_button)
+        footer.addSpacing(8)
+        footer.addWidget(self.stats)
+        footer.addStretch(1)
+        self.footer = QWidget(self)
+        self.footer.setLayout(footer)
+        column.addWidget(self.footer)
+        row.addWidget(avatar, 0, Qt.AlignmentFlag.AlignTop)
+        row.addLayout(column, 1)
+        outer.addLayout(row)
+
+    # -- content ----------------------------------------------------------------------
+
+    @property
+    def text(self) -> str:
+        return self._text
+
+    def set_message(self, message: Message) -> None:
+        self.message = message
+        self.streaming = False
+        self.set_text(message.content)
+        if self.role != "user":
+            self.typing.hide()
+            self.footer.show()
+            self.stats.setText(stats_text(message))
+            if message.model_id:
+                self.author_label.setText(message.model_id)
+            notes = {"partial": "Stopped", "error": "The answer was cut short by an error"}
+            self.note.setText(notes.get(message.status, ""))
+            self.note.setVisible(message.status in notes)
+
+    def begin_streaming(self) -> None:
+        self.streaming = True
+        self.typing.show()
+        self.footer.hide()
+
+    def set_text(self, text: str) -> None:
+        if text == self._text and (self.role != "user" or self.body_text.document().toPlainText()):
+            return
+        self._text = text
+        if self.role == "user":
+            self.body_text.setPlainText(text)
+            self._fit_bubble()
+        else:
+            if text:
+                self.typing.hide()
+            self.body.set_markdown(text)
+
+    def set_last_answer(self, last: bool) -> None:
+        if self.role != "user":
+            self.regenerate_button.setVisible(last)
+
+    def copy(self) -> None:
+        QGuiApplication.clipboard().setText(self._text)
+
+    # -- editing (user messages) ------------------------------------------------------
+
+    def begin_edit(self) -> None:
+        self.editor.setPlainText(self._text)
+        self.body_text.hide()
+        self.editor.show()
+        self.edit_buttons.show()
+        self.bubble.setMaximumWidth(16777215)
+        self.bubble.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        self.editor.setFocus()
+
+    def cancel_edit(self) -> None:
+        self.editor.hide()
+        self.edit_buttons.hide()
+        self.body_text.show()
+        self.bubble.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
+        self._fit_bubble()
+
+    def _submit_edit(self) -> None:
+        text = self.editor.toPlainText().strip()
+        if not text or self.message is None:
+            return
+        self.cancel_edit()
+        self.edit_submitted.emit(self.message.id, text)
+
+    def _fit_bubble(self) -> None:
+        if self.role != "user" or self.editor.isVisible():
+            return
+        limit = max(120, int(self.width() * 0.78) - 32)
+        self.body_text.document().setTextWidth(limit)
+        width = min(limit, self.body_text.ideal_width())
+        self.body_text.setFixedWidth(width)
+        self.body_text.document().setTextWidth(width)
+        self.body_text._fit()
+
+    def resizeEvent(self, event) -> None:  # noqa: ANN001, N802
+        super().resizeEvent(event)
+        self._fit_bubble()
