@@ -179,5 +179,7 @@ class Workers(QObject):
         return done
 
     def close(self, timeout_ms: int = 5_000) -> None:
+        """End every lane's threads, within one shared deadline."""
+        deadline = time.monotonic() + timeout_ms / 1000
         for lane in list(self._lanes):
-            lane.close(timeout_ms)
+            lane.close(max(0, int((deadline - time.monotonic()) * 1000)))
