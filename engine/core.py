@@ -46,6 +46,7 @@ class Engine:
             idle_unload_s=self.settings.idle_unload_s,
             cache=self.cache,
             activity=crash_guard.doing if crash_guard is not None else None,
+            prefill_chunk=self.settings.prefill_chunk,
         )
         self.chats = ChatService(self.store, self.scheduler, self.default_model_id, cache=self.cache)
         self.cache.prune_conversations({c.id for c in self.store.list_conversations()})
@@ -53,12 +54,14 @@ class Engine:
     def load_options(self) -> LoadOptions:
         s = self.settings
         return LoadOptions(
-            context_size=s.context_size, threads=s.threads, gpu_layers=s.gpu_layers, kv_cache_type=s.kv_cache_type
+            context_size=s.context_size, threads=s.threads, gpu_layers=s.gpu_layers, kv_cache_type=s.kv_cache_type,
+            parallel=max(1, s.parallel_sequences),
         )
 
     def update_settings(self, **changes: object) -> Settings:
         self.settings = self.settings.save(self.store, **changes)
         self.scheduler.idle_unload_s = self.settings.idle_unload_s
+        self.scheduler.prefill_chunk = self.settings.prefill_chunk
         if "cache_budget_mb" in changes or "cache_ram_mb" in changes:
             self.cache.enforce_budget()
         return self.settings

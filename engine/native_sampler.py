@@ -37,15 +37,16 @@ class NativeSampler:
             self._all_view = np.frombuffer(self._all, dtype=_TOKEN_DATA)
             self._ids = np.arange(n_vocab, dtype=np.int32)
 
-    def sample(self, ctx: ctypes.c_void_p) -> int:
-        """Draw the next token from the last logits (and accept it into every sampler)."""
+    def sample(self, ctx: ctypes.c_void_p, index: int = -1) -> int:
+        """Draw the next token from the logits of batch row ``index`` (default: the last row)
+        and accept it into every sampler."""
         lib = self._lib
-        token = lib.llama_sampler_sample(self.chain, ctx, -1)
+        token = lib.llama_sampler_sample(self.chain, ctx, index)
         if self.grammar is None or self._grammar_allows(token):
             if self.grammar is not None:
                 lib.llama_sampler_accept(self.grammar, token)
             return token
-        return self._resample_with_grammar(ctx)
+        return self._resample_with_grammar(ctx, index)
 
     def _grammar_allows(self, token: int) -> bool:
         self._one[0].id, self._one[0].logit, self._one[0].p = token, 0.0, 0.0
@@ -53,9 +54,9 @@ class NativeSampler:
         self._lib.llama_sampler_apply(self.grammar, ctypes.byref(candidates))
         return math.isfinite(self._one[0].logit)
 
-    def _resample_with_grammar(self, ctx: ctypes.c_void_p) -> int:
+    def _resample_with_grammar(self, ctx: ctypes.c_void_p, index: int) -> int:
         lib = self._lib
-        logits = np.ctypeslib.as_array(lib.llama_get_logits_ith(ctx, -1), shape=(self._n_vocab,))
+        logits = np.ctypeslib.as_array(lib.llama_get_logits_ith(ctx, index), shape=(self._n_vocab,))
         view = self._all_view
         view["id"], view["logit"], view["p"] = self._ids, logits, 0.0
         candidates = lib.llama_token_data_array(self._all, self._n_vocab, -1, False)

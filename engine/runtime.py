@@ -23,10 +23,9 @@ from .errors import ContextLengthExceeded, InvalidRequest, ModelLoadError
 from .fit import ModelShape, detect_machine, estimate_fit
 from .gguf import GGUFInfo, read_gguf
 from .native import llama, physical_cores
-from .native_sampler import NativeSampler
 from .registry import ModelRecord
 from .sampling import SamplingParams
-from .textstream import TextStream
+from .sequence import DECODE, DONE, PREFILL, KvSlot, Sequence, SlotView
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +42,10 @@ class LoadOptions:
     kv_cache_type: str = "f16"
     batch_size: int = 512  # prefill chunk: long prompts are fed this many tokens at a time
     embeddings: bool = False
+    # Sequences one context serves at once (llama.cpp's n_seq_max), sharing one KV pool of
+    # ``context_size`` cells: a long conversation may use more than its share while others
+    # are short. The scheduler batches their decode steps into one llama_decode.
+    parallel: int = 1
 
     def kv_layout_key(self, flash_attention: bool | None = None) -> str:
         # The KV cache type sets the element layout; flash attention sets whether V is stored
@@ -128,13 +131,8 @@ class LoadedModel:
         self._ctx = None
         self._batch = None
         self._pieces: dict[int, bytes] = {}
-        # Tokens whose KV entries sequence 0 currently holds, in order.
-        self.kv_tokens: list[int] = []
-        # How many leading kv_tokens were computed by prompt prefill in batches of two or more
-        # tokens. Only those are reused: llama.cpp's CPU kernels compute a one-token batch
-        # (every decode step) slightly differently, so KV written by decode steps would make
-        # a continuation drift from what a full prefill of the same prompt produces.
-        self._prefilled = 0
+        # One KvSlot per llama.cpp sequence id: the tokens whose KV entries it holds.
+        self.slots = [KvSlot(i) for i in range(max(1, options.parallel))]
         self._load(progress)
 
     # -- loading --------------------------------------------------------------------
@@ -199,10 +197,18 @@ class LoadedModel:
 
         ctx_params = lib.llama_context_default_params()
         wanted = self.options.context_size
-        ctx_params.n_ctx = min(wanted, self.n_ctx_train) if self.n_ctx_train > 0 else wanted
-        ctx_params.n_batch = self.options.batch_size
+        per_sequence = min(wanted, self.n_ctx_train) if self.n_ctx_train > 0 else wanted
+        ctx_params.n_ctx = per_sequence * len(self.slots)
+        # Room for a full prefill chunk plus one decode token per sequence in the same step.
+        ctx_params.n_batch = self.options.batch_size + len(self.slots)
         ctx_params.n_ubatch = self.options.batch_size
-        ctx_params.n_seq_max = 1
+        ctx_params.n_seq_max = len(self.slots)
+        # One KV stream per sequence, each of the full context, rather than llama.cpp's
+        # unified pool: in unified mode the same prompt gave different logits depending on
+        # which cells its sequence landed in (SmolLM2, first-token logprob -0.152 in one
+        # slot, -0.169 in another), so a conversation's answer would depend on its slot and
+        # on what else ran before. Per-sequence streams answer exactly as a lone sequence.
+        ctx_params.kv_unified = False
         threads = self.options.threads or physical_cores()
         ctx_params.n_threads = threads
         ctx_params.n_threads_batch = threads
@@ -221,10 +227,11 @@ class LoadedModel:
         if not self._ctx:
             self.close()
             return f"llama.cpp could not create a context for {self.record.id} (out of memory?)"
-        self.n_ctx = lib.llama_n_ctx(self._ctx)
+        self.n_ctx = lib.llama_n_ctx(self._ctx) // len(self.slots)  # each sequence's own context
         self.threads = threads
         self._memory = lib.llama_get_memory(self._ctx)
-        self._batch = lib.llama_batch_init(self.options.batch_size, 0, 1)
+        self._batch = lib.llama_batch_init(self.options.batch_size + len(self.slots), 0, 1)
+        self._batch_capacity = self.options.batch_size + len(self.slots)
         self.chat_template = ChatTemplate(
             self.info.chat_template,
             bos_token=self._special_text("bos"),
@@ -240,7 +247,9 @@ class LoadedModel:
         machine = detect_machine()
         if not machine.has_gpu:
             return 0
-        estimate = estimate_fit(ModelShape.from_gguf(self.info), machine, context=self.options.context_size,
+        # Every sequence has a KV stream of the full context (see _load_with).
+        estimate = estimate_fit(ModelShape.from_gguf(self.info), machine,
+                                context=self.options.context_size * len(self.slots),
                                 kv_type=self.options.kv_cache_type, n_ubatch=self.options.batch_size)
         log.info("fit estimate for %s: %s", self.record.id, estimate.label)
         return estimate.gpu_layers
@@ -273,7 +282,8 @@ class LoadedModel:
         if self._model:
             lib.llama_model_free(self._model)
             self._model = None
-        self.kv_tokens = []
+        for slot in self.slots:
+            slot.kv_tokens, slot.prefilled, slot.busy = [], 0, False
 
     @property
     def closed(self) -> bool:
@@ -340,7 +350,29 @@ class LoadedModel:
         cancel: threading.Event | None = None,
         reuse_kv: bool = True,
     ) -> Iterator[GenerationEvent]:
-        """Stream chunks for ``prompt``; the last event is always a ``Finished``."""
+        """Stream chunks for ``prompt`` on sequence 0, alone; the last event is a ``Finished``.
+
+        The scheduler runs several sequences at once through ``open_sequence`` and ``step``;
+        this is the same machinery with one sequence (the lab, benchmarks and tests use it).
+        """
+        sequence = self.open_sequence(prompt, sampling, cancel or threading.Event(), time.perf_counter(),
+                                      reuse_kv=reuse_kv, slot=self.slots[0])
+        try:
+            while not sequence.done:
+                self.step([sequence], self.options.batch_size)
+                yield from sequence.drain()
+            yield from sequence.drain()
+        finally:
+            if not sequence.done:  # the caller stopped reading: end it like a cancel
+                sequence.cancel.set()
+                sequence.check_cancel()
+            self.release(sequence)
+
+    def open_sequence(self, prompt: list[int], sampling: SamplingParams, cancel: threading.Event,
+                      started: float, reuse_kv: bool = True, slot: KvSlot | None = None) -> Sequence:
+        """Validate ``prompt`` and start it on ``slot`` (default: the free slot that already
+        holds the longest prefix of it). ``started`` is when the caller asked: the time to
+        first token counts from there, queue wait included."""
         if self.closed:
             raise ModelLoadError(f"{self.record.id} has been unloaded")
         if not prompt:
@@ -349,119 +381,143 @@ class LoadedModel:
             raise InvalidRequest(f"prompt token ids must be between 0 and {self.n_vocab - 1}", param="prompt")
         sampling = sampling.validated(self.n_vocab)
         budget = self.check_fits(len(prompt), sampling.max_tokens)
-        cancel = cancel or threading.Event()
-        started = time.perf_counter()
-        usage = Usage(prompt_tokens=len(prompt))
-        timings = Timings()
+        slot = slot or self.pick_slot(prompt)
+        if slot is None:
+            raise InvalidRequest("every sequence of this model is busy")
+        cached = self._reuse_prefix(slot, prompt) if reuse_kv else self._clear_kv(slot)
+        slot.busy = True
+        slot.last_used = time.monotonic()
+        return Sequence(self, slot, prompt, sampling, budget, cancel, started, cached)
 
-        usage.cached_tokens = self._reuse_prefix(prompt) if reuse_kv else self._clear_kv()
-        sampler = NativeSampler(self._lib, self._vocab, self.n_vocab, sampling)
-        try:
-            if not self._prefill(prompt[usage.cached_tokens :], cancel):
-                timings.prompt_s = time.perf_counter() - started
-                yield Finished("cancelled", usage, timings, self.record.id)
-                return
-            prefill_done = time.perf_counter()
-            timings.prompt_s = prefill_done - started
-            yield from self._decode_loop(sampler, sampling, budget, cancel, usage, timings, started)
-        finally:
-            sampler.free()
+    def pick_slot(self, prompt: list[int]) -> KvSlot | None:
+        """The free slot sharing the longest prefix with ``prompt``; else the least recently used."""
+        free = [s for s in self.slots if not s.busy]
+        if not free:
+            return None
+        return max(free, key=lambda s: (self.reusable_prefix(prompt, s), -s.last_used))
 
-    def _decode_loop(
-        self,
-        sampler: NativeSampler,
-        sampling: SamplingParams,
-        budget: int,
-        cancel: threading.Event,
-        usage: Usage,
-        timings: Timings,
-        started: float,
-    ) -> Iterator[GenerationEvent]:
-        lib, ctx = self._lib, self._ctx
-        stream = TextStream(sampling.stop)
-        want_logprobs = sampling.logprobs is not None
-        pending_ids: list[int] = []
-        pending_lp: list[TokenLogprob] = []
-        first_token_at = 0.0
-        finish_reason = "length"
-        stopped_by_string = False
+    def release(self, sequence: Sequence) -> None:
+        """The job is over: its slot is free; its prefilled KV stays for the next turn to reuse."""
+        sequence.slot.busy = False
+        sequence.slot.last_used = time.monotonic()
+        if not sequence.done:
+            sequence.sampler.free()
+
+    def free_slot(self, slot: KvSlot) -> None:
+        """Drop a slot's KV entries (to make room in the shared pool)."""
+        self._clear_kv(slot)
+
+    def step(self, sequences: list[Sequence], prefill_budget: int) -> None:
+        """Advance every running sequence with one ``llama_decode``: the next token of each
+        decoding sequence, then prompt chunks of prefilling ones within ``prefill_budget``.
+
+        Events land in each sequence (``drain``); finished ones are marked done. The one
+        place that fills ``llama_batch``.
+        """
+        for sequence in sequences:
+            sequence.check_cancel()
+        live = [s for s in sequences if not s.done]
+        if not live:
+            return
+        rows: list[tuple[Sequence, list[int], bool]] = []  # (sequence, tokens, logits for the last)
+        for sequence in live:
+            if sequence.state == DECODE and sequence.feed is not None:
+                rows.append((sequence, [sequence.feed], True))
+        room = max(0, min(prefill_budget, self._batch_capacity - len(rows)))
+        for sequence in live:
+            if sequence.state != PREFILL or room < 2:
+                continue
+            chunk = sequence.take_prefill(room)
+            rows.append((sequence, chunk, not sequence.pending))
+            room -= len(chunk)
+        if not rows:
+            return
+        logit_rows = self._fill_batch(rows)
+        status = self._lib.llama_decode(self._ctx, self._batch)
+        if status != 0:
+            self._decode_failed(rows, status)
+            return
+        for (sequence, tokens, _), index in zip(rows, logit_rows):
+            if sequence.state == PREFILL:
+                sequence.prefilled(tokens)
+            else:
+                sequence.decoded_feed()
+            if index >= 0:
+                sequence.on_logits(index)
+
+    def _fill_batch(self, rows: list[tuple[Sequence, list[int], bool]]) -> list[int]:
+        """Write ``rows`` into the reusable batch; the batch index of each row's logits (or -1)."""
         batch = self._batch
-        while usage.completion_tokens < budget:
-            if cancel.is_set():
-                finish_reason = "cancelled"
-                break
-            logits = self._last_logits() if want_logprobs else None
-            token = sampler.sample(ctx)
-            if usage.completion_tokens == 0:
-                first_token_at = time.perf_counter()
-                timings.ttft_s = first_token_at - started
-            if self.is_end_of_generation(token):
-                finish_reason = "stop"
-                break
-            usage.completion_tokens += 1
-            piece = self.token_bytes(token)
-            pending_ids.append(token)
-            if logits is not None:
-                pending_lp.append(self._logprob_entry(logits, token, sampling.logprobs or 0))
-            result = stream.feed(piece)
-            if result.text or result.stopped:
-                if result.text:
-                    yield Chunk(result.text, pending_ids, pending_lp if want_logprobs else None)
-                    pending_ids, pending_lp = [], []
-                if result.stopped:
-                    finish_reason, stopped_by_string = "stop", True
-                    break
-            if usage.completion_tokens >= budget:
-                break
-            # Feed the sampled token back: one token, one position, logits wanted.
-            pos = len(self.kv_tokens)
-            batch.n_tokens = 1
-            batch.token[0] = token
-            batch.pos[0] = pos
-            batch.n_seq_id[0] = 1
-            batch.seq_id[0][0] = 0
-            batch.logits[0] = 1
-            if lib.llama_decode(ctx, batch) != 0:
-                raise ModelLoadError(f"llama.cpp failed to decode with {self.record.id}")
-            self.kv_tokens.append(token)
-        # Text held back as a possible stop-string start is real output unless a stop string hit.
-        tail = "" if stopped_by_string else stream.flush()
-        if tail or pending_ids:
-            yield Chunk(tail, pending_ids, pending_lp if want_logprobs else None)
-        if first_token_at:
-            timings.decode_s = time.perf_counter() - first_token_at
-        yield Finished(finish_reason, usage, timings, self.record.id)
+        n = 0
+        logit_rows = []
+        for sequence, tokens, wants_logits in rows:
+            base = len(sequence.slot.kv_tokens)
+            seq_id = sequence.seq_id
+            for i, token in enumerate(tokens):
+                batch.token[n] = token
+                batch.pos[n] = base + i
+                batch.n_seq_id[n] = 1
+                batch.seq_id[n][0] = seq_id
+                batch.logits[n] = 0
+                n += 1
+            if wants_logits:
+                batch.logits[n - 1] = 1
+            logit_rows.append(n - 1 if wants_logits else -1)
+        batch.n_tokens = n
+        return logit_rows
 
-    def reusable_prefix(self, prompt: list[int]) -> int:
-        """How many leading tokens of ``prompt`` the resident KV cache can serve."""
+    def _decode_failed(self, rows: list[tuple[Sequence, list[int], bool]], status: int) -> None:
+        # Each sequence has its own KV stream sized for its budget (check_fits), so a
+        # failure here is llama.cpp's own (out of memory, an aborted graph): the sequences
+        # in this batch end with the error; their KV is dropped so the slots start clean.
+        for sequence, _, _ in rows:
+            self._clear_kv(sequence.slot)
+        raise ModelLoadError(f"llama.cpp failed to decode with {self.record.id} (status {status})")
+
+    # -- sequence 0, for single-sequence callers (lab, benchmarks, tests) ------------------
+
+    @property
+    def kv_tokens(self) -> list[int]:
+        return self.slots[0].kv_tokens
+
+    @property
+    def _prefilled(self) -> int:
+        return self.slots[0].prefilled
+
+    def slot_view(self, slot: KvSlot) -> SlotView:
+        return SlotView(self, slot)
+
+    def reusable_prefix(self, prompt: list[int], slot: KvSlot | None = None) -> int:
+        """How many leading tokens of ``prompt`` a slot's resident KV cache can serve."""
+        slot = slot or self.slots[0]
         common = 0
         # At least two prompt tokens are always prefilled (one-token batches differ; see
-        # ``_prefilled``), and the last one yields the logits of the first new token.
-        limit = min(self._prefilled, len(self.kv_tokens), len(prompt) - 2)
-        while common < limit and self.kv_tokens[common] == prompt[common]:
+        # ``KvSlot.prefilled``), and the last one yields the logits of the first new token.
+        limit = min(slot.prefilled, len(slot.kv_tokens), len(prompt) - 2)
+        while common < limit and slot.kv_tokens[common] == prompt[common]:
             common += 1
         return max(common, 0)
 
-    def _reuse_prefix(self, prompt: list[int]) -> int:
+    def _reuse_prefix(self, slot: KvSlot, prompt: list[int]) -> int:
         """Keep the KV entries shared with ``prompt``; returns how many tokens were kept."""
-        common = self.reusable_prefix(prompt)
+        common = self.reusable_prefix(prompt, slot)
         if common == 0:
-            return self._clear_kv()
-        return self._truncate_kv(common)
+            return self._clear_kv(slot)
+        return self._truncate_kv(slot, common)
 
-    def _truncate_kv(self, keep: int) -> int:
+    def _truncate_kv(self, slot: KvSlot, keep: int) -> int:
         """Drop KV entries from position ``keep`` on; returns the tokens kept (0 if it had to clear)."""
-        if keep < len(self.kv_tokens):
-            if not self._lib.llama_memory_seq_rm(self._memory, 0, keep, -1):
+        if keep < len(slot.kv_tokens):
+            if not self._lib.llama_memory_seq_rm(self._memory, slot.seq_id, keep, -1):
                 # Some caches (recurrent ones) cannot drop a tail: start over.
-                return self._clear_kv()
-            del self.kv_tokens[keep:]
-            if not self._window_intact(keep):
-                return self._clear_kv()
-        self._prefilled = min(self._prefilled, keep)
+                return self._clear_kv(slot)
+            del slot.kv_tokens[keep:]
+            if not self._window_intact(slot, keep):
+                return self._clear_kv(slot)
+        slot.prefilled = min(slot.prefilled, keep)
         return keep
 
-    def _window_intact(self, next_pos: int) -> bool:
+    def _window_intact(self, slot: KvSlot, next_pos: int) -> bool:
         """Whether the sliding-window layers still hold every position ``next_pos`` attends to.
 
         A restored state carries only the last ``n_swa`` positions of those layers, so after
@@ -470,7 +526,7 @@ class LoadedModel:
         """
         if self.n_swa <= 0 or next_pos == 0:
             return True
-        oldest = self._lib.llama_memory_seq_pos_min(self._memory, 0)
+        oldest = self._lib.llama_memory_seq_pos_min(self._memory, slot.seq_id)
         return oldest <= max(0, next_pos - self.n_swa)
 
     # -- sequence state (the prefix cache's payload) --------------------------------
@@ -483,24 +539,26 @@ class LoadedModel:
         return f"{self.record.fingerprint}|{layout}|llama-cpp-python {binding_version}"
 
     def export_sequence(
-        self, limit: int | None = None, destination: Callable[[int], np.ndarray | None] | None = None
+        self, limit: int | None = None, destination: Callable[[int], np.ndarray | None] | None = None,
+        seq_id: int = 0,
     ) -> tuple[list[int], np.ndarray] | None:
-        """Copy sequence 0's KV state out of llama.cpp: (the tokens it covers, its bytes).
+        """Copy a sequence's KV state out of llama.cpp: (the tokens it covers, its bytes).
 
         Keeps (and saves) at most ``limit`` tokens. Uses the per-sequence state API, which
         holds only the KV cells (no logits buffer); None when there is nothing to save or
         llama.cpp could not copy it. ``destination(size)`` may supply memory to copy into
         (the prompt cache hands over a buffer it has already paged in).
         """
-        if self.closed or not self.kv_tokens:
+        slot = self.slots[seq_id]
+        if self.closed or not slot.kv_tokens:
             return None
         # Only the prefilled part is ever reused, so only it is saved; for sliding-window
         # models this also makes the saved window end where the next turn continues.
-        keep = self._prefilled if limit is None else min(self._prefilled, limit)
-        if keep <= 0 or self._truncate_kv(keep) == 0:
+        keep = slot.prefilled if limit is None else min(slot.prefilled, limit)
+        if keep <= 0 or self._truncate_kv(slot, keep) == 0:
             return None
         lib = self._lib
-        size = lib.llama_state_seq_get_size(self._ctx, 0)
+        size = lib.llama_state_seq_get_size(self._ctx, seq_id)
         if size <= 0:
             return None
         payload = destination(size) if destination is not None else None
@@ -508,21 +566,23 @@ class LoadedModel:
             # np.empty, not bytearray: zero-filling tens of MB first took longer than the copy.
             payload = np.empty(size, dtype=np.uint8)
         written = lib.llama_state_seq_get_data(
-            self._ctx, payload.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)), size, 0
+            self._ctx, payload.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)), size, seq_id
         )
         if written != size:
             log.warning("llama.cpp copied %d of %d bytes of the sequence state; not saving it", written, size)
             return None
-        return list(self.kv_tokens), payload
+        return list(slot.kv_tokens), payload
 
-    def import_sequence(self, tokens: list[int], payload: bytearray | bytes | np.ndarray, keep: int) -> int:
-        """Replace sequence 0 with a saved state covering ``tokens`` and keep its first ``keep``.
+    def import_sequence(self, tokens: list[int], payload: bytearray | bytes | np.ndarray, keep: int,
+                        seq_id: int = 0) -> int:
+        """Replace a sequence with a saved state covering ``tokens`` and keep its first ``keep``.
 
         Returns how many tokens the KV cache now holds: ``keep`` on success, 0 when
         llama.cpp refused the state or it cannot be trimmed to ``keep`` (the caller then
         prefills from the start, which is always correct).
         """
-        self._clear_kv()
+        slot = self.slots[seq_id]
+        self._clear_kv(slot)
         if not tokens or keep <= 0 or len(tokens) > self.n_ctx:
             return 0
         lib = self._lib
@@ -530,63 +590,47 @@ class LoadedModel:
         buffer = bytearray(payload) if isinstance(payload, bytes) else payload
         view = (ctypes.c_uint8 * size).from_buffer(buffer)
         try:
-            loaded = lib.llama_state_seq_set_data(self._ctx, view, size, 0)
+            loaded = lib.llama_state_seq_set_data(self._ctx, view, size, seq_id)
         finally:
             del view
-        if loaded == 0 or lib.llama_memory_seq_pos_max(self._memory, 0) != len(tokens) - 1:
+        if loaded == 0 or lib.llama_memory_seq_pos_max(self._memory, seq_id) != len(tokens) - 1:
             log.warning("llama.cpp did not accept a saved sequence state for %s; prefilling instead", self.record.id)
-            return self._clear_kv()
-        self.kv_tokens = list(tokens)
-        self._prefilled = len(tokens)  # saved states hold prefilled tokens only
+            return self._clear_kv(slot)
+        slot.kv_tokens = list(tokens)
+        slot.prefilled = len(tokens)  # saved states hold prefilled tokens only
         keep = min(keep, len(tokens))
-        if self._truncate_kv(keep) == 0:
+        if self._truncate_kv(slot, keep) == 0:
             return 0
-        if not self._window_intact(keep):
+        if not self._window_intact(slot, keep):
             log.info("a restored state of %s lacks the sliding-window history for position %d", self.record.id, keep)
-            return self._clear_kv()
+            return self._clear_kv(slot)
         return keep
 
-    def _clear_kv(self) -> int:
-        self._lib.llama_memory_clear(self._memory, True)
-        self.kv_tokens = []
-        self._prefilled = 0
+    def _clear_kv(self, slot: KvSlot | None = None) -> int:
+        """Forget one slot's KV entries (default: every slot's)."""
+        for target in [slot] if slot is not None else self.slots:
+            self._lib.llama_memory_seq_rm(self._memory, target.seq_id, -1, -1)
+            target.kv_tokens = []
+            target.prefilled = 0
         return 0
 
-    def _prefill(self, tokens: list[int], cancel: threading.Event) -> bool:
-        """Decode ``tokens`` in chunks of the batch size; logits only for the very last one."""
-        lib, batch = self._lib, self._batch
-        step = self.options.batch_size
-        start = 0
-        while start < len(tokens):
-            if cancel.is_set():
-                return False
-            end = min(start + step, len(tokens))
-            if len(tokens) - end == 1 and end - start > 2:
-                end -= 1  # leave two tokens for the last batch, never a one-token batch
-            chunk = tokens[start:end]
-            base = len(self.kv_tokens)
-            contiguous = base == self._prefilled
-            batch.n_tokens = len(chunk)
-            for i, token in enumerate(chunk):
-                batch.token[i] = token
-                batch.pos[i] = base + i
-                batch.n_seq_id[i] = 1
-                batch.seq_id[i][0] = 0
-                batch.logits[i] = 0
-            if end >= len(tokens):
-                batch.logits[len(chunk) - 1] = 1
-            status = lib.llama_decode(self._ctx, batch)
-            if status != 0:
-                self._clear_kv()
-                raise ModelLoadError(f"llama.cpp failed to process the prompt (status {status})")
-            self.kv_tokens.extend(chunk)
-            if contiguous and len(chunk) >= 2:
-                self._prefilled = len(self.kv_tokens)
-            start = end
-        return True
+    def _prefill_for_embedding(self, tokens: list[int]) -> None:
+        """Decode ``tokens`` as one batch on sequence 0 (pooling needs them together)."""
+        batch = self._batch
+        batch.n_tokens = len(tokens)
+        for i, token in enumerate(tokens):
+            batch.token[i] = token
+            batch.pos[i] = i
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = 0
+            batch.logits[i] = 1
+        status = self._lib.llama_decode(self._ctx, batch)
+        if status != 0:
+            self._clear_kv()
+            raise ModelLoadError(f"llama.cpp failed to process the input (status {status})")
 
-    def _last_logits(self) -> np.ndarray:
-        pointer = self._lib.llama_get_logits_ith(self._ctx, -1)
+    def _logits_at(self, index: int) -> np.ndarray:
+        pointer = self._lib.llama_get_logits_ith(self._ctx, index)
         return np.ctypeslib.as_array(pointer, shape=(self.n_vocab,)).astype(np.float32, copy=True)
 
     def _logprob_entry(self, logits: np.ndarray, token: int, top_n: int) -> TokenLogprob:
@@ -657,7 +701,7 @@ class LoadedModel:
             )
         self._clear_kv()
         try:
-            self._prefill(tokens, threading.Event())
+            self._prefill_for_embedding(tokens)
             pointer = self._lib.llama_get_embeddings_seq(self._ctx, 0)
             if not pointer:
                 raise ModelLoadError(f"{self.record.id} produced no embedding")
@@ -668,7 +712,4 @@ class LoadedModel:
         norm = float(np.linalg.norm(vector)) or 1.0
         return (vector / norm).tolist()
 
-
-def load_model(record: ModelRecord, options: LoadOptions, progress: ProgressCallback | None = None) -> LoadedModel:
-    return LoadedModel(record, options, progress)
 

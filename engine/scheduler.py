@@ -1,11 +1,11 @@
-"""The scheduler: the one owner of loaded models.
+"""The scheduler: the one owner of loaded models, and the step loop that runs them.
 
 Every request — a chat turn from the GUI or the terminal, a call to the HTTP API — is a
-job submitted here from any thread. A worker thread runs jobs one at a time, loading the
-model a job names (just in time) and unloading models that sit idle. Each job streams its
-events back through its own queue and carries a cancel event checked between decode
-steps. Callers see only ``submit`` and ``JobHandle``; running several sequences in one
-batch later changes this module, not them.
+job submitted here from any thread. A worker thread admits jobs into the sequences of the
+resident model (loading the model a job names just in time, unloading models that sit
+idle) and advances all admitted sequences together, one batched decode per step. Each job
+streams its events back through its own queue and carries a cancel event checked at every
+step. Callers see only ``submit`` and ``JobHandle``.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from .runtime import (
     Usage,
 )
 from .sampling import SamplingParams
+from .sequence import DECODE, Sequence
 
 log = logging.getLogger(__name__)
 
@@ -161,8 +162,26 @@ def describe_job(job: Job) -> str:
     return f"answering a request with {job.model_id}"
 
 
+@dataclass
+class _Running:
+    """An admitted generate job: its handle, its sequence, what the prefix cache needs."""
+
+    handle: JobHandle
+    sequence: Sequence
+    prompt_tokens: int
+    use_cache: bool
+
+
 class Scheduler:
-    """Owns loaded models and runs jobs. Create one per process and ``close()`` it."""
+    """Owns loaded models and runs jobs. Create one per process and ``close()`` it.
+
+    The worker is a step loop: it admits waiting jobs into the resident model's free
+    sequences (chat turns from the window or terminal before API requests), then advances
+    every admitted sequence with one batched ``step``. Long prompts enter in chunks of
+    ``prefill_chunk`` tokens while other sequences decode, so their streams keep flowing.
+    Work that needs the machine alone (another model, embeddings, the lab) waits until the
+    running sequences finish.
+    """
 
     def __init__(
         self,
@@ -173,23 +192,28 @@ class Scheduler:
         loader: Callable[..., LoadedModel] = LoadedModel,
         cache: PrefixCache | None = None,
         activity: Callable[[str], None] | None = None,
+        prefill_chunk: int = 64,
     ) -> None:
         """``loader(record, options, progress=...)`` builds a loaded model; tests pass a fake.
         ``cache`` restores saved prompt states before a job and saves them after it.
-        ``activity`` hears what the worker is doing ("" when idle), for the crash guard."""
+        ``activity`` hears what the worker is doing ("" when idle), for the crash guard.
+        ``prefill_chunk``: prompt tokens per step while other sequences decode."""
         self._activity = activity or (lambda _text: None)
         self._resolve = resolve
         self.cache = cache
         self._loader = loader
         self._load_options = load_options
         self.idle_unload_s = idle_unload_s
-        self._queue: queue.Queue[JobHandle | None] = queue.Queue(maxsize=max_queue)
+        self.prefill_chunk = prefill_chunk
+        self._max_queue = max_queue
+        self._waiting: list[JobHandle] = []
+        self._running: list[_Running] = []
+        self._wake = threading.Condition()
         self._ids = itertools.count(1)
         self._models: dict[tuple[str, bool], LoadedModel] = {}
         self._last_used: dict[tuple[str, bool], float] = {}
         self._listeners: list[ModelListener] = []
         self._lock = threading.RLock()
-        self._current: JobHandle | None = None
         self._closed = False
         self._worker = threading.Thread(target=self._run, name="inglenook-scheduler", daemon=True)
         self._worker.start()
@@ -200,10 +224,11 @@ class Scheduler:
         if self._closed:
             raise InglenookError("the engine is shutting down")
         handle = JobHandle(job, next(self._ids))
-        try:
-            self._queue.put_nowait(handle)
-        except queue.Full:
-            raise QueueFull("the server is busy; too many requests are waiting", retry_after_s=2) from None
+        with self._wake:
+            if len(self._waiting) >= self._max_queue:
+                raise QueueFull("the server is busy; too many requests are waiting", retry_after_s=2)
+            self._waiting.append(handle)
+            self._wake.notify()
         return handle
 
     def add_listener(self, listener: ModelListener) -> None:
@@ -219,7 +244,11 @@ class Scheduler:
 
     @property
     def queue_depth(self) -> int:
-        return self._queue.qsize()
+        return len(self._waiting)
+
+    @property
+    def running(self) -> int:
+        return len(self._running)
 
     def load(self, model_id: str) -> JobHandle:
         """Load a model ahead of time (the GUI's picker); returns when queued."""
@@ -241,105 +270,171 @@ class Scheduler:
                 self._unload(key)
 
     def close(self, timeout: float = 10.0) -> None:
-        """Cancel the running job, drop queued ones, unload everything, stop the worker."""
+        """Cancel running jobs, end queued ones, unload everything, stop the worker."""
         if self._closed:
             return
-        self._closed = True
-        current = self._current
-        if current is not None:
-            current.cancel()
-        while True:
-            try:
-                pending = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if pending is not None:
-                # A queued job ends like a stopped one, so streams close cleanly.
-                pending.cancel()
-                pending._put(Finished("cancelled", Usage(), Timings(), pending.job.model_id))
-                pending._put(_DONE)
-        self._queue.put(None)
+        with self._wake:
+            self._closed = True
+            for running in list(self._running):
+                running.handle.cancel()
+            pending, self._waiting = self._waiting, []
+            self._wake.notify()
+        for handle in pending:
+            # A queued job ends like a stopped one, so streams close cleanly.
+            handle.cancel()
+            handle._put(Finished("cancelled", Usage(), Timings(), handle.job.model_id))
+            handle._put(_DONE)
         self._worker.join(timeout)
         self.unload_all()
 
-    # -- worker ---------------------------------------------------------------------
+    # -- the step loop --------------------------------------------------------------
 
     def _run(self) -> None:
         while True:
-            try:
-                handle = self._queue.get(timeout=1.0)
-            except queue.Empty:
-                self._unload_idle()
-                continue
+            with self._wake:
+                if not self._running and not self._waiting:
+                    if self._closed:
+                        return
+                    if not self._wake.wait(timeout=1.0):
+                        self._unload_idle()
+                    continue
+            if self._closed and not self._running:
+                return
+            self._admit()
+            if self._running:
+                self._step()
+
+    def _next_waiting(self) -> JobHandle | None:
+        """The first waiting job in admission order: chat turns (they carry a conversation)
+        before API requests, first come first served within each. Cancelled ones end here."""
+        with self._wake:
+            for handle in [h for h in self._waiting if h.cancelled]:
+                self._waiting.remove(handle)
+                handle._put(Finished("cancelled", Usage(), Timings(), handle.job.model_id))
+                handle._put(_DONE)
+            chats = [h for h in self._waiting if isinstance(h.job, GenerateJob) and h.job.conversation_id is not None]
+            return chats[0] if chats else (self._waiting[0] if self._waiting else None)
+
+    def _admit(self) -> None:
+        """Admit waiting jobs while they can start now; stop at the first that cannot."""
+        while True:
+            handle = self._next_waiting()
             if handle is None:
                 return
-            self._current = handle
-            after: Callable[[], None] | None = None
             try:
-                self._activity(describe_job(handle.job))
-                after = self._execute(handle)
+                admitted = self._try_admit(handle)
             except InglenookError as exc:
+                admitted = True
                 handle._put(exc)
+                handle._put(_DONE)
             except Exception as exc:  # an engine bug must not kill the worker
+                admitted = True
                 log.exception("job %d failed", handle.id)
                 handle._put(InglenookError(f"internal error: {exc.__class__.__name__}"))
-            finally:
-                self._current = None
                 handle._put(_DONE)
-            self._activity("")
-            if after is not None:
-                # Work that needs the model's state but not the caller's attention (saving the
-                # prompt cache): after the answer is delivered, before the next job runs.
-                try:
-                    after()
-                except Exception:
-                    log.exception("saving the prompt state failed")
+            if not admitted:
+                return
+            with self._wake:
+                if handle in self._waiting:
+                    self._waiting.remove(handle)
+            self._report_activity()
 
-    def _execute(self, handle: JobHandle) -> Callable[[], None] | None:
+    def _try_admit(self, handle: JobHandle) -> bool:
+        """Start ``handle`` if it can start now; False leaves it waiting. Jobs that end at
+        once (loads, embeddings, exclusive work, errors) are finished here."""
         job = handle.job
-        if handle.cancelled:
-            handle._put(Finished("cancelled", Usage(), Timings(), job.model_id))
-            return
-        if isinstance(job, ExclusiveJob):
-            self.unload_all()
-            handle._put(ExclusiveResult(job.work()))
-            return None
-        embeddings = isinstance(job, EmbedJob)
-        model = self._model_for(job.model_id, embeddings)
-        if isinstance(job, EmbedJob):
-            vectors, used = [], 0
-            for text in job.inputs:
-                if handle.cancelled:
-                    return
-                vectors.append(model.embed(text))
-                used += len(model.tokenize(text))
-            handle._put(Embeddings(vectors, used, model.record.id))
-            return
+        if not isinstance(job, GenerateJob) or (job.tokens is not None and not job.tokens):
+            if self._running:
+                return False  # needs the worker to itself
+            self._activity(describe_job(job))
+            self._run_whole(handle)
+            return True
+        record = self._resolve(job.model_id)
+        resident = self._models.get((record.id, False))
+        if self._running and (resident is None or resident.record.fingerprint != record.fingerprint):
+            return False  # another model: after the running answers end
+        model = self._model_for(job.model_id, embeddings=False)
         prompt = self._prompt_tokens(model, job)
-        if not prompt and job.tokens is not None:
-            return  # a load-only job
-        cache = self.cache if job.use_cache else None
-        restore_s, reuse = 0.0, job.use_cache
-        if cache is not None:
-            started = time.perf_counter()
+        slot = model.pick_slot(prompt)
+        if slot is None:
+            return False  # every sequence is busy: the next free one takes it
+        if self.cache is not None and job.use_cache:
             try:
-                cache.restore(model, prompt, job.conversation_id)
+                self.cache.restore(model.slot_view(slot), prompt, job.conversation_id)
             except Exception:  # a cache fault costs a full prefill, never the answer
                 log.exception("restoring a saved prompt state failed; prefilling instead")
-                reuse = False
-            restore_s = time.perf_counter() - started
-        finished = None
-        for event in model.generate(prompt, job.sampling, handle.cancel_event, reuse_kv=reuse):
-            if isinstance(event, Finished):
-                finished = event
-                # Time spent restoring is part of the wait for the first token.
-                event.timings.ttft_s += restore_s
-                event.timings.prompt_s += restore_s
-            handle._put(event)
-        if cache is not None and finished is not None:
-            cache.reserve_save()
-            return lambda: cache.save(model, len(prompt), job.conversation_id, reserved=True)
-        return None
+                model.free_slot(slot)
+        sequence = model.open_sequence(prompt, job.sampling, handle.cancel_event, handle.submitted_at,
+                                       reuse_kv=job.use_cache, slot=slot)
+        self._running.append(_Running(handle, sequence, len(prompt), job.use_cache))
+        return True
+
+    def _step(self) -> None:
+        model = self._running[0].sequence.model
+        decoding = any(r.sequence.state == DECODE for r in self._running)
+        budget = self.prefill_chunk if decoding else model.options.batch_size
+        try:
+            model.step([r.sequence for r in self._running], budget)
+        except InglenookError as exc:
+            for running in self._running:
+                model.release(running.sequence)
+                running.handle._put(exc)
+                running.handle._put(_DONE)
+            self._running = []
+            self._report_activity()
+            return
+        for running in list(self._running):
+            for event in running.sequence.drain():
+                running.handle._put(event)
+            if running.sequence.done:
+                self._finish(model, running)
+
+    def _finish(self, model: LoadedModel, running: _Running) -> None:
+        self._running.remove(running)
+        model.release(running.sequence)
+        self._last_used[(model.record.id, False)] = time.monotonic()
+        running.handle._put(_DONE)
+        job = running.handle.job
+        assert isinstance(job, GenerateJob)
+        if self.cache is not None and running.use_cache:
+            # The answer is delivered; the state is copied out before the next step.
+            try:
+                self.cache.save(model.slot_view(running.sequence.slot), running.prompt_tokens, job.conversation_id)
+            except Exception:
+                log.exception("saving the prompt state failed")
+        self._report_activity()
+
+    def _report_activity(self) -> None:
+        self._activity("; ".join(describe_job(r.handle.job) for r in self._running))
+
+    def _run_whole(self, handle: JobHandle) -> None:
+        """A job that runs start to end on the worker: exclusive work, embeddings, a load."""
+        job = handle.job
+        try:
+            if handle.cancelled:
+                handle._put(Finished("cancelled", Usage(), Timings(), job.model_id))
+            elif isinstance(job, ExclusiveJob):
+                self.unload_all()
+                handle._put(ExclusiveResult(job.work()))
+            elif isinstance(job, EmbedJob):
+                model = self._model_for(job.model_id, embeddings=True)
+                vectors, used = [], 0
+                for text in job.inputs:
+                    if handle.cancelled:
+                        break
+                    vectors.append(model.embed(text))
+                    used += len(model.tokenize(text))
+                else:
+                    handle._put(Embeddings(vectors, used, model.record.id))
+            else:
+                self._model_for(job.model_id, embeddings=False)  # a load-only job
+        except InglenookError as exc:
+            handle._put(exc)
+        except Exception as exc:  # an engine bug (or the lab's) must not kill the worker
+            log.exception("job %d failed", handle.id)
+            handle._put(InglenookError(f"internal error: {exc.__class__.__name__}"))
+        handle._put(_DONE)
+        self._activity("")
 
     @staticmethod
     def _prompt_tokens(model: LoadedModel, job: GenerateJob) -> list[int]:
@@ -369,7 +464,7 @@ class Scheduler:
     def _load(self, record: ModelRecord, embeddings: bool) -> LoadedModel:
         options = self._load_options()
         if embeddings:
-            options = LoadOptions(**{**options.__dict__, "embeddings": True})
+            options = LoadOptions(**{**options.__dict__, "embeddings": True, "parallel": 1})
         self._notify(record.id, "loading", 0.0)
         self._activity(f"loading the model {record.id}")
         try:
@@ -378,7 +473,6 @@ class Scheduler:
             self._notify(record.id, "failed", str(exc))
             raise
         self._notify(record.id, "loaded", model)
-        self._activity(describe_job(self._current.job) if self._current is not None else "")
         return model
 
     def _unload(self, key: tuple[str, bool]) -> None:
@@ -390,7 +484,7 @@ class Scheduler:
             self._notify(key[0], "unloaded", None)
 
     def _unload_idle(self) -> None:
-        if self.idle_unload_s <= 0:
+        if self.idle_unload_s <= 0 or self._running:
             return
         now = time.monotonic()
         with self._lock:

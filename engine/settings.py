@@ -16,6 +16,12 @@ class Settings:
     threads: int = 0  # 0: one per physical core
     gpu_layers: int = -1  # -1: as many as fit (auto), 0: CPU only
     kv_cache_type: str = "f16"  # f16 | q8_0
+    # Answers one model works on at once (window, terminal and API share them), batched
+    # into one decode per step; they share one KV pool of context_size tokens.
+    parallel_sequences: int = 4
+    # Prompt tokens fed per step while other answers stream: small enough that a stream
+    # keeps flowing while a long prompt arrives (a 512-token chunk costs ~50 decode steps).
+    prefill_chunk: int = 64
     idle_unload_s: float = 600.0
     default_model: str | None = None
     models_dirs: list[str] = field(default_factory=list)  # extra folders scanned for GGUFs

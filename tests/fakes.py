@@ -1,4 +1,8 @@
-"""A fake loaded model that streams canned words: fast engine tests without a GGUF."""
+"""A fake loaded model that streams canned words: fast engine tests without a GGUF.
+
+It offers what the scheduler uses of a real ``LoadedModel``: sequences in slots, advanced
+together one ``step`` at a time (one word per sequence per step).
+"""
 
 from __future__ import annotations
 
@@ -8,8 +12,48 @@ from collections.abc import Iterator
 
 from inglenook.engine.errors import ContextLengthExceeded
 from inglenook.engine.registry import ModelRecord
-from inglenook.engine.runtime import Chunk, Finished, LoadOptions, Timings, Usage
+from inglenook.engine.runtime import Chunk, Finished, GenerationEvent, LoadOptions, Timings, Usage
 from inglenook.engine.sampling import SamplingParams
+from inglenook.engine.sequence import DECODE, DONE, PREFILL, KvSlot
+
+
+class FakeSequence:
+    def __init__(self, model: "FakeModel", slot: KvSlot, prompt: list[int], sampling: SamplingParams,
+                 cancel: threading.Event, started: float) -> None:
+        self.model = model
+        self.slot = slot
+        self.cancel = cancel
+        self.started = started
+        self.words = model.reply.split(" ")
+        self.limit = sampling.max_tokens or len(self.words)
+        self.usage = Usage(prompt_tokens=len(prompt))
+        self.state = PREFILL
+        self.events: list[GenerationEvent] = []
+
+    @property
+    def done(self) -> bool:
+        return self.state == DONE
+
+    def drain(self) -> list[GenerationEvent]:
+        events, self.events = self.events, []
+        return events
+
+    def advance(self) -> None:
+        self.state = DECODE
+        index = self.usage.completion_tokens
+        if self.cancel.is_set():
+            return self._finish("cancelled")
+        if index >= len(self.words):
+            return self._finish("stop")
+        if index >= self.limit:
+            return self._finish("length")
+        self.usage.completion_tokens += 1
+        word = self.words[index]
+        self.events.append(Chunk(word if index == 0 else " " + word, [index]))
+
+    def _finish(self, reason: str) -> None:
+        self.events.append(Finished(reason, self.usage, Timings(ttft_s=0.001, decode_s=0.01), self.model.record.id))
+        self.state = DONE
 
 
 class FakeModel:
@@ -24,6 +68,8 @@ class FakeModel:
         self.options = options
         self.n_ctx = options.context_size
         self.closed = False
+        self.slots = [KvSlot(i) for i in range(max(1, options.parallel))]
+        self.steps: list[list[int]] = []  # which slots each step advanced
         FakeModel.loads.append(record.id)
         if progress:
             progress(0.5)
@@ -36,27 +82,40 @@ class FakeModel:
         text = "".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>"
         return self.tokenize(text)
 
+    def pick_slot(self, prompt: list[int]) -> KvSlot | None:
+        return next((s for s in self.slots if not s.busy), None)
+
+    def open_sequence(self, prompt: list[int], sampling: SamplingParams, cancel: threading.Event, started: float,
+                      reuse_kv: bool = True, slot: KvSlot | None = None) -> FakeSequence:
+        if len(prompt) + (sampling.max_tokens or 1) > self.n_ctx:
+            raise ContextLengthExceeded("too long", len(prompt), self.n_ctx)
+        slot = slot or self.pick_slot(prompt)
+        assert slot is not None and not slot.busy
+        slot.busy = True
+        return FakeSequence(self, slot, prompt, sampling, cancel, started)
+
+    def step(self, sequences: list[FakeSequence], prefill_budget: int) -> None:
+        if self.step_delay_s:
+            time.sleep(self.step_delay_s)
+        self.steps.append([s.slot.seq_id for s in sequences if not s.done])
+        for sequence in sequences:
+            if not sequence.done:
+                sequence.advance()
+
+    def release(self, sequence: FakeSequence) -> None:
+        sequence.slot.busy = False
+
+    def free_slot(self, slot: KvSlot) -> None:
+        slot.kv_tokens = []
+
     def generate(
         self, prompt: list[int], sampling: SamplingParams, cancel: threading.Event | None = None, reuse_kv: bool = True
     ) -> Iterator[Chunk | Finished]:
-        if len(prompt) + (sampling.max_tokens or 1) > self.n_ctx:
-            raise ContextLengthExceeded("too long", len(prompt), self.n_ctx)
-        usage = Usage(prompt_tokens=len(prompt))
-        words = self.reply.split(" ")
-        limit = sampling.max_tokens or len(words)
-        reason = "stop"
-        for i, word in enumerate(words):
-            if cancel is not None and cancel.is_set():
-                reason = "cancelled"
-                break
-            if i >= limit:
-                reason = "length"
-                break
-            if self.step_delay_s:
-                time.sleep(self.step_delay_s)
-            usage.completion_tokens += 1
-            yield Chunk(word if i == 0 else " " + word, [i])
-        yield Finished(reason, usage, Timings(ttft_s=0.001, decode_s=0.01), self.record.id)
+        sequence = self.open_sequence(prompt, sampling, cancel or threading.Event(), time.perf_counter())
+        while not sequence.done:
+            self.step([sequence], self.options.batch_size)
+            yield from sequence.drain()
+        self.release(sequence)
 
     def embed(self, text: str) -> list[float]:
         return [float(len(text)), 1.0]

@@ -1,0 +1,190 @@
+"""One request's generation inside a shared llama.cpp context, and one sequence id's KV.
+
+``KvSlot`` is what a llama.cpp sequence id holds: the tokens whose KV entries it has, and
+how many of those were prefilled (only those are reused and saved; see ``prefilled``).
+``Sequence`` is one job's progress through a slot: the prompt tokens still to prefill, its
+own sampler chain and grammar, stop strings, UTF-8 stream, budget, timings and cancel
+event. The context (``LoadedModel.step``) advances every active sequence with one
+``llama_decode``; each sequence turns the logits of its rows into events.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from .native_sampler import NativeSampler
+from .sampling import SamplingParams
+from .textstream import TextStream
+
+if TYPE_CHECKING:
+    from .runtime import Chunk, Finished, GenerationEvent, LoadedModel, TokenLogprob, Usage
+
+PREFILL = "prefill"
+DECODE = "decode"
+DONE = "done"
+
+
+@dataclass
+class KvSlot:
+    seq_id: int
+    kv_tokens: list[int] = field(default_factory=list)
+    # How many leading kv_tokens were computed by prompt prefill in batches of two or more
+    # tokens. Only those are reused: llama.cpp's CPU kernels compute a one-token batch
+    # (every decode step) slightly differently, so KV written by decode steps would make
+    # a continuation drift from what a full prefill of the same prompt produces.
+    prefilled: int = 0
+    busy: bool = False
+    last_used: float = 0.0
+
+
+class Sequence:
+    """A job's generation state; created by ``LoadedModel.open_sequence``."""
+
+    def __init__(self, model: "LoadedModel", slot: KvSlot, prompt: list[int], sampling: SamplingParams,
+                 budget: int, cancel: threading.Event, started: float, cached_tokens: int) -> None:
+        from .runtime import Timings, Usage  # noqa: PLC0415 — the event types live with the model
+
+        self.model = model
+        self.slot = slot
+        self.sampling = sampling
+        self.budget = budget
+        self.cancel = cancel
+        self.started = started
+        self.admitted = time.perf_counter()
+        self.usage: Usage = Usage(prompt_tokens=len(prompt), cached_tokens=cached_tokens)
+        self.timings: Timings = Timings()
+        self.pending = prompt[cached_tokens:]  # prompt tokens not yet in the KV cache
+        self.state = PREFILL
+        self.feed: int | None = None  # the token to decode next step
+        self.events: list[GenerationEvent] = []
+        self.sampler = NativeSampler(model._lib, model._vocab, model.n_vocab, sampling)
+        self._stream = TextStream(sampling.stop)
+        self._want_logprobs = sampling.logprobs is not None
+        self._pending_ids: list[int] = []
+        self._pending_lp: list[TokenLogprob] = []
+        self._first_token_at = 0.0
+
+    @property
+    def seq_id(self) -> int:
+        return self.slot.seq_id
+
+    @property
+    def done(self) -> bool:
+        return self.state == DONE
+
+    def drain(self) -> list["GenerationEvent"]:
+        events, self.events = self.events, []
+        return events
+
+    # -- called by the context around each decode -------------------------------------
+
+    def take_prefill(self, budget: int) -> list[int]:
+        """The next prompt chunk, at most ``budget`` tokens, never leaving a one-token tail."""
+        take = min(budget, len(self.pending))
+        if len(self.pending) - take == 1:
+            # A one-token batch computes KV differently (see KvSlot.prefilled): take the last
+            # two together, one past the budget if need be.
+            take = take - 1 if take > 2 else take + 1
+        chunk, self.pending = self.pending[:take], self.pending[take:]
+        return chunk
+
+    def prefilled(self, chunk: list[int]) -> None:
+        """``chunk`` is in the KV cache now."""
+        slot = self.slot
+        contiguous = len(slot.kv_tokens) == slot.prefilled
+        slot.kv_tokens.extend(chunk)
+        if contiguous and len(chunk) >= 2:
+            slot.prefilled = len(slot.kv_tokens)
+
+    def check_cancel(self) -> bool:
+        if self.cancel.is_set() and not self.done:
+            self._finish("cancelled")
+            return True
+        return False
+
+    def on_logits(self, index: int) -> None:
+        """Sample from the logits of batch row ``index`` and stream what it makes."""
+        model = self.model
+        if self.state == PREFILL:
+            self.timings.prompt_s = time.perf_counter() - self.admitted
+            self.state = DECODE
+        logits = model._logits_at(index) if self._want_logprobs else None
+        token = self.sampler.sample(model._ctx, index)
+        if self.usage.completion_tokens == 0:
+            self._first_token_at = time.perf_counter()
+            self.timings.ttft_s = self._first_token_at - self.started
+        if model.is_end_of_generation(token):
+            self._finish("stop")
+            return
+        self.usage.completion_tokens += 1
+        self._pending_ids.append(token)
+        if logits is not None:
+            self._pending_lp.append(model._logprob_entry(logits, token, self.sampling.logprobs or 0))
+        result = self._stream.feed(model.token_bytes(token))
+        if result.text:
+            self._emit_chunk(result.text)
+        if result.stopped:
+            self._finish("stop", stopped_by_string=True)
+        elif self.usage.completion_tokens >= self.budget:
+            self._finish("length")
+        else:
+            self.feed = token
+
+    def decoded_feed(self) -> None:
+        """The fed token's KV entry now exists."""
+        assert self.feed is not None
+        self.slot.kv_tokens.append(self.feed)
+        self.feed = None
+
+    # -- finishing --------------------------------------------------------------------
+
+    def _emit_chunk(self, text: str) -> None:
+        from .runtime import Chunk  # noqa: PLC0415
+
+        self.events.append(Chunk(text, self._pending_ids, self._pending_lp if self._want_logprobs else None))
+        self._pending_ids, self._pending_lp = [], []
+
+    def _finish(self, reason: str, stopped_by_string: bool = False) -> None:
+        from .runtime import Chunk, Finished  # noqa: PLC0415
+
+        if self.state == PREFILL:
+            self.timings.prompt_s = time.perf_counter() - self.admitted
+        # Text held back as a possible stop-string start is real output unless a stop string hit.
+        tail = "" if stopped_by_string else self._stream.flush()
+        if tail or self._pending_ids:
+            self.events.append(Chunk(tail, self._pending_ids, self._pending_lp if self._want_logprobs else None))
+        if self._first_token_at:
+            self.timings.decode_s = time.perf_counter() - self._first_token_at
+        self.events.append(Finished(reason, self.usage, self.timings, self.model.record.id))
+        self.state = DONE
+        self.feed = None
+        self.sampler.free()
+
+
+class SlotView:
+    """One sequence id of a loaded model, as the prefix cache sees a model: its resident
+    tokens, its state key, and export/import of its KV state."""
+
+    def __init__(self, model: "LoadedModel", slot: KvSlot) -> None:
+        self.model = model
+        self.slot = slot
+        self.record = model.record
+        self.n_ctx = model.n_ctx
+        self.n_swa = model.n_swa
+
+    @property
+    def kv_tokens(self) -> list[int]:
+        return self.slot.kv_tokens
+
+    def state_key(self) -> str:
+        return self.model.state_key()
+
+    def export_sequence(self, limit=None, destination=None):  # noqa: ANN001, ANN201 — LoadedModel's signature
+        return self.model.export_sequence(limit, destination, seq_id=self.slot.seq_id)
+
+    def import_sequence(self, tokens: list[int], payload, keep: int) -> int:  # noqa: ANN001
+        return self.model.import_sequence(tokens, payload, keep, seq_id=self.slot.seq_id)
+

@@ -1,0 +1,164 @@
+"""Several answers at once in one context, with the real starter model.
+
+The guarantee tested here: with per-sequence KV streams, a greedy answer is the same token
+for token whether it ran alone or beside seven others, in whichever slot it landed.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from inglenook.engine.core import Engine
+from inglenook.engine.runtime import Chunk, Finished
+from inglenook.engine.sampling import SamplingParams
+from inglenook.engine.scheduler import GenerateJob, JobHandle
+from tests.integration.test_cli import STARTER
+
+GREEDY = SamplingParams(temperature=0.0, max_tokens=24)
+TOPICS = ["foxes", "rivers", "bread", "clocks", "owls", "ships", "glass", "snow"]
+
+
+@pytest.fixture()
+def engine(home) -> Iterator[Engine]:  # noqa: ANN001 — home: the per-test INGLENOOK_HOME
+    with Engine() as engine:
+        engine.update_settings(parallel_sequences=8, context_size=1024, prefill_chunk=32)
+        yield engine
+
+
+def ask(engine: Engine, topic: str, sampling: SamplingParams = GREEDY, **job: object) -> JobHandle:
+    messages = [{"role": "user", "content": f"Tell me one fact about {topic}."}]
+    return engine.scheduler.submit(GenerateJob(STARTER, sampling=sampling, messages=messages, use_cache=False, **job))
+
+
+def test_greedy_answers_are_the_same_alone_and_beside_seven_others(engine: Engine) -> None:
+    alone = {topic: ask(engine, topic).result()[0] for topic in TOPICS[:3]}
+    together = [ask(engine, topic) for topic in TOPICS]
+    texts = {topic: handle.result()[0] for topic, handle in zip(TOPICS, together)}
+    for topic in alone:
+        assert texts[topic] == alone[topic], topic
+    # Eight streams, eight different answers: nothing mixed between them.
+    assert len(set(texts.values())) == len(TOPICS)
+    model = engine.scheduler.loaded_models()[0]
+    assert len(model.slots) == 8 and not any(slot.busy for slot in model.slots)
+
+
+def test_cancels_mid_stream_free_their_slots_and_the_rest_finish(engine: Engine) -> None:
+    long = SamplingParams(temperature=0.0, max_tokens=200)
+    handles = [ask(engine, topic, long) for topic in TOPICS]
+    results: dict[int, list[object]] = {}
+
+    def read(index: int, handle: JobHandle) -> None:
+        events = []
+        for event in handle:
+            events.append(event)
+            if index % 2 == 0 and sum(isinstance(e, Chunk) for e in events) == 3:
+                handle.cancel()  # a Stop button, or a client that went away
+        results[index] = events
+
+    readers = [threading.Thread(target=read, args=(i, h)) for i, h in enumerate(handles)]
+    for reader in readers:
+        reader.start()
+    for reader in readers:
+        reader.join(timeout=300)
+    for index, events in results.items():
+        finished = events[-1]
+        assert isinstance(finished, Finished)
+        assert finished.finish_reason in (("cancelled",) if index % 2 == 0 else ("stop", "length"))
+    assert len(results) == len(TOPICS)
+    # The slots are free and reusable: a new answer matches the one it gives alone.
+    again = ask(engine, "foxes").result()[0]
+    assert again == ask(engine, "foxes").result()[0]
+
+
+def test_a_long_prompt_enters_in_chunks_while_a_stream_keeps_flowing(engine: Engine) -> None:
+    order: list[str] = []
+    lock = threading.Lock()
+    streaming = ask(engine, "rivers", SamplingParams(temperature=0.0, max_tokens=120))
+    first = next(iter(streaming))  # the first stream is decoding
+    assert isinstance(first, Chunk)
+    long_text = " ".join(f"Line {i}: the quick brown fox jumps over the lazy dog." for i in range(40))
+    late = engine.scheduler.submit(GenerateJob(
+        STARTER, sampling=SamplingParams(temperature=0.0, max_tokens=4), use_cache=False,
+        messages=[{"role": "user", "content": long_text + "\nSummarise that."}]))
+
+    def read(name: str, handle: JobHandle) -> None:
+        for event in handle:
+            if isinstance(event, Chunk):
+                with lock:
+                    order.append(name)
+
+    readers = [threading.Thread(target=read, args=("stream", streaming)),
+               threading.Thread(target=read, args=("long", late))]
+    for reader in readers:
+        reader.start()
+    for reader in readers:
+        reader.join(timeout=300)
+    assert "long" in order
+    # The long prompt (~600 tokens) took many 32-token steps; the stream went on meanwhile.
+    assert order.index("long") >= 5, order
+
+
+def test_a_chat_turn_is_admitted_before_queued_api_requests(engine: Engine) -> None:
+    engine.update_settings(parallel_sequences=1)
+    engine.scheduler.unload_all()
+    busy = ask(engine, "owls", SamplingParams(temperature=0.0, max_tokens=40))
+    next(iter(busy))  # the only slot is taken
+    api = ask(engine, "ships")
+    conversation = engine.chats.new_conversation(model_id=STARTER)
+    chat = ask(engine, "glass", conversation_id=conversation.id)
+    finished_at: dict[str, float] = {}
+
+    def wait(name: str, handle: JobHandle) -> None:
+        handle.result()
+        finished_at[name] = time.perf_counter()
+
+    waiters = [threading.Thread(target=wait, args=(n, h)) for n, h in (("api", api), ("chat", chat))]
+    for waiter in waiters:
+        waiter.start()
+    busy.result()
+    for waiter in waiters:
+        waiter.join(timeout=300)
+    assert finished_at["chat"] < finished_at["api"]
+
+
+def test_time_to_first_token_counts_the_wait_in_the_queue(engine: Engine) -> None:
+    engine.update_settings(parallel_sequences=1)
+    engine.scheduler.unload_all()
+    ask(engine, "snow").result()  # loaded
+    started = time.perf_counter()
+    busy = ask(engine, "owls", SamplingParams(temperature=0.0, max_tokens=60))
+    queued = ask(engine, "ships", SamplingParams(temperature=0.0, max_tokens=4))
+    busy.result()
+    waited = time.perf_counter() - started
+    _, finished = queued.result()
+    assert finished.timings.ttft_s >= waited * 0.9  # not just its own prefill
+
+
+def test_a_conversation_restored_into_another_sequence_answers_as_a_full_prefill(home) -> None:  # noqa: ANN001
+    question = [{"role": "user", "content": "Name three rivers in Europe and say one thing about each."}]
+    with Engine() as first:
+        first.update_settings(parallel_sequences=4, context_size=1024)
+        conversation = first.chats.new_conversation(model_id=STARTER).id
+        answer, _ = first.scheduler.submit(GenerateJob(STARTER, sampling=GREEDY, messages=question,
+                                                       conversation_id=conversation)).result()
+    follow_up = question + [{"role": "assistant", "content": answer},
+                            {"role": "user", "content": "Which of them is the longest?"}]
+    with Engine() as restarted:  # a new process would see the same: the state comes from disk
+        busy = ask(restarted, "ships", SamplingParams(temperature=0.0, max_tokens=60))
+        next(iter(busy))  # sequence 0 is taken, so the conversation lands in another one
+        restored = restarted.scheduler.submit(GenerateJob(STARTER, sampling=GREEDY, messages=follow_up,
+                                                          conversation_id=conversation))
+        text, finished = restored.result()
+        busy.result()
+        model = restarted.scheduler.loaded_models()[0]
+        assert finished.usage.cached_tokens > 0
+        prompt = model.chat_tokens(follow_up)
+        holder = max(model.slots, key=lambda slot: model.reusable_prefix(prompt, slot))
+        assert holder.seq_id != 0 and model.reusable_prefix(prompt, holder) > 0
+        full, _ = restarted.scheduler.submit(GenerateJob(STARTER, sampling=GREEDY, messages=follow_up,
+                                                         use_cache=False)).result()
+        assert text == full
