@@ -145,10 +145,6 @@ class ActiveChat(QObject):
                 self.conversation = conversation
                 self.page.title_label.setText(conversation.title or "New chat")
 
-    def hidden(self, conversation_id: int) -> None:
-        if conversation_id == self.current_id:
-            self.new_chat()
-
     # == sending ========================================================================
 
     def _busy(self) -> bool:

@@ -109,7 +109,7 @@ class MainWindow(QMainWindow):
         s.page_requested.connect(self.show_page)
         conversations.listed.connect(active.listed)
         conversations.latest.connect(self.open_conversation)
-        conversations.hidden.connect(active.hidden)
+        conversations.hidden.connect(self._hidden)
         conversations.renamed.connect(active.conversation_updated)
         conversations.notice.connect(lambda text: self.statusBar().showMessage(text, 5000))
         active.current_changed.connect(conversations.set_current)
@@ -174,6 +174,11 @@ class MainWindow(QMainWindow):
     def send(self, text: str) -> None:
         """Send ``text`` in the open chat, as the composer does (scripts and benchmarks)."""
         self.active.send(text)
+
+    def _hidden(self, conversation_id: int) -> None:
+        """A deleted chat (Undo may still bring it back) leaves the screen for a new one."""
+        if conversation_id == self.active.current_id:
+            self.new_chat()
 
     def focus_search(self) -> None:
         self.show_page("chat")

@@ -18,7 +18,7 @@ ANSWER_TIMEOUT_MS = 180_000
 
 @pytest.fixture
 def engine(home, smollm2_path):  # noqa: ANN001, ANN201 — home: the per-test INGLENOOK_HOME
-    from inglenook.engine.core import Engine
+    from inglenook.engine import Engine
 
     engine = Engine()
     yield engine

@@ -127,7 +127,7 @@ def test_switching_chats_while_an_answer_streams(qtbot, window) -> None:
 
 
 def test_close_and_reopen_finds_everything(qtbot, qapp, home, smollm2_path) -> None:
-    from inglenook.engine.core import Engine
+    from inglenook.engine import Engine
     from inglenook.app.window import MainWindow
 
     engine = Engine()

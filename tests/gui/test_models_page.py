@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from inglenook.engine.registry import ModelRecord
+from inglenook.engine import ModelRecord
 from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 
@@ -242,7 +242,7 @@ def test_download_errors_are_titled_by_their_cause() -> None:
 
     import httpx
     from inglenook.app import errors as app_errors
-    from inglenook.engine.errors import DownloadError
+    from inglenook.engine import DownloadError
 
     def caused(cause: BaseException) -> DownloadError:
         try:

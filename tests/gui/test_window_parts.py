@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QApplication
 from inglenook.app import errors as app_errors
 from inglenook.app.markdown import split_segments
 from inglenook.app.markdown_view import CodeBlock, RichText
-from inglenook.engine.errors import ContextLengthExceeded, ModelLoadError, ModelNotFound, PortInUse
+from inglenook.engine import ContextLengthExceeded, ModelLoadError, ModelNotFound, PortInUse
 
 from .conftest import ANSWER_TIMEOUT_MS, new_chat, type_and_send, wait_answer
 
@@ -129,7 +129,7 @@ def test_markdown_renders_tables_lists_links_quotes_and_code(qtbot, window) -> N
         "| a | b |\n|---|---|\n| 1 | 2 |\n\n```python\ndef f():\n    return 1\n```\nAfter."
     )
     assert [s.kind for s in split_segments(text)] == ["text", "code", "text"]
-    from inglenook.engine.store import Message
+    from inglenook.engine import Message
 
     widget = window.view.add_message(Message(id=1, conversation_id=1, role="assistant", content=text))
     parts = widget.body._widgets
@@ -159,7 +159,7 @@ def test_streaming_code_fence_stays_in_place(qtbot, window) -> None:
 
 
 def test_auto_scroll_follows_until_the_user_scrolls_up(qtbot, window) -> None:
-    from inglenook.engine.store import Message
+    from inglenook.engine import Message
 
     window.view.set_messages([
         Message(id=i, conversation_id=1, role="user" if i % 2 else "assistant", content=f"Message {i}\n\n" + "words " * 80)
@@ -281,7 +281,7 @@ def test_run_app_opens_the_window_with_the_api_beside_it(qtbot, qapp, home, smol
 
     from inglenook.app.main import run_app
     from inglenook.app.window import MainWindow
-    from inglenook.engine.core import Engine
+    from inglenook.engine import Engine
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -352,7 +352,7 @@ def test_about_page_shows_the_doctor_report_and_copies_it(qtbot, window) -> None
 
 
 def test_a_crash_in_the_last_run_is_reported_with_its_log(qtbot, window, tmp_path) -> None:
-    from inglenook.engine.crashguard import LastCrash  # noqa: PLC0415
+    from inglenook.engine import LastCrash  # noqa: PLC0415
 
     log = tmp_path / "fault-42.log"
     log.write_text("Fatal Python error: Illegal instruction\n")
