@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from .api_errors import error_body, error_for
 from .api_requests import GenerationPlan
-from .api_runs import Run
+from .api_runs import Run, interleaved
 from .protocol import (
     AssistantMessage,
     ChatChoice,
@@ -158,15 +158,18 @@ async def chat_stream(
         ))
 
     try:
-        for index, run in enumerate(runs):
-            want_logprobs = plan.jobs[index].sampling.logprobs is not None
-            held = ToolCallFilter(plan.tools, parallel_calls) if plan.tools is not None else None
+        holds = [ToolCallFilter(plan.tools, parallel_calls) if plan.tools is not None else None for _ in runs]
+        for index in range(len(runs)):
             yield chunk(index, ChoiceDelta(role="assistant", content=""))
-            async for piece in run.chunks():
+        async for index, piece in interleaved(runs):
+            held = holds[index]
+            if piece is not None:
+                want_logprobs = plan.jobs[index].sampling.logprobs is not None
                 text = held.feed(piece.text) if held is not None else piece.text
                 logprobs = chat_logprobs(piece.logprobs) if want_logprobs and piece.logprobs else None
                 if text or logprobs is not None:
                     yield chunk(index, ChoiceDelta(content=text), logprobs=logprobs)
+                continue
             calls, rest = held.finish() if held is not None else ([], "")
             if rest:
                 yield chunk(index, ChoiceDelta(content=rest))
@@ -175,7 +178,7 @@ async def chat_stream(
                 yield chunk(index, ChoiceDelta(tool_calls=[opening]))
                 arguments = DeltaToolCall(index=n, function=DeltaFunctionCall(arguments=call.function.arguments))
                 yield chunk(index, ChoiceDelta(tool_calls=[arguments]))
-            yield chunk(index, ChoiceDelta(), reason="tool_calls" if calls else run.finish_reason)
+            yield chunk(index, ChoiceDelta(), reason="tool_calls" if calls else runs[index].finish_reason)
         if include_usage:
             yield sse(ChatCompletionChunk(
                 id=meta.id, created=meta.created, model=meta.model, choices=[],
@@ -229,15 +232,18 @@ async def completion_stream(plan: GenerationPlan, runs: Sequence[Run], meta: Met
         return sse(Completion(id=meta.id, created=meta.created, model=meta.model, choices=[choice], system_fingerprint=meta.fingerprint))
 
     try:
-        for index, run in enumerate(runs):
+        offsets = []
+        for index in range(len(runs)):
             echo = plan.echo_prompts[index // plan.n] if plan.echo_prompts else ""
-            offsets = OffsetLogprobs(len(echo)) if plan.jobs[index].sampling.logprobs is not None else None
+            offsets.append(OffsetLogprobs(len(echo)) if plan.jobs[index].sampling.logprobs is not None else None)
             if echo:
                 yield chunk(index, echo)
-            async for piece in run.chunks():
-                logprobs = offsets.convert(piece.logprobs or []) if offsets is not None else None
-                yield chunk(index, piece.text, logprobs=logprobs)
-            yield chunk(index, "", reason=run.finish_reason)
+        async for index, piece in interleaved(runs):
+            if piece is None:
+                yield chunk(index, "", reason=runs[index].finish_reason)
+                continue
+            logprobs = offsets[index].convert(piece.logprobs or []) if offsets[index] is not None else None
+            yield chunk(index, piece.text, logprobs=logprobs)
         if include_usage:
             yield sse(Completion(
                 id=meta.id, created=meta.created, model=meta.model, choices=[],

@@ -164,3 +164,33 @@ async def cancelled_on_disconnect(request: Request, runs: Sequence[Run]) -> Asyn
         watcher.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await watcher
+
+
+async def interleaved(runs: Sequence[Run]) -> AsyncIterator[tuple[int, Chunk | None]]:
+    """Chunks of several runs as they arrive: ``(index, chunk)``, and ``(index, None)`` when
+    run ``index`` has ended. The engine decodes ``n > 1`` choices side by side, so their
+    streams interleave instead of arriving one after another."""
+    send, receive = anyio.create_memory_object_stream[tuple[int, Chunk | None, BaseException | None]](len(runs) * 4)
+
+    async def pump(index: int, run: Run) -> None:
+        try:
+            async for chunk in run.chunks():
+                await send.send((index, chunk, None))
+            await send.send((index, None, None))
+        except Exception as exc:  # noqa: BLE001 — handed to the reader, which raises it
+            await send.send((index, None, exc))
+
+    async with anyio.create_task_group() as group:
+        for index, run in enumerate(runs):
+            group.start_soon(pump, index, run)
+        remaining = len(runs)
+        try:
+            while remaining:
+                index, chunk, error = await receive.receive()
+                if error is not None:
+                    raise error
+                if chunk is None:
+                    remaining -= 1
+                yield index, chunk
+        finally:
+            group.cancel_scope.cancel()

@@ -19,6 +19,7 @@ that shapes the binary (version, flags, variant list, compiler, platform).
     python scripts/llama_build.py install [--cuda] [--python VENV_PYTHON]
     python scripts/llama_build.py wheel [--cuda]          # print the wheel's path
     python scripts/llama_build.py llama-bench [--cuda]    # print llama-bench's path
+    python scripts/llama_build.py llama-server [--cuda]   # print llama-server's path
     python scripts/llama_build.py info                    # the recipe as JSON
 
 Environment: INGLENOOK_BUILD_CACHE moves the cache folder; CUDA_ARCHITECTURES overrides
@@ -286,25 +287,27 @@ def install(cuda: bool, python: str) -> None:
     log(f"installed {wheel.name} into {python}")
 
 
-def build_llama_bench(cuda: bool) -> Path:
-    """llama-bench from the same CMake tree, so it runs the very objects the engine runs."""
+def build_tool(cuda: bool, target: str) -> Path:
+    """A llama.cpp tool (llama-bench, llama-server) from the same CMake tree, so it runs the
+    very objects the engine runs."""
     folder, _spec, _key = work_dir(cuda)
     if not (folder / "cmake" / "CMakeCache.txt").exists():
         shutil.rmtree(folder / "wheel", ignore_errors=True)  # rebuild to get the tree back
         build_wheel(cuda)
     tree = folder / "cmake"
-    binary = tree / "bin" / "llama-bench"
+    binary = tree / "bin" / target
     if not binary.exists():
         subprocess.run(["cmake", "-S", str(folder / "src"), "-B", str(tree), "-DLLAMA_BUILD_TOOLS=ON",
-                        "-DLLAMA_BUILD_SERVER=OFF", "-Wno-dev"], check=True, stdout=subprocess.DEVNULL)
-        subprocess.run(["cmake", "--build", str(tree), "--target", "llama-bench", "-j", str(os.cpu_count() or 2)],
+                        f"-DLLAMA_BUILD_SERVER={'ON' if target == 'llama-server' else 'OFF'}", "-Wno-dev"],
+                       check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(["cmake", "--build", str(tree), "--target", target, "-j", str(os.cpu_count() or 2)],
                        check=True, stdout=subprocess.DEVNULL)
     return binary
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("action", choices=["install", "wheel", "llama-bench", "info"])
+    parser.add_argument("action", choices=["install", "wheel", "llama-bench", "llama-server", "info"])
     parser.add_argument("--cuda", action="store_true", help="also build the CUDA backend module")
     parser.add_argument("--python", default=sys.executable, help="the interpreter to install into")
     args = parser.parse_args()
@@ -312,8 +315,8 @@ def main() -> int:
         install(args.cuda, args.python)
     elif args.action == "wheel":
         print(build_wheel(args.cuda))
-    elif args.action == "llama-bench":
-        print(build_llama_bench(args.cuda))
+    elif args.action in ("llama-bench", "llama-server"):
+        print(build_tool(args.cuda, args.action))
     else:
         folder, spec, key = work_dir(args.cuda)
         print(json.dumps(dict(spec, key=key, folder=str(folder)), indent=2))

@@ -153,3 +153,25 @@ def test_default_token_cap_applies_when_the_client_sets_none(engine: Engine) -> 
         assert server.active_requests == 0
     finally:
         server.stop()
+
+
+def test_n_choices_stream_side_by_side(server: ApiServer) -> None:
+    """n=3 choices are decoded in one batch, so their chunks interleave in the stream."""
+    body = {**chat_body("Write a short poem about the sea."), "n": 3, "temperature": 0.9, "seed": 7,
+            "max_tokens": 40, "stream": True}
+    with httpx.stream("POST", server.url + "/chat/completions", json=body, timeout=600) as response:
+        assert response.status_code == 200
+        lines = [line for line in response.iter_lines() if line.startswith("data: {")]
+    order, texts, reasons = [], {0: "", 1: "", 2: ""}, {}
+    for line in lines:
+        choice = json.loads(line.removeprefix("data: "))["choices"][0]
+        content = choice["delta"].get("content")
+        if content:
+            order.append(choice["index"])
+            texts[choice["index"]] += content
+        if choice["finish_reason"]:
+            reasons[choice["index"]] = choice["finish_reason"]
+    assert set(reasons) == {0, 1, 2} and all(texts.values())
+    first_of_last = order.index(2)
+    last_of_first = len(order) - 1 - order[::-1].index(0)
+    assert first_of_last < last_of_first, order  # not one choice after another

@@ -1,0 +1,158 @@
+"""Batching through the real HTTP API: aggregate decode tok/s at 1, 2, 4 and 8 streams.
+
+Starts ``inglenook serve`` (8 sequences) and, with ``--llama-server PATH`` (``python
+scripts/llama_build.py llama-server`` builds it from the same CMake tree as the engine's
+library), llama.cpp's own server with ``-np 8``; sends the same streaming chat requests to
+both, interleaved level by level (temperature 0, 128 tokens each, end-of-text banned so
+every stream runs its full length). Prints JSON with the ratios to one stream.
+
+    python benchmarks/batching.py [--llama-server PATH] [--tokens 128] [--levels 1,2,4,8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+from inglenook.engine.core import Engine
+from inglenook.engine.paths import Paths
+from inglenook.engine.starter import find_starter_model
+
+TOPICS = ["foxes", "rivers", "bread", "clocks", "owls", "ships", "glass", "snow"]
+SEQUENCES = 8
+CONTEXT_PER_SEQUENCE = 1024
+# SmolLM2's end-of-text tokens: banned, so every stream decodes exactly --tokens tokens.
+BANNED = {"0": -100, "1": -100, "2": -100}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_ready(url: str, process: subprocess.Popen, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"the server at {url} exited with {process.returncode}")
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    raise SystemExit(f"the server at {url} did not become ready")
+
+
+def start_ours(home: Path) -> tuple[str, subprocess.Popen]:
+    with Engine(Paths.under(home)) as engine:
+        engine.update_settings(parallel_sequences=SEQUENCES, context_size=CONTEXT_PER_SEQUENCE, cache_budget_mb=0)
+    port = free_port()
+    env = {**os.environ, "INGLENOOK_HOME": str(home)}
+    process = subprocess.Popen([sys.executable, "-m", "inglenook", "serve", "--port", str(port)], env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return f"http://127.0.0.1:{port}", process
+
+
+def start_llama_server(binary: Path, model: Path, threads: int) -> tuple[str, subprocess.Popen]:
+    port = free_port()
+    process = subprocess.Popen(
+        [str(binary), "-m", str(model), "--port", str(port), "-np", str(SEQUENCES),
+         "-c", str(SEQUENCES * CONTEXT_PER_SEQUENCE), "-t", str(threads), "-ngl", "0", "-fa", "off",
+         "--no-webui"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    return f"http://127.0.0.1:{port}", process
+
+
+def one_stream(url: str, model: str, topic: str, tokens: int, out: list[dict]) -> None:
+    body = {
+        "model": model, "stream": True, "temperature": 0, "max_tokens": tokens, "logit_bias": BANNED,
+        "messages": [{"role": "user", "content": f"Write a long story about {topic}."}],
+    }
+    sent = time.perf_counter()
+    first = None
+    pieces = 0
+    with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=600) as response:
+        response.raise_for_status()
+        for line in response.iter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            chunk = json.loads(line[6:])
+            if chunk.get("choices") and chunk["choices"][0].get("delta", {}).get("content"):
+                pieces += 1
+                if first is None:
+                    first = time.perf_counter()
+    out.append({"ttft_s": (first or sent) - sent, "ended": time.perf_counter(), "pieces": pieces})
+
+
+def load(url: str, model: str, streams: int, tokens: int) -> dict[str, float]:
+    results: list[dict] = []
+    threads = [threading.Thread(target=one_stream, args=(url, model, TOPICS[i % len(TOPICS)], tokens, results))
+               for i in range(streams)]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    wall = max(r["ended"] for r in results) - started
+    return {"aggregate_tok_s": round(streams * tokens / wall, 1), "wall_s": round(wall, 2),
+            "mean_ttft_s": round(sum(r["ttft_s"] for r in results) / len(results), 3)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--llama-server", type=Path)
+    parser.add_argument("--tokens", type=int, default=128)
+    parser.add_argument("--levels", default="1,2,4,8")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 2)
+    args = parser.parse_args()
+    levels = [int(x) for x in args.levels.split(",")]
+    model_path = find_starter_model()
+    servers = {}
+    with tempfile.TemporaryDirectory() as home:
+        servers["inglenook"] = (*start_ours(Path(home)), "smollm2")
+        if args.llama_server:
+            servers["llama_server"] = (*start_llama_server(args.llama_server, model_path, args.threads), "model")
+        try:
+            for url, process, model in servers.values():
+                wait_ready(url, process)
+                load(url, model, 1, 8)  # warm up: the model is loaded and paged in
+            result: dict[str, object] = {"model": model_path.name, "tokens_per_stream": args.tokens,
+                                         "sequences": SEQUENCES}
+            table: dict[str, dict[str, dict[str, float]]] = {name: {} for name in servers}
+            for level in levels:  # interleaved, so machine noise hits both alike
+                for name, (url, _process, model) in servers.items():
+                    table[name][str(level)] = load(url, model, level, args.tokens)
+            for name, rows in table.items():
+                base = rows[str(levels[0])]["aggregate_tok_s"]
+                for row in rows.values():
+                    row["speedup_vs_1"] = round(row["aggregate_tok_s"] / base, 2)
+                result[name] = rows
+            if "llama_server" in table:
+                result["ours_vs_llama_server"] = {
+                    level: round(table["inglenook"][level]["aggregate_tok_s"] / table["llama_server"][level]["aggregate_tok_s"], 3)
+                    for level in table["inglenook"]
+                }
+        finally:
+            for _url, process, _model in servers.values():
+                process.terminate()
+                process.wait(timeout=30)
+    json.dump(result, sys.stdout, indent=2)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
