@@ -393,13 +393,17 @@ class Scheduler:
         self._running.remove(running)
         model.release(running.sequence)
         self._last_used[(model.record.id, False)] = time.monotonic()
-        running.handle._put(_DONE)
         job = running.handle.job
         assert isinstance(job, GenerateJob)
-        if self.cache is not None and running.use_cache:
+        saving = self.cache is not None and running.use_cache
+        if saving:
+            self.cache.reserve_save()  # a flush() from now on waits for this state
+        running.handle._put(_DONE)
+        if saving:
             # The answer is delivered; the state is copied out before the next step.
             try:
-                self.cache.save(model.slot_view(running.sequence.slot), running.prompt_tokens, job.conversation_id)
+                self.cache.save(model.slot_view(running.sequence.slot), running.prompt_tokens, job.conversation_id,
+                                reserved=True)
             except Exception:
                 log.exception("saving the prompt state failed")
         self._report_activity()
