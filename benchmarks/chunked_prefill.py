@@ -30,7 +30,7 @@ STREAM = SamplingParams(temperature=0.0, max_tokens=400, logit_bias={0: -100.0, 
 
 def long_prompt(tokens: int) -> str:
     line = "Item {i}: a fox, a river, a loaf of bread and a clock sat in a row. "
-    return "".join(line.format(i=i) for i in range(tokens // 20)) + "\nWhich item came first?"
+    return "".join(line.format(i=i) for i in range(tokens // 23)) + "\nWhich item came first?"
 
 
 def stream_alone(engine: Engine) -> float:
@@ -71,7 +71,7 @@ def main() -> int:
     args = parser.parse_args()
     result: dict[str, object] = {"prompt_tokens_requested": args.prompt_tokens}
     with tempfile.TemporaryDirectory() as home, Engine(Paths.under(Path(home))) as engine:
-        engine.update_settings(parallel_sequences=2, context_size=4608, cache_budget_mb=0)
+        engine.update_settings(parallel_sequences=2, context_size=5120, cache_budget_mb=0)
         text = long_prompt(args.prompt_tokens)
         stream_alone(engine)  # warm up
         median_alone = stream_alone(engine)

@@ -407,18 +407,18 @@ class LoadedModel:
         """Drop a slot's KV entries (to make room in the shared pool)."""
         self._clear_kv(slot)
 
-    def step(self, sequences: list[Sequence], prefill_budget: int) -> None:
+    def step(self, sequences: list[Sequence], prefill_budget: int) -> int:
         """Advance every running sequence with one ``llama_decode``: the next token of each
         decoding sequence, then prompt chunks of prefilling ones within ``prefill_budget``.
 
         Events land in each sequence (``drain``); finished ones are marked done. The one
-        place that fills ``llama_batch``.
+        place that fills ``llama_batch``. Returns how many prompt tokens this step fed.
         """
         for sequence in sequences:
             sequence.check_cancel()
         live = [s for s in sequences if not s.done]
         if not live:
-            return
+            return 0
         rows: list[tuple[Sequence, list[int], bool]] = []  # (sequence, tokens, logits for the last)
         for sequence in live:
             if sequence.state == DECODE and sequence.feed is not None:
@@ -431,12 +431,12 @@ class LoadedModel:
             rows.append((sequence, chunk, not sequence.pending))
             room -= len(chunk)
         if not rows:
-            return
+            return 0
         logit_rows = self._fill_batch(rows)
         status = self._lib.llama_decode(self._ctx, self._batch)
         if status != 0:
             self._decode_failed(rows, status)
-            return
+        prefill_tokens = sum(len(tokens) for sequence, tokens, _ in rows if sequence.state == PREFILL)
         for (sequence, tokens, _), index in zip(rows, logit_rows):
             if sequence.state == PREFILL:
                 sequence.prefilled(tokens)
@@ -444,6 +444,7 @@ class LoadedModel:
                 sequence.decoded_feed()
             if index >= 0:
                 sequence.on_logits(index)
+        return prefill_tokens
 
     def _fill_batch(self, rows: list[tuple[Sequence, list[int], bool]]) -> list[int]:
         """Write ``rows`` into the reusable batch; the batch index of each row's logits (or -1)."""

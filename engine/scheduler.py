@@ -162,6 +162,16 @@ def describe_job(job: Job) -> str:
     return f"answering a request with {job.model_id}"
 
 
+# A prompt chunk fed beside streaming answers costs about this many of their decode steps:
+# their worst gap between tokens stays a few times the usual one.
+GAP_FACTOR = 4.0
+MIN_PREFILL_CHUNK = 8
+
+
+def _ewma(previous: float, sample: float, weight: float = 0.3) -> float:
+    return sample if previous <= 0 else previous + weight * (sample - previous)
+
+
 @dataclass
 class _Running:
     """An admitted generate job: its handle, its sequence, what the prefix cache needs."""
@@ -197,7 +207,8 @@ class Scheduler:
         """``loader(record, options, progress=...)`` builds a loaded model; tests pass a fake.
         ``cache`` restores saved prompt states before a job and saves them after it.
         ``activity`` hears what the worker is doing ("" when idle), for the crash guard.
-        ``prefill_chunk``: prompt tokens per step while other sequences decode."""
+        ``prefill_chunk``: the most prompt tokens per step while other sequences decode
+        (fewer when the measured cost says so)."""
         self._activity = activity or (lambda _text: None)
         self._resolve = resolve
         self.cache = cache
@@ -205,6 +216,9 @@ class Scheduler:
         self._load_options = load_options
         self.idle_unload_s = idle_unload_s
         self.prefill_chunk = prefill_chunk
+        # Measured costs (seconds) that size prefill chunks while answers stream.
+        self._decode_step_s = 0.0
+        self._prefill_token_s = 0.0
         self._max_queue = max_queue
         self._waiting: list[JobHandle] = []
         self._running: list[_Running] = []
@@ -369,12 +383,35 @@ class Scheduler:
         self._running.append(_Running(handle, sequence, len(prompt), job.use_cache))
         return True
 
+    def _prefill_budget(self, model: LoadedModel) -> int:
+        """Prompt tokens for this step. With nobody decoding, a whole batch. While answers
+        stream, as many as cost about ``GAP_FACTOR`` decode steps, measured as it goes: a
+        prompt token deep in a long context costs far more than one near its start (on a
+        CPU a 512-token chunk at position 4,000 took 6 s, 400 decode steps), so a fixed
+        chunk would stall the streams exactly when the prompt is longest."""
+        if not any(r.sequence.state == DECODE for r in self._running):
+            return model.options.batch_size
+        if self._prefill_token_s <= 0 or self._decode_step_s <= 0:
+            return min(self.prefill_chunk, MIN_PREFILL_CHUNK * 2)
+        fits = int(GAP_FACTOR * self._decode_step_s / self._prefill_token_s)
+        return max(MIN_PREFILL_CHUNK, min(self.prefill_chunk, fits))
+
+    def _learn_step_cost(self, seconds: float, prefill_tokens: int, decoding: bool) -> None:
+        if prefill_tokens == 0:
+            if decoding:
+                self._decode_step_s = _ewma(self._decode_step_s, seconds)
+            return
+        extra = seconds - (self._decode_step_s if decoding else 0.0)
+        self._prefill_token_s = _ewma(self._prefill_token_s, max(extra, 0.0) / prefill_tokens)
+
     def _step(self) -> None:
         model = self._running[0].sequence.model
         decoding = any(r.sequence.state == DECODE for r in self._running)
-        budget = self.prefill_chunk if decoding else model.options.batch_size
+        budget = self._prefill_budget(model)
+        started = time.perf_counter()
         try:
-            model.step([r.sequence for r in self._running], budget)
+            fed = model.step([r.sequence for r in self._running], budget)
+            self._learn_step_cost(time.perf_counter() - started, fed, decoding)
         except InglenookError as exc:
             for running in self._running:
                 model.release(running.sequence)

@@ -19,9 +19,9 @@ class Settings:
     # Answers one model works on at once (window, terminal and API share them), batched
     # into one decode per step; they share one KV pool of context_size tokens.
     parallel_sequences: int = 4
-    # Prompt tokens fed per step while other answers stream: small enough that a stream
-    # keeps flowing while a long prompt arrives (a 512-token chunk costs ~50 decode steps).
-    prefill_chunk: int = 64
+    # The most prompt tokens fed per step while other answers stream; the scheduler feeds
+    # fewer when its measurements say a chunk would stall the streams (deep in a long prompt).
+    prefill_chunk: int = 256
     idle_unload_s: float = 600.0
     default_model: str | None = None
     models_dirs: list[str] = field(default_factory=list)  # extra folders scanned for GGUFs

@@ -94,13 +94,14 @@ class FakeModel:
         slot.busy = True
         return FakeSequence(self, slot, prompt, sampling, cancel, started)
 
-    def step(self, sequences: list[FakeSequence], prefill_budget: int) -> None:
+    def step(self, sequences: list[FakeSequence], prefill_budget: int) -> int:
         if self.step_delay_s:
             time.sleep(self.step_delay_s)
         self.steps.append([s.slot.seq_id for s in sequences if not s.done])
         for sequence in sequences:
             if not sequence.done:
                 sequence.advance()
+        return 0
 
     def release(self, sequence: FakeSequence) -> None:
         sequence.slot.busy = False
