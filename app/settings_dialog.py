@@ -224,6 +224,12 @@ class SettingsDialog(QDialog):
         self.kv_type.addItem("8-bit (half the memory)", "q8_0")
         self.kv_type.setCurrentIndex(max(0, self.kv_type.findData(s.kv_cache_type)))
         form.addRow("KV cache", self.kv_type)
+        self.parallel = QSpinBox(card)
+        self.parallel.setRange(1, 16)
+        self.parallel.setValue(s.parallel_sequences)
+        self.parallel.setToolTip("Answers one model works on at once (the window, the terminal and the API "
+                                 "share them). Each takes its own KV cache of the context size.")
+        form.addRow("Answers at once", self.parallel)
         self.idle_unload = QSpinBox(card)
         self.idle_unload.setRange(0, 24 * 60)
         self.idle_unload.setSuffix(" min")
@@ -376,6 +382,7 @@ class SettingsDialog(QDialog):
             "context_size": self.context_size.value(),
             "gpu_layers": -1 if self.gpu_auto.isChecked() else self.gpu_layers.value(),
             "kv_cache_type": self.kv_type.currentData(),
+            "parallel_sequences": self.parallel.value(),
             "idle_unload_s": float(self.idle_unload.value() * 60),
             "api_enabled": self.api_enabled.isChecked(),
             "api_port": self.api_port.value(),

@@ -241,10 +241,13 @@ def test_settings_dialog_saves_and_switches_theme(qtbot, window) -> None:
     dialog.gpu_auto.setChecked(False)
     dialog.gpu_layers.setValue(0)
     dialog.api_enabled.setChecked(False)
-    assert dialog.changes() == {"theme": "dark", "threads": 2, "gpu_layers": 0, "api_enabled": False}
+    dialog.parallel.setValue(2)
+    assert dialog.changes() == {"theme": "dark", "threads": 2, "gpu_layers": 0, "api_enabled": False,
+                                "parallel_sequences": 2}
     dialog._save()
     qtbot.waitUntil(lambda: window.engine.settings.theme == "dark")
     assert window.engine.settings.threads == 2 and window.engine.settings.gpu_layers == 0
+    assert window.engine.settings.parallel_sequences == 2
     qtbot.waitUntil(lambda: QApplication.instance().property("inglenook_theme") == "dark")
     assert window.engine.store.get_setting("theme") == "dark"
 
