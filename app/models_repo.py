@@ -65,7 +65,7 @@ def load_details(engine: Engine, repo: str) -> RepoDetails:
         # The shape comes from one file's header (a ranged read); a gated repo refuses it.
         shape = hub.shape(repo, listing)
         details.machine = detect_machine()
-        details.fits = fit_options(listing, shape, details.machine, context=settings.context_size,
+        details.fits = fit_options(listing, shape, details.machine, context=settings.kv_context,
                                    kv_type=settings.kv_cache_type)
     except InglenookError as exc:
         log.info("no fit estimate for %s: %s", repo, exc)

@@ -42,9 +42,8 @@ class LoadOptions:
     kv_cache_type: str = "f16"
     batch_size: int = 512  # prefill chunk: long prompts are fed this many tokens at a time
     embeddings: bool = False
-    # Sequences one context serves at once (llama.cpp's n_seq_max), sharing one KV pool of
-    # ``context_size`` cells: a long conversation may use more than its share while others
-    # are short. The scheduler batches their decode steps into one llama_decode.
+    # Sequences one context serves at once (llama.cpp's n_seq_max), each with its own KV
+    # stream of ``context_size`` cells; the scheduler batches their steps into one decode.
     parallel: int = 1
 
     def kv_layout_key(self, flash_attention: bool | None = None) -> str:

@@ -41,6 +41,12 @@ class Settings:
     # Hub
     hf_token: str | None = None
 
+    @property
+    def kv_context(self) -> int:
+        """KV cells a loaded model allocates: the context for each answer it runs at once.
+        Fit estimates use it, so the Models page's badge and an actual load agree."""
+        return self.context_size * max(1, self.parallel_sequences)
+
     @classmethod
     def load(cls, store: Store) -> "Settings":
         saved = store.all_settings()
