@@ -38,7 +38,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -52,6 +53,32 @@ from .statefile import (
 )
 
 log = logging.getLogger(__name__)
+
+
+class _Record(Protocol):
+    id: str
+
+
+class CachedSequence(Protocol):
+    """What the prefix cache needs of a model sequence: ``LoadedModel`` (its sequence 0),
+    ``sequence.SlotView`` (any sequence id) and the tests' stand-ins all provide it."""
+
+    n_ctx: int
+    n_swa: int  # sliding-window size (0: none); such states cannot be cut back past it
+    record: _Record
+
+    @property
+    def kv_tokens(self) -> list[int]: ...
+
+    def state_key(self) -> str: ...
+
+    def reusable_prefix(self, prompt: list[int]) -> int: ...
+
+    def export_sequence(
+        self, limit: int | None = None, destination: Callable[[int], np.ndarray | None] | None = None
+    ) -> tuple[list[int], np.ndarray | bytearray] | None: ...
+
+    def import_sequence(self, tokens: list[int], payload: Any, keep: int) -> int: ...
 
 BLOCK = 64  # tokens per content-hash block for prefix entries
 MIN_PREFIX_TOKENS = BLOCK  # API prompts shorter than one block are not worth a file
@@ -158,21 +185,17 @@ class PrefixCache:
 
     # -- the scheduler's side --------------------------------------------------------
 
-    def restore(self, model: Any, prompt: list[int], conversation_id: int | None = None) -> int:
+    def restore(self, model: CachedSequence, prompt: list[int], conversation_id: int | None = None) -> int:
         """Load the best saved state for ``prompt`` into ``model`` when it beats what the model
         already holds. Returns the tokens restored (0 when nothing better was found)."""
-        if not hasattr(model, "import_sequence") or len(prompt) < 3:
+        if len(prompt) < 3:
             return 0
         state_key = model.state_key()
         wanted = np.asarray(prompt, dtype=np.int32)
         # At least two prompt tokens are prefilled: the last yields the first new token's
         # logits, and llama.cpp computes one-token batches slightly differently.
         limit = len(prompt) - 2
-        reusable = getattr(model, "reusable_prefix", None)
-        if reusable is not None:
-            resident = reusable(prompt)
-        else:
-            resident = min(common_prefix(np.asarray(model.kv_tokens, dtype=np.int32), wanted), limit)
+        resident = model.reusable_prefix(prompt)
         if conversation_id is not None:
             found = self._conversation_entry(state_key, conversation_id)
             candidates = [found] if found is not None else []
@@ -205,7 +228,8 @@ class PrefixCache:
         with self._lock:
             self._reserved += 1
 
-    def save(self, model: Any, prompt_tokens: int, conversation_id: int | None = None, reserved: bool = False) -> None:
+    def save(self, model: CachedSequence, prompt_tokens: int, conversation_id: int | None = None,
+             reserved: bool = False) -> None:
         """Copy the model's sequence out and queue it for disk; call after a turn ends."""
         try:
             self._save(model, prompt_tokens, conversation_id)
@@ -214,8 +238,8 @@ class PrefixCache:
                 with self._lock:
                     self._reserved -= 1
 
-    def _save(self, model: Any, prompt_tokens: int, conversation_id: int | None) -> None:
-        if not hasattr(model, "export_sequence") or self._closed:
+    def _save(self, model: CachedSequence, prompt_tokens: int, conversation_id: int | None) -> None:
+        if self._closed:
             return
         if conversation_id is None and len(model.kv_tokens) < MIN_PREFIX_TOKENS:
             return
@@ -407,10 +431,10 @@ class PrefixCache:
                     return [self._entries[n] for n in names if n in self._entries]
         return []
 
-    def _trimmable(self, model: Any, entry: _Entry, common: int) -> bool:
+    def _trimmable(self, model: CachedSequence, entry: _Entry, common: int) -> bool:
         # A saved state of a sliding-window model holds only the last n_swa positions of its
         # window layers, so it can be extended but not cut back past that window.
-        n_swa = getattr(model, "n_swa", 0)
+        n_swa = model.n_swa
         return not (n_swa and common < entry.header.n_tokens and entry.header.n_tokens > n_swa)
 
     def _payload(self, entry: _Entry, state_key: str) -> bytearray | np.ndarray | None:

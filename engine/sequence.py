@@ -179,6 +179,9 @@ class SlotView:
     def kv_tokens(self) -> list[int]:
         return self.slot.kv_tokens
 
+    def reusable_prefix(self, prompt: list[int]) -> int:
+        return self.model.reusable_prefix(prompt, self.slot)
+
     def state_key(self) -> str:
         return self.model.state_key()
 

