@@ -22,6 +22,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .errors import UnsupportedCpu
 
@@ -160,7 +161,7 @@ class _Ggml:
         self.lib = lib
 
     @staticmethod
-    def _sig(fn: ctypes._CFuncPtr, argtypes: list[type], restype: type | None) -> None:
+    def _sig(fn: Any, argtypes: list[Any], restype: Any) -> None:
         fn.argtypes = argtypes
         fn.restype = restype
 

@@ -25,7 +25,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import psutil
 
@@ -142,7 +142,7 @@ def _create_time(pid: int) -> float:
         return 0.0
 
 
-def _still_running(record: dict[str, object]) -> bool:
+def _still_running(record: dict[str, Any]) -> bool:
     pid = int(record.get("pid", 0) or 0)
     if pid <= 0 or not psutil.pid_exists(pid):
         return False

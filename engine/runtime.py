@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -119,7 +120,22 @@ ProgressCallback = Callable[[float], None]
 
 
 class LoadedModel:
-    """A model and its context. Not thread-safe: the scheduler gives it one job at a time."""
+    """A model and its context with ``options.parallel`` sequences. Not thread-safe: only the
+    scheduler's thread steps it (or one caller at a time through ``generate``)."""
+
+    # Set by _load; declared here for readers and type checkers.
+    n_vocab: int
+    n_ctx: int  # each sequence's context
+    n_ctx_train: int
+    n_layer: int
+    n_swa: int
+    threads: int
+    gpu_layers: int
+    flash_attention: bool
+    offload_note: str
+    load_seconds: float
+    _ctx: Any
+    _vocab: Any
 
     def __init__(self, record: ModelRecord, options: LoadOptions, progress: ProgressCallback | None = None) -> None:
         self.record = record

@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from .cache import PrefixCache
 from .errors import InglenookError, JobCancelled, ModelLoadError, QueueFull
@@ -32,7 +32,7 @@ from .runtime import (
     Usage,
 )
 from .sampling import SamplingParams
-from .sequence import DECODE, Sequence
+from .sequence import DECODE, KvSlot
 
 log = logging.getLogger(__name__)
 
@@ -162,6 +162,50 @@ def describe_job(job: Job) -> str:
     return f"answering a request with {job.model_id}"
 
 
+
+class SteppedSequence(Protocol):
+    """What the step loop reads of a sequence (``sequence.Sequence``, or a test's fake)."""
+
+    state: str
+    slot: KvSlot
+    model: BatchedModel
+
+    @property
+    def done(self) -> bool: ...
+
+    def drain(self) -> list[GenerationEvent]: ...
+
+
+class BatchedModel(Protocol):
+    """What the scheduler needs of a loaded model: ``runtime.LoadedModel`` provides it, and
+    so does the fake model of the unit tests."""
+
+    record: ModelRecord
+    options: LoadOptions
+    n_ctx: int
+    slots: list[KvSlot]
+
+    def tokenize(self, text: str, add_special: bool = True, parse_special: bool = True) -> list[int]: ...
+
+    def chat_tokens(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> list[int]: ...
+
+    def pick_slot(self, prompt: list[int]) -> KvSlot | None: ...
+
+    def open_sequence(self, prompt: list[int], sampling: SamplingParams, cancel: threading.Event, started: float,
+                      reuse_kv: bool = True, slot: KvSlot | None = None) -> Any: ...
+
+    def step(self, sequences: list[Any], prefill_budget: int) -> int: ...
+
+    def release(self, sequence: Any) -> None: ...
+
+    def free_slot(self, slot: KvSlot) -> None: ...
+
+    def slot_view(self, slot: KvSlot) -> Any: ...
+
+    def embed(self, text: str) -> list[float]: ...
+
+    def close(self) -> None: ...
+
 # A prompt chunk fed beside streaming answers costs about this many of their decode steps:
 # their worst gap between tokens stays a few times the usual one.
 GAP_FACTOR = 4.0
@@ -177,7 +221,7 @@ class _Running:
     """An admitted generate job: its handle, its sequence, what the prefix cache needs."""
 
     handle: JobHandle
-    sequence: Sequence
+    sequence: SteppedSequence
     prompt_tokens: int
     use_cache: bool
 
@@ -199,7 +243,7 @@ class Scheduler:
         load_options: Callable[[], LoadOptions],
         idle_unload_s: float = 600.0,
         max_queue: int = 64,
-        loader: Callable[..., LoadedModel] = LoadedModel,
+        loader: Callable[..., BatchedModel] = LoadedModel,
         cache: PrefixCache | None = None,
         activity: Callable[[str], None] | None = None,
         prefill_chunk: int = 64,
@@ -224,7 +268,7 @@ class Scheduler:
         self._running: list[_Running] = []
         self._wake = threading.Condition()
         self._ids = itertools.count(1)
-        self._models: dict[tuple[str, bool], LoadedModel] = {}
+        self._models: dict[tuple[str, bool], BatchedModel] = {}
         self._last_used: dict[tuple[str, bool], float] = {}
         self._listeners: list[ModelListener] = []
         self._lock = threading.RLock()
@@ -252,7 +296,7 @@ class Scheduler:
         if listener in self._listeners:
             self._listeners.remove(listener)
 
-    def loaded_models(self) -> list[LoadedModel]:
+    def loaded_models(self) -> list[BatchedModel]:
         with self._lock:
             return list(self._models.values())
 
@@ -383,7 +427,7 @@ class Scheduler:
         self._running.append(_Running(handle, sequence, len(prompt), job.use_cache))
         return True
 
-    def _prefill_budget(self, model: LoadedModel) -> int:
+    def _prefill_budget(self, model: BatchedModel) -> int:
         """Prompt tokens for this step. With nobody decoding, a whole batch. While answers
         stream, as many as cost about ``GAP_FACTOR`` decode steps, measured as it goes: a
         prompt token deep in a long context costs far more than one near its start (on a
@@ -426,20 +470,20 @@ class Scheduler:
             if running.sequence.done:
                 self._finish(model, running)
 
-    def _finish(self, model: LoadedModel, running: _Running) -> None:
+    def _finish(self, model: BatchedModel, running: _Running) -> None:
         self._running.remove(running)
         model.release(running.sequence)
         self._last_used[(model.record.id, False)] = time.monotonic()
         job = running.handle.job
         assert isinstance(job, GenerateJob)
-        saving = self.cache is not None and running.use_cache
-        if saving:
-            self.cache.reserve_save()  # a flush() from now on waits for this state
+        cache = self.cache if running.use_cache else None
+        if cache is not None:
+            cache.reserve_save()  # a flush() from now on waits for this state
         running.handle._put(_DONE)
-        if saving:
+        if cache is not None:
             # The answer is delivered; the state is copied out before the next step.
             try:
-                self.cache.save(model.slot_view(running.sequence.slot), running.prompt_tokens, job.conversation_id,
+                cache.save(model.slot_view(running.sequence.slot), running.prompt_tokens, job.conversation_id,
                                 reserved=True)
             except Exception:
                 log.exception("saving the prompt state failed")
@@ -478,14 +522,14 @@ class Scheduler:
         self._activity("")
 
     @staticmethod
-    def _prompt_tokens(model: LoadedModel, job: GenerateJob) -> list[int]:
+    def _prompt_tokens(model: BatchedModel, job: GenerateJob) -> list[int]:
         if job.messages is not None:
             return model.chat_tokens(job.messages, tools=job.tools)
         if job.text is not None:
             return model.tokenize(job.text, add_special=True, parse_special=False)
         return list(job.tokens or [])
 
-    def _model_for(self, model_id: str, embeddings: bool) -> LoadedModel:
+    def _model_for(self, model_id: str, embeddings: bool) -> BatchedModel:
         record = self._resolve(model_id)
         key = (record.id, embeddings)
         with self._lock:
@@ -502,7 +546,7 @@ class Scheduler:
             self._last_used[key] = time.monotonic()
             return model
 
-    def _load(self, record: ModelRecord, embeddings: bool) -> LoadedModel:
+    def _load(self, record: ModelRecord, embeddings: bool) -> BatchedModel:
         options = self._load_options()
         if embeddings:
             options = LoadOptions(**{**options.__dict__, "embeddings": True, "parallel": 1})
