@@ -279,15 +279,20 @@ class Scheduler:
     # -- public ---------------------------------------------------------------------
 
     def submit(self, job: Job) -> JobHandle:
+        return self.submit_many([job])[0]
+
+    def submit_many(self, jobs: list[Job]) -> list[JobHandle]:
+        """Queue ``jobs`` together (a request's ``n`` choices): all or none, and admitted in
+        the same pass, so they share every step from the first."""
         if self._closed:
             raise InglenookError("the engine is shutting down")
-        handle = JobHandle(job, next(self._ids))
+        handles = [JobHandle(job, next(self._ids)) for job in jobs]
         with self._wake:
-            if len(self._waiting) >= self._max_queue:
+            if len(self._waiting) + len(handles) > self._max_queue:
                 raise QueueFull("the server is busy; too many requests are waiting", retry_after_s=2)
-            self._waiting.append(handle)
+            self._waiting.extend(handles)
             self._wake.notify()
-        return handle
+        return handles
 
     def add_listener(self, listener: ModelListener) -> None:
         self._listeners.append(listener)

@@ -75,15 +75,9 @@ class ApiService:
 
     def submit(self, plan: GenerationPlan) -> list[Run]:
         cap = self.default_max_tokens if plan.capped else None
-        runs: list[Run] = []
-        try:
-            for job in plan.jobs:
-                runs.append(Run(self.engine.scheduler.submit(job), self.limiter, cap, self.runs))
-        except InglenookError:
-            for run in runs:
-                run.close()
-            raise
-        return runs
+        # All of a request's choices are queued at once, so they start in the same step.
+        handles = self.engine.scheduler.submit_many(plan.jobs)
+        return [Run(handle, self.limiter, cap, self.runs) for handle in handles]
 
     def cancel_all(self) -> None:
         self.runs.cancel_all()
