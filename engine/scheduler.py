@@ -15,7 +15,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -281,7 +281,7 @@ class Scheduler:
     def submit(self, job: Job) -> JobHandle:
         return self.submit_many([job])[0]
 
-    def submit_many(self, jobs: list[Job]) -> list[JobHandle]:
+    def submit_many(self, jobs: Iterable[Job]) -> list[JobHandle]:
         """Queue ``jobs`` together (a request's ``n`` choices): all or none, and admitted in
         the same pass, so they share every step from the first."""
         if self._closed:
