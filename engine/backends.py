@@ -73,6 +73,7 @@ class BackendReport:
     not_loaded: dict[str, str] = field(default_factory=dict)  # module file → why it did not load
     devices: list[Device] = field(default_factory=list)
     build: dict[str, object] = field(default_factory=dict)  # llama_cpp/inglenook_build.json
+    ggml: "_Ggml | None" = field(default=None, repr=False, compare=False)  # to read devices again
 
     @property
     def gpus(self) -> list[Device]:
@@ -336,11 +337,13 @@ def _report(ggml: _Ggml, lib_dir: Path, *, dispatch: bool, variant: str, variant
     return BackendReport(
         library_dir=lib_dir, dispatch=dispatch, cpu_variant=variant, cpu_variants=variants,
         cpu_features=ggml.cpu_features(), backends=ggml.registered(), not_loaded=not_loaded,
-        devices=ggml.devices(), build=build,
+        devices=ggml.devices(), build=build, ggml=ggml,
     )
 
 
 def refresh_devices(report: BackendReport) -> BackendReport:
     """The same report with free memory read again (VRAM changes as models load)."""
-    report.devices = _Ggml(report.library_dir).devices()
+    if report.ggml is None:
+        report.ggml = _Ggml(report.library_dir)
+    report.devices = report.ggml.devices()
     return report

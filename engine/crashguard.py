@@ -112,6 +112,8 @@ class CrashGuard:
     def doing(self, activity: str | None) -> None:
         """Record what the engine is doing now ("" or None: idle). Cheap; called per job."""
         with self._lock:
+            if (activity or "") == self._activity:
+                return  # the marker already says so; no write for every admitted job
             self._activity = activity or ""
             if self._fault_file is not None:
                 self._write_marker()

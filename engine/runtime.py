@@ -112,6 +112,19 @@ class Finished:
 
 GenerationEvent = Chunk | Finished
 
+# Which tokens of a batch row want logits.
+NONE, LAST, ALL = "none", "last", "all"
+
+
+@dataclass(frozen=True)
+class BatchRow:
+    """Consecutive tokens of one sequence, starting at position ``first_pos``."""
+
+    seq_id: int
+    first_pos: int
+    tokens: list[int]
+    logits: str  # NONE | LAST | ALL
+
 
 def fewer_gpu_layers(layers: int) -> int:
     """The next, smaller offload to try after a load that did not fit (halving, then 0)."""
@@ -447,7 +460,10 @@ class LoadedModel:
             room -= len(chunk)
         if not rows:
             return 0
-        logit_rows = self._fill_batch(rows)
+        logit_rows = self._fill_batch([
+            BatchRow(s.seq_id, len(s.slot.kv_tokens), tokens, LAST if wants_logits else NONE)
+            for s, tokens, wants_logits in rows
+        ])
         status = self._lib.llama_decode(self._ctx, self._batch)
         if status != 0:
             self._decode_failed(rows, status)
@@ -461,26 +477,25 @@ class LoadedModel:
                 sequence.on_logits(index)
         return prefill_tokens
 
-    def _fill_batch(self, rows: list[tuple[Sequence, list[int], bool]]) -> list[int]:
-        """Write ``rows`` into the reusable batch; the batch index of each row's logits (or -1)."""
+    def _fill_batch(self, rows: list[BatchRow]) -> list[int]:
+        """Write ``rows`` into the reusable batch; the batch index of each row's last token.
+        The one place that fills ``llama_batch`` (steps, evaluation and embeddings use it)."""
         batch = self._batch
         n = 0
-        logit_rows = []
-        for sequence, tokens, wants_logits in rows:
-            base = len(sequence.slot.kv_tokens)
-            seq_id = sequence.seq_id
-            for i, token in enumerate(tokens):
+        last_rows = []
+        for row in rows:
+            for i, token in enumerate(row.tokens):
                 batch.token[n] = token
-                batch.pos[n] = base + i
+                batch.pos[n] = row.first_pos + i
                 batch.n_seq_id[n] = 1
-                batch.seq_id[n][0] = seq_id
-                batch.logits[n] = 0
+                batch.seq_id[n][0] = row.seq_id
+                batch.logits[n] = 1 if row.logits == ALL else 0
                 n += 1
-            if wants_logits:
+            if row.logits == LAST:
                 batch.logits[n - 1] = 1
-            logit_rows.append(n - 1 if wants_logits else -1)
+            last_rows.append(n - 1 if row.logits != NONE else -1)
         batch.n_tokens = n
-        return logit_rows
+        return last_rows
 
     def _decode_failed(self, rows: list[tuple[Sequence, list[int], bool]], status: int) -> None:
         # Each sequence has its own KV stream sized for its budget (check_fits), so a
@@ -632,15 +647,8 @@ class LoadedModel:
 
     def _prefill_for_embedding(self, tokens: list[int]) -> None:
         """Decode ``tokens`` as one batch on sequence 0 (pooling needs them together)."""
-        batch = self._batch
-        batch.n_tokens = len(tokens)
-        for i, token in enumerate(tokens):
-            batch.token[i] = token
-            batch.pos[i] = i
-            batch.n_seq_id[i] = 1
-            batch.seq_id[i][0] = 0
-            batch.logits[i] = 1
-        status = self._lib.llama_decode(self._ctx, batch)
+        self._fill_batch([BatchRow(0, 0, tokens, ALL)])
+        status = self._lib.llama_decode(self._ctx, self._batch)
         if status != 0:
             self._clear_kv()
             raise ModelLoadError(f"llama.cpp failed to process the input (status {status})")
@@ -674,7 +682,7 @@ class LoadedModel:
                 f"{len(tokens)} tokens do not fit in the context of {self.n_ctx}",
                 prompt_tokens=len(tokens), context_size=self.n_ctx,
             )
-        lib, batch = self._lib, self._batch
+        lib = self._lib
         out = np.empty((len(tokens), self.n_vocab), dtype=np.float32)
         self._clear_kv()
         step = self.options.batch_size
@@ -683,14 +691,8 @@ class LoadedModel:
                 if cancel is not None and cancel.is_set():
                     return out[:0]
                 chunk = tokens[start : start + step]
-                batch.n_tokens = len(chunk)
-                for i, token in enumerate(chunk):
-                    batch.token[i] = token
-                    batch.pos[i] = start + i
-                    batch.n_seq_id[i] = 1
-                    batch.seq_id[i][0] = 0
-                    batch.logits[i] = 1
-                if lib.llama_decode(self._ctx, batch) != 0:
+                self._fill_batch([BatchRow(0, start, chunk, ALL)])
+                if lib.llama_decode(self._ctx, self._batch) != 0:
                     raise ModelLoadError(f"llama.cpp failed to evaluate the text with {self.record.id}")
                 pointer = lib.llama_get_logits(self._ctx)
                 out[start : start + len(chunk)] = np.ctypeslib.as_array(pointer, shape=(len(chunk), self.n_vocab))

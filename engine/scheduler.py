@@ -54,6 +54,11 @@ class GenerateJob:
     # HTTP API) use the content-addressed prefix cache instead.
     conversation_id: int | None = None
 
+    @property
+    def load_only(self) -> bool:
+        """An empty token prompt: load the model, generate nothing (``Scheduler.load``)."""
+        return self.tokens is not None and not self.tokens
+
 
 @dataclass
 class EmbedJob:
@@ -155,7 +160,7 @@ def describe_job(job: Job) -> str:
         return "measuring a model in the quantization lab"
     if isinstance(job, EmbedJob):
         return f"computing embeddings with {job.model_id}"
-    if job.tokens is not None and not job.tokens:
+    if job.load_only:
         return f"loading the model {job.model_id}"
     if job.conversation_id is not None:
         return f"answering in conversation {job.conversation_id} with {job.model_id}"
@@ -210,6 +215,12 @@ class BatchedModel(Protocol):
 # their worst gap between tokens stays a few times the usual one.
 GAP_FACTOR = 4.0
 MIN_PREFILL_CHUNK = 8
+
+
+def _end_cancelled(handle: JobHandle) -> None:
+    """End a job that never ran like a stopped one, so its stream closes cleanly."""
+    handle._put(Finished("cancelled", Usage(), Timings(), handle.job.model_id))
+    handle._put(_DONE)
 
 
 def _ewma(previous: float, sample: float, weight: float = 0.3) -> float:
@@ -309,10 +320,6 @@ class Scheduler:
     def queue_depth(self) -> int:
         return len(self._waiting)
 
-    @property
-    def running(self) -> int:
-        return len(self._running)
-
     def load(self, model_id: str) -> JobHandle:
         """Load a model ahead of time (the GUI's picker); returns when queued."""
         return self.submit(GenerateJob(model_id=model_id, tokens=[]))
@@ -343,10 +350,8 @@ class Scheduler:
             pending, self._waiting = self._waiting, []
             self._wake.notify()
         for handle in pending:
-            # A queued job ends like a stopped one, so streams close cleanly.
             handle.cancel()
-            handle._put(Finished("cancelled", Usage(), Timings(), handle.job.model_id))
-            handle._put(_DONE)
+            _end_cancelled(handle)
         self._worker.join(timeout)
         self.unload_all()
 
@@ -373,8 +378,7 @@ class Scheduler:
         with self._wake:
             for handle in [h for h in self._waiting if h.cancelled]:
                 self._waiting.remove(handle)
-                handle._put(Finished("cancelled", Usage(), Timings(), handle.job.model_id))
-                handle._put(_DONE)
+                _end_cancelled(handle)
             chats = [h for h in self._waiting if isinstance(h.job, GenerateJob) and h.job.conversation_id is not None]
             return chats[0] if chats else (self._waiting[0] if self._waiting else None)
 
@@ -406,7 +410,7 @@ class Scheduler:
         """Start ``handle`` if it can start now; False leaves it waiting. Jobs that end at
         once (loads, embeddings, exclusive work, errors) are finished here."""
         job = handle.job
-        if not isinstance(job, GenerateJob) or (job.tokens is not None and not job.tokens):
+        if not isinstance(job, GenerateJob) or job.load_only:
             if self._running:
                 return False  # needs the worker to itself
             self._activity(describe_job(job))
@@ -416,7 +420,7 @@ class Scheduler:
         resident = self._models.get((record.id, False))
         if self._running and (resident is None or resident.record.fingerprint != record.fingerprint):
             return False  # another model: after the running answers end
-        model = self._model_for(job.model_id, embeddings=False)
+        model = self._model_for(record, embeddings=False)
         prompt = self._prompt_tokens(model, job)
         slot = model.pick_slot(prompt)
         if slot is None:
@@ -432,13 +436,13 @@ class Scheduler:
         self._running.append(_Running(handle, sequence, len(prompt), job.use_cache))
         return True
 
-    def _prefill_budget(self, model: BatchedModel) -> int:
+    def _prefill_budget(self, model: BatchedModel, decoding: bool) -> int:
         """Prompt tokens for this step. With nobody decoding, a whole batch. While answers
         stream, as many as cost about ``GAP_FACTOR`` decode steps, measured as it goes: a
         prompt token deep in a long context costs far more than one near its start (on a
         CPU a 512-token chunk at position 4,000 took 6 s, 400 decode steps), so a fixed
         chunk would stall the streams exactly when the prompt is longest."""
-        if not any(r.sequence.state == DECODE for r in self._running):
+        if not decoding:
             return model.options.batch_size
         if self._prefill_token_s <= 0 or self._decode_step_s <= 0:
             return min(self.prefill_chunk, MIN_PREFILL_CHUNK * 2)
@@ -456,7 +460,7 @@ class Scheduler:
     def _step(self) -> None:
         model = self._running[0].sequence.model
         decoding = any(r.sequence.state == DECODE for r in self._running)
-        budget = self._prefill_budget(model)
+        budget = self._prefill_budget(model, decoding)
         started = time.perf_counter()
         try:
             fed = model.step([r.sequence for r in self._running], budget)
@@ -507,7 +511,7 @@ class Scheduler:
                 self.unload_all()
                 handle._put(ExclusiveResult(job.work()))
             elif isinstance(job, EmbedJob):
-                model = self._model_for(job.model_id, embeddings=True)
+                model = self._model_for(self._resolve(job.model_id), embeddings=True)
                 vectors, used = [], 0
                 for text in job.inputs:
                     if handle.cancelled:
@@ -517,7 +521,7 @@ class Scheduler:
                 else:
                     handle._put(Embeddings(vectors, used, model.record.id))
             else:
-                self._model_for(job.model_id, embeddings=False)  # a load-only job
+                self._model_for(self._resolve(job.model_id), embeddings=False)  # a load-only job
         except InglenookError as exc:
             handle._put(exc)
         except Exception as exc:  # an engine bug (or the lab's) must not kill the worker
@@ -534,8 +538,7 @@ class Scheduler:
             return model.tokenize(job.text, add_special=True, parse_special=False)
         return list(job.tokens or [])
 
-    def _model_for(self, model_id: str, embeddings: bool) -> BatchedModel:
-        record = self._resolve(model_id)
+    def _model_for(self, record: ModelRecord, embeddings: bool) -> BatchedModel:
         key = (record.id, embeddings)
         with self._lock:
             model = self._models.get(key)
