@@ -23,15 +23,28 @@ GGUF_MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
 DEFAULT_ALIGNMENT = 32
 
-# Limits far above any real model, so that a corrupt count is caught before we try to
-# allocate or loop over it.
-MAX_TENSORS = 1_000_000
+# Limits far above any real model, so that a corrupt or hostile count is caught before we
+# allocate or loop over it (DESIGN rule 7: GGUF metadata depth and sizes are bounded).
+MAX_TENSORS = 100_000
 MAX_KV_PAIRS = 100_000
 MAX_DIMS = 4
 MAX_STRING_BYTES = 64 * 1024 * 1024
+#: Arrays inside arrays: real files use none; one level of nesting is allowed, a little more
+#: is tolerated, and anything deeper is refused (it was a RecursionError, not an error).
+MAX_ARRAY_DEPTH = 4
+#: A vocabulary larger than this is not a tokenizer (the largest real ones hold ~260k).
+MAX_VOCAB = 4 * 1024 * 1024
 
-# Arrays longer than this are kept as a count only (the tokenizer's vocabulary and merges).
+# Arrays longer than this are kept as a count only (the tokenizer's vocabulary and merges);
+# they are skipped over without being decoded, so their cost is time, never memory.
 KEEP_ARRAY_LIMIT = 512
+#: Items kept over all arrays of one header, and the longest string value kept (a chat
+#: template is a few kB): beyond these, values are skipped and stand as stubs.
+KEEP_ITEMS_BUDGET = 65_536
+MAX_KEPT_STRING_BYTES = 1024 * 1024
+# Smallest encoding of one item of each kind, used to refuse counts the file cannot hold.
+_MIN_STRING_BYTES = 8
+_MIN_ARRAY_BYTES = 12
 
 _SCALAR_FORMATS: dict[int, str] = {
     0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
@@ -161,16 +174,24 @@ class _Reader:
         self.buf = buffer
         self.pos = 0
         self.path = path
+        self.keep_budget = KEEP_ITEMS_BUDGET
 
     def fail(self, what: str) -> ModelLoadError:
         return ModelLoadError(f"{self.path.name} is not a valid GGUF file: {what}")
 
-    def take(self, n: int) -> memoryview:
-        if n < 0 or self.pos + n > len(self.buf):
+    @property
+    def remaining(self) -> int:
+        return len(self.buf) - self.pos
+
+    def skip(self, n: int) -> None:
+        if n < 0 or n > self.remaining:
             raise self.fail("the file is truncated (header runs past the end of the file)")
-        chunk = self.buf[self.pos : self.pos + n]
         self.pos += n
-        return chunk
+
+    def take(self, n: int) -> memoryview:
+        start = self.pos
+        self.skip(n)
+        return self.buf[start : self.pos]
 
     def scalar(self, fmt: str) -> Any:
         size = struct.calcsize(fmt)
@@ -182,36 +203,75 @@ class _Reader:
     def u64(self) -> int:
         return self.scalar("<Q")
 
-    def string(self) -> str:
+    def string_length(self) -> int:
         length = self.u64()
         if length > MAX_STRING_BYTES:
             raise self.fail(f"a string claims {length} bytes")
-        return bytes(self.take(length)).decode("utf-8", errors="replace")
+        return length
 
-    def value(self, value_type: int, keep_array: bool = True) -> Any:
+    def string(self) -> str:
+        return bytes(self.take(self.string_length())).decode("utf-8", errors="replace")
+
+    def skip_string(self) -> None:
+        self.skip(self.string_length())
+
+    def value(self, value_type: int, depth: int = 0) -> Any:
+        """One metadata value; arrays longer than KEEP_ARRAY_LIMIT come back as an _ArrayStub."""
         if value_type in _SCALAR_FORMATS:
             return self.scalar(_SCALAR_FORMATS[value_type])
         if value_type == _STRING:
-            return self.string()
+            length = self.string_length()
+            if length > MAX_KEPT_STRING_BYTES:
+                self.skip(length)
+                return _SkippedString(length)
+            return bytes(self.take(length)).decode("utf-8", errors="replace")
         if value_type == _ARRAY:
-            item_type = self.u32()
-            count = self.u64()
-            remaining = len(self.buf) - self.pos
-            if count > remaining:
-                raise self.fail(f"an array claims {count} items but the file has {remaining} bytes left")
-            return self._array(item_type, count, keep_array)
+            item_type, count = self.array_header(depth)
+            # Only short, flat arrays are kept, and only while the budget lasts: what a header
+            # costs in memory is bounded whatever the file holds.
+            if depth == 0 and item_type != _ARRAY and count <= min(KEEP_ARRAY_LIMIT, self.keep_budget):
+                self.keep_budget -= count
+                return [self.value(item_type, depth + 1) for _ in range(count)]
+            self.skip_items(item_type, count, depth + 1)
+            return _ArrayStub(count, item_type)
         raise self.fail(f"unknown metadata value type {value_type}")
 
-    def _array(self, item_type: int, count: int, keep: bool) -> Any:
+    def array_header(self, depth: int) -> tuple[int, int]:
+        """An array's item type and count, refused when the rest of the file cannot hold it."""
+        if depth >= MAX_ARRAY_DEPTH:
+            raise self.fail(f"arrays are nested more than {MAX_ARRAY_DEPTH} deep")
+        item_type = self.u32()
+        count = self.u64()
         if item_type in _SCALAR_FORMATS:
-            size = struct.calcsize(_SCALAR_FORMATS[item_type])
-            raw = self.take(size * count)
-            if not keep:
-                return _ArrayStub(count)
-            fmt = "<" + _SCALAR_FORMATS[item_type][1] * count
-            return list(struct.unpack_from(fmt, raw))
-        items = [self.value(item_type, keep) for _ in range(count)]
-        return items if keep else _ArrayStub(count)
+            smallest = struct.calcsize(_SCALAR_FORMATS[item_type])
+        elif item_type == _STRING:
+            smallest = _MIN_STRING_BYTES
+        elif item_type == _ARRAY:
+            smallest = _MIN_ARRAY_BYTES
+        else:
+            raise self.fail(f"unknown array item type {item_type}")
+        if count * smallest > self.remaining:
+            raise self.fail(f"an array claims {count} items but the file has {self.remaining} bytes left")
+        return item_type, count
+
+    def skip_items(self, item_type: int, count: int, depth: int) -> None:
+        """Walk over ``count`` items without keeping them: time linear in their bytes, no memory."""
+        if item_type in _SCALAR_FORMATS:
+            self.skip(struct.calcsize(_SCALAR_FORMATS[item_type]) * count)
+        elif item_type == _STRING:
+            for _ in range(count):
+                self.skip_string()
+        else:
+            for _ in range(count):
+                inner_type, inner_count = self.array_header(depth)
+                self.skip_items(inner_type, inner_count, depth + 1)
+
+
+@dataclass(frozen=True)
+class _SkippedString:
+    """Stands for a string value too long to keep (no real metadata string is)."""
+
+    length: int
 
 
 @dataclass(frozen=True)
@@ -219,6 +279,10 @@ class _ArrayStub:
     """Stands for a long array that we skipped over but did not keep."""
 
     length: int
+    item_type: int = -1
+    # Where the items start in the file (-1 when not recorded): lets the vocabulary be
+    # looked up for the few special tokens without keeping it.
+    start: int = field(default=-1, compare=False)
 
 
 _SPECIAL_TOKEN_KEYS = ("bos", "eos", "eot", "eom", "unknown", "padding", "sep")
@@ -259,6 +323,19 @@ def parse_gguf_header(data: bytes, name: str, file_size: int) -> GGUFInfo:
 
 
 def _parse(view: memoryview, path: Path, file_size: int) -> GGUFInfo:
+    """Every way a header can be wrong ends as ModelLoadError, whatever the reader tripped on."""
+    try:
+        return _parse_checked(view, path, file_size)
+    except ModelLoadError:
+        raise
+    except (ValueError, TypeError, OverflowError, struct.error, RecursionError, MemoryError) as exc:
+        # The checks above should leave nothing for these; if one slips through, it is still
+        # a bad file, not a crash of whoever listed the models folder.
+        log.warning("%s: unexpected %s while reading the header", path.name, type(exc).__name__)
+        raise ModelLoadError(f"{path.name} is not a valid GGUF file ({type(exc).__name__})") from None
+
+
+def _parse_checked(view: memoryview, path: Path, file_size: int) -> GGUFInfo:
     reader = _Reader(view, path)
     magic = bytes(reader.take(4))
     if magic != GGUF_MAGIC:
@@ -270,20 +347,18 @@ def _parse(view: memoryview, path: Path, file_size: int) -> GGUFInfo:
     kv_count = reader.u64()
     if tensor_count > MAX_TENSORS or kv_count > MAX_KV_PAIRS:
         raise reader.fail(f"absurd counts ({tensor_count} tensors, {kv_count} metadata keys)")
+    # Each key/value pair and each tensor info takes at least this many bytes.
+    if kv_count * (_MIN_STRING_BYTES + 4) + tensor_count * (_MIN_STRING_BYTES + 28) > reader.remaining:
+        raise reader.fail(f"{tensor_count} tensors and {kv_count} metadata keys cannot fit in the file")
 
     metadata: dict[str, Any] = {}
-    tokens: list[str] | None = None
     for _ in range(kv_count):
         key = reader.string()
         value_type = reader.u32()
-        keep = key == "tokenizer.ggml.tokens"
-        value = reader.value(value_type, keep_array=True) if not keep else reader.value(value_type)
-        if key == "tokenizer.ggml.tokens" and isinstance(value, list):
-            tokens = value
-            value = _ArrayStub(len(value))
-        elif isinstance(value, list) and len(value) > KEEP_ARRAY_LIMIT:
-            value = _ArrayStub(len(value))
-        metadata[key] = value
+        if key == _TOKENS_KEY and value_type == _ARRAY:
+            metadata[key] = _read_vocabulary(reader)
+        else:
+            metadata[key] = reader.value(value_type)
 
     tensors: list[TensorInfo] = []
     for _ in range(tensor_count):
@@ -304,6 +379,7 @@ def _parse(view: memoryview, path: Path, file_size: int) -> GGUFInfo:
     data_offset = (reader.pos + alignment - 1) // alignment * alignment
     _check_tensor_data(tensors, data_offset, file_size, path)
 
+    vocabulary = metadata.get(_TOKENS_KEY)
     info = GGUFInfo(
         path=path,
         version=version,
@@ -311,14 +387,51 @@ def _parse(view: memoryview, path: Path, file_size: int) -> GGUFInfo:
         metadata=metadata,
         tensors=tensors,
         data_offset=data_offset,
-        vocab_size=len(tokens) if tokens else 0,
+        vocab_size=vocabulary.length if isinstance(vocabulary, _ArrayStub) else 0,
     )
-    for role in _SPECIAL_TOKEN_KEYS:
-        token_id = metadata.get(f"tokenizer.ggml.{role}_token_id")
-        if isinstance(token_id, int):
-            text = tokens[token_id] if tokens and 0 <= token_id < len(tokens) else None
-            info.special_tokens[role] = (token_id, text)
+    wanted = {
+        role: token_id
+        for role in _SPECIAL_TOKEN_KEYS
+        if isinstance(token_id := metadata.get(f"tokenizer.ggml.{role}_token_id"), int)
+        and not isinstance(token_id, bool)
+    }
+    texts = _token_texts(reader, vocabulary, set(wanted.values()))
+    for role, token_id in wanted.items():
+        info.special_tokens[role] = (token_id, texts.get(token_id))
     return info
+
+
+_TOKENS_KEY = "tokenizer.ggml.tokens"
+
+
+def _read_vocabulary(reader: _Reader) -> _ArrayStub | list[Any]:
+    """Skip over the vocabulary, remembering where it starts; only special tokens are decoded."""
+    item_type, count = reader.array_header(0)
+    if item_type != _STRING:
+        raise reader.fail(f"the vocabulary is not a list of strings (item type {item_type})")
+    if count > MAX_VOCAB:
+        raise reader.fail(f"the vocabulary claims {count} tokens")
+    start = reader.pos
+    reader.skip_items(item_type, count, 1)
+    return _ArrayStub(count, item_type, start)
+
+
+def _token_texts(reader: _Reader, vocabulary: Any, ids: set[int]) -> dict[int, str]:
+    """The text of the vocabulary entries ``ids``, walking the (already checked) array once."""
+    if not isinstance(vocabulary, _ArrayStub) or vocabulary.start < 0:
+        return {}
+    wanted = {i for i in ids if 0 <= i < vocabulary.length}
+    if not wanted:
+        return {}
+    walker = _Reader(reader.buf, reader.path)
+    walker.pos = vocabulary.start
+    texts: dict[int, str] = {}
+    for index in range(max(wanted) + 1):
+        if index in wanted:
+            texts[index] = walker.string()
+        else:
+            walker.skip_string()
+    return texts
 
 
 def _check_tensor_data(tensors: list[TensorInfo], data_offset: int, file_size: int, path: Path) -> None:

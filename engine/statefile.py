@@ -19,6 +19,8 @@ JSON, the rest plain numbers.
 from __future__ import annotations
 
 import json
+import os
+import stat
 import struct
 import time
 import zlib
@@ -95,7 +97,7 @@ def write_state_file(path: Path, header: StateHeader, payload: bytes | bytearray
 def read_header(path: Path) -> StateHeader:
     """Read and check everything but the payload; StateFileInvalid when anything is off."""
     try:
-        with open(path, "rb") as handle:
+        with open_regular_file(path) as handle:
             header, _ = _read_header(handle, path)
     except OSError as exc:
         raise StateFileInvalid(f"cannot read {path.name}: {exc.strerror or exc}") from exc
@@ -105,7 +107,7 @@ def read_header(path: Path) -> StateHeader:
 def read_state_file(path: Path, expected_key: str | None = None) -> tuple[StateHeader, np.ndarray]:
     """Read a whole state file and verify both checksums (and the state key, when given)."""
     try:
-        with open(path, "rb") as handle:
+        with open_regular_file(path) as handle:
             header, offset = _read_header(handle, path)
             if expected_key is not None and header.state_key != expected_key:
                 raise StateFileInvalid(f"{path.name} was saved by another model, KV layout or llama.cpp build")
@@ -123,6 +125,26 @@ def read_state_file(path: Path, expected_key: str | None = None) -> tuple[StateH
     if zlib.crc32(payload) != header.payload_crc:
         raise StateFileInvalid(f"{path.name} fails its payload checksum")
     return header, payload
+
+
+def open_regular_file(path: Path) -> BinaryIO:
+    """Open ``path`` for reading only if it is a regular file: never a symlink, FIFO or device.
+
+    A plain ``open()`` on a FIFO blocks until a writer appears, on the scheduler's thread, so
+    the file is opened without following links and without blocking, and checked with fstat
+    before a byte is read. OSError (ELOOP for a symlink) and StateFileInvalid reach the caller.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    fd = os.open(path, flags)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise StateFileInvalid(f"{path.name} is not a regular file")
+        # O_NONBLOCK means nothing for a regular file's reads; the handle is an ordinary one.
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def _read_header(handle: BinaryIO, path: Path) -> tuple[StateHeader, int]:
@@ -144,11 +166,16 @@ def _read_header(handle: BinaryIO, path: Path) -> tuple[StateHeader, int]:
         raise StateFileInvalid(f"{path.name} fails its header checksum")
     try:
         meta = json.loads(meta_bytes)
+        if not isinstance(meta, dict):
+            raise TypeError("the meta is not an object")
+        conversation_id = meta.get("conversation_id")
+        if conversation_id is not None and (type(conversation_id) is not int or conversation_id < 0):
+            raise TypeError("conversation_id is not a number")
         header = StateHeader(
             state_key=str(meta["state_key"]),
             kind=str(meta["kind"]),
             tokens=np.frombuffer(token_bytes, dtype="<i4").tolist(),
-            conversation_id=meta.get("conversation_id"),
+            conversation_id=conversation_id,
             prompt_tokens=int(meta.get("prompt_tokens") or 0),
             model_id=str(meta.get("model_id") or ""),
             created_at=float(meta.get("created_at") or 0.0),
@@ -156,6 +183,7 @@ def _read_header(handle: BinaryIO, path: Path) -> tuple[StateHeader, int]:
             payload_crc=payload_crc,
             version=version,
         )
-    except (ValueError, KeyError, TypeError) as exc:
+    # RecursionError: deeply nested JSON; OverflowError: int(inf). Both only mean "damaged".
+    except (ValueError, KeyError, TypeError, RecursionError, OverflowError) as exc:
         raise StateFileInvalid(f"{path.name} has an unreadable header") from exc
     return header, _FIXED.size + meta_len + 4 * n_tokens

@@ -1,0 +1,162 @@
+"""Regression tests for issue 14's data-layer findings: each reproduces one finding.
+
+Real parts only: synthetic GGUF files written byte by byte, real SQLite files, real FIFOs
+and symlinks, the real registry and store.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import threading
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from inglenook.engine.errors import ModelLoadError, StateFileInvalid
+from inglenook.engine.gguf import read_gguf
+from inglenook.engine.paths import Paths
+from inglenook.engine.registry import ModelRegistry
+from inglenook.engine.statefile import SUFFIX, StateHeader, read_header, read_state_file, write_state_file
+from inglenook.engine.store import Store
+from tests.gguf_writer import write_gguf
+
+_ARRAY, _U8, _STRING = 9, 0, 8
+
+
+def _gguf_with_raw_value(path: Path, value_type: int, body: bytes) -> Path:
+    """A GGUF header with one metadata key whose value bytes are given as they are."""
+    key = b"bomb"
+    header = b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", len(key)) + key
+    header += struct.pack("<I", value_type) + body
+    path.write_bytes(header + b"\0" * ((-len(header)) % 32))
+    return path
+
+
+def _nested_arrays(depth: int) -> bytes:
+    """``depth`` arrays, each holding the next: [[[...[]...]]]."""
+    return struct.pack("<IQ", _ARRAY, 1) * (depth - 1) + struct.pack("<IQ", _U8, 0)
+
+
+# -- finding 4: GGUF metadata bombs ---------------------------------------------------------
+
+
+def test_deeply_nested_arrays_are_a_model_load_error(tmp_path: Path) -> None:
+    # 200,000 levels (2.4 MB): was a RecursionError straight through read_gguf.
+    path = _gguf_with_raw_value(tmp_path / "nested.gguf", _ARRAY, _nested_arrays(200_000))
+    with pytest.raises(ModelLoadError, match="nested"):
+        read_gguf(path)
+
+
+def test_a_huge_u8_array_costs_no_memory(tmp_path: Path) -> None:
+    # 40 MB of u8: the reader built a 40-million-character format string and a full list (2 GB).
+    count = 40 * 1024 * 1024
+    key = b"bomb"
+    header = b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", len(key)) + key
+    header += struct.pack("<I", _ARRAY) + struct.pack("<IQ", _U8, count)
+    path = tmp_path / "wide.gguf"
+    with path.open("wb") as handle:
+        handle.write(header)
+        handle.truncate(len(header) + count + 64)
+    tracemalloc.start()
+    try:
+        info = read_gguf(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert info.metadata["bomb"].length == count
+    assert peak < 4 * 1024 * 1024  # Python allocations; the file itself is memory-mapped
+
+
+def test_many_kept_arrays_stay_within_the_keep_budget(tmp_path: Path) -> None:
+    # 2,000 keys of 512 u32 each: short enough to keep one by one, not all together.
+    metadata = {f"k{i}": list(range(512)) for i in range(2000)}
+    path = write_gguf(tmp_path / "many.gguf", metadata=metadata)
+    info = read_gguf(path)
+    kept = sum(len(v) for v in info.metadata.values() if isinstance(v, list))
+    assert kept <= 65_536
+    assert info.metadata["k0"] == list(range(512))
+
+
+@pytest.mark.parametrize(
+    ("value_type", "body", "message"),
+    [
+        (_ARRAY, struct.pack("<IQ", 77, 1) + b"\0" * 16, "unknown array item type"),
+        (_ARRAY, struct.pack("<IQ", _STRING, 2**40), "claims"),
+        (_ARRAY, struct.pack("<IQ", _ARRAY, 2**50), "claims"),
+        (_STRING, struct.pack("<Q", 2**63), "claims"),
+        (99, b"", "unknown metadata value type"),
+    ],
+)
+def test_hostile_values_are_model_load_errors(tmp_path: Path, value_type: int, body: bytes, message: str) -> None:
+    path = _gguf_with_raw_value(tmp_path / "bad.gguf", value_type, body)
+    with pytest.raises(ModelLoadError, match=message):
+        read_gguf(path)
+
+
+def test_a_metadata_bomb_in_the_models_folder_does_not_stop_listing(tmp_path: Path) -> None:
+    paths = Paths.under(tmp_path / "home").ensure()
+    _gguf_with_raw_value(paths.models / "nested.gguf", _ARRAY, _nested_arrays(50_000))
+    good = write_gguf(paths.models / "good-F32.gguf")
+    registry = ModelRegistry(Store(paths.database), paths)
+    listed = registry.refresh()
+    assert [r.path for r in listed if r.source == "scan"] == [good.resolve()]
+
+
+def test_special_tokens_are_read_without_keeping_the_vocabulary(tmp_path: Path) -> None:
+    tokens = [f"tok{i}" for i in range(5000)]
+    path = write_gguf(tmp_path / "vocab.gguf", metadata={
+        "tokenizer.ggml.tokens": tokens, "tokenizer.ggml.bos_token_id": 4321, "tokenizer.ggml.eos_token_id": 99999,
+    })
+    info = read_gguf(path)
+    assert info.vocab_size == 5000
+    assert info.special_tokens == {"bos": (4321, "tok4321"), "eos": (99999, None)}
+
+
+# -- finding 11: a FIFO, symlink or device where a state file should be --------------------
+
+
+def _state_file(path: Path) -> Path:
+    write_state_file(path, StateHeader(state_key="k|l|b", kind="prefix", tokens=[1, 2, 3]), b"payload")
+    return path
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+def test_a_fifo_in_the_states_folder_is_refused_without_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / f"conv-1-abc{SUFFIX}"
+    os.mkfifo(fifo)
+    outcome: list[BaseException] = []
+
+    def read() -> None:
+        for reader in (read_header, read_state_file):
+            try:
+                reader(fifo)
+            except StateFileInvalid as exc:
+                outcome.append(exc)
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    thread.join(timeout=60)
+    if thread.is_alive():
+        # Unblock the reader so the test run can end, then fail: open() waited for a writer.
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        pytest.fail("reading a FIFO as a state file blocked")
+    assert len(outcome) == 2 and all("regular file" in str(e) for e in outcome)
+
+
+def test_a_symlinked_state_file_is_refused(tmp_path: Path) -> None:
+    real = _state_file(tmp_path / f"real{SUFFIX}")
+    link = tmp_path / f"conv-1-abc{SUFFIX}"
+    link.symlink_to(real)
+    assert read_header(real).tokens == [1, 2, 3]
+    with pytest.raises(StateFileInvalid):
+        read_header(link)
+    with pytest.raises(StateFileInvalid):
+        read_state_file(link)
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="no /dev/zero")
+def test_a_device_is_not_read_as_a_state_file() -> None:
+    with pytest.raises(StateFileInvalid, match="regular file"):
+        read_header(Path("/dev/zero"))
