@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from .api_anthropic_errors import anthropic_error, is_messages_path
 from .api_errors import ApiError, error_body
 
 log = logging.getLogger(__name__)
@@ -85,7 +86,7 @@ class Gate:
                 self._check_key(headers)
             receive = await self._buffered_body(headers, receive)
         except ApiError as error:
-            await send_error(send, error)
+            await send_error(send, error, scope["path"])
             return
         await self.app(scope, receive, send)
 
@@ -164,9 +165,12 @@ def _replay(body: bytes, early: Message | None, receive: Receive) -> Receive:
     return replay
 
 
-async def send_error(send: Send, error: ApiError) -> None:
-    payload = json.dumps(error_body(error)).encode()
+async def send_error(send: Send, error: ApiError, path: str = "") -> None:
+    status, body = error.status, error_body(error)
+    if is_messages_path(path):  # the Anthropic Messages API has its own error shape
+        status, body, _ = anthropic_error(error)
+    payload = json.dumps(body).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
     headers += [(k.lower().encode(), v.encode()) for k, v in error.headers.items()]
-    await send({"type": "http.response.start", "status": error.status, "headers": headers})
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": payload})

@@ -30,6 +30,8 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .api_errors import ApiError, error_body, error_for
+from .api_anthropic_errors import anthropic_error_response, is_messages_path
+from .api_anthropic_routes import messages_router
 from .api_requests import GenerationPlan, ModelNames, looks_like_path, chat_plan, completion_plan
 from .api_responses import Meta, chat_completion, chat_stream, completion, completion_stream
 from .api_runs import Run, RunSet, cancelled_on_disconnect
@@ -126,6 +128,8 @@ def create_app(service: ApiService) -> FastAPI:
     names = service.names
 
     async def on_error(_request: Request, exc: Exception) -> JSONResponse:
+        if is_messages_path(_request.url.path):  # the Anthropic Messages API has its own error shape
+            return anthropic_error_response(exc)
         if isinstance(exc, RequestValidationError):
             exc = ApiError(400, f"invalid request: {exc.errors()[0].get('msg', 'invalid value')}", code="invalid_value")
         elif isinstance(exc, StarletteHTTPException):
@@ -135,6 +139,7 @@ def create_app(service: ApiService) -> FastAPI:
 
     for kind in (ApiError, InglenookError, ValidationError, RequestValidationError, StarletteHTTPException, Exception):
         app.add_exception_handler(kind, on_error)
+    app.include_router(messages_router(service))
 
     @app.get("/health")
     async def health() -> JSONResponse:

@@ -1,0 +1,113 @@
+"""The Messages API's routes: ``POST /v1/messages`` and ``POST /v1/messages/count_tokens``.
+
+Handlers only translate: the request becomes a chat plan (``api_anthropic``), the plan's
+job runs through the same scheduler and ``Run`` machinery as chat completions, and the
+run's output becomes a Message or its event stream. Errors raised here reach the server's
+error handler, which writes them in Anthropic's shape for these paths.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+from fastapi import APIRouter, Request
+from fastapi.responses import StreamingResponse
+
+from .api_anthropic import MessagesInput, MessagesRequest, chat_request, stop_sequences
+from .api_anthropic_out import Answer, whole_message
+from .api_anthropic_stream import message_stream
+from .api_errors import ApiError
+from .api_requests import GenerationPlan, chat_plan
+from .api_responses import ToolCallFilter
+from .api_runs import Run, cancelled_on_disconnect
+from .errors import ContextLengthExceeded
+from .protocol import RequestModel
+
+if TYPE_CHECKING:
+    from .server import ApiService
+
+log = logging.getLogger(__name__)
+
+BodyT = TypeVar("BodyT", bound=RequestModel)
+
+
+async def read_body(request: Request, model: type[BodyT]) -> BodyT:
+    try:
+        data = json.loads(await request.body())
+    except ValueError:
+        raise ApiError(400, "the request body is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "the request body must be a JSON object")
+    parsed = model.model_validate(data)
+    unknown = parsed.unknown_fields()
+    if unknown:
+        log.info("%s: ignoring fields this server does not know: %s", request.url.path, ", ".join(sorted(set(unknown))))
+    return parsed
+
+
+def start_run(service: "ApiService", plan: GenerationPlan, cap: int | None) -> Run:
+    """Queue the plan's one job; ``cap`` ends it after that many tokens (``max_tokens``)."""
+    handle = service.engine.scheduler.submit(plan.jobs[0])
+    return Run(handle, service.limiter, cap, service.runs)
+
+
+def messages_router(service: "ApiService") -> APIRouter:
+    router = APIRouter()
+    names = service.names
+
+    @router.post("/v1/messages")
+    async def create_message(request: Request) -> Any:
+        service.ensure_open()
+        body = await read_body(request, MessagesRequest)
+        stops = stop_sequences(body)
+        plan = await anyio.to_thread.run_sync(chat_plan, chat_request(body), names)
+        run = start_run(service, plan, cap=body.max_tokens)
+        answer = Answer(run, stops)
+        calls = ToolCallFilter(plan.tools, parallel=_parallel(body)) if plan.tools else None
+        try:
+            async with cancelled_on_disconnect(request, [run]):
+                if body.stream:
+                    await run.prime()  # errors such as an over-long prompt become HTTP errors
+                    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+                    return StreamingResponse(message_stream(answer, calls, plan.record.id),
+                                             media_type="text/event-stream", headers=headers)
+                return await whole_message(answer, calls, plan.record.id)
+        except BaseException:
+            run.close()
+            raise
+
+    @router.post("/v1/messages/count_tokens")
+    async def count_tokens(request: Request) -> Any:
+        service.ensure_open()
+        body = await read_body(request, MessagesInput)
+        plan = await anyio.to_thread.run_sync(chat_plan, chat_request(body), names)
+        return {"input_tokens": await prompt_tokens(request, service, plan)}
+
+    return router
+
+
+def _parallel(body: MessagesRequest) -> bool:
+    return not (body.tool_choice and body.tool_choice.disable_parallel_tool_use)
+
+
+async def prompt_tokens(request: Request, service: "ApiService", plan: GenerationPlan) -> int:
+    """The prompt's length as the model reads it (template and tool text included).
+
+    The scheduler offers no tokenize-only job, so this prefills the prompt and generates
+    one token; the prompt then sits in the prefix cache for the request that follows.
+    """
+    job = plan.jobs[0]
+    one_token = dataclasses.replace(job, sampling=job.sampling.with_overrides(max_tokens=1))
+    run = start_run(service, dataclasses.replace(plan, jobs=[one_token]), cap=None)
+    try:
+        async with cancelled_on_disconnect(request, [run]):
+            await run.drain()
+    except ContextLengthExceeded as exc:
+        return exc.prompt_tokens  # too long to answer, but counted
+    finally:
+        run.close()
+    return run.usage.prompt_tokens
