@@ -19,6 +19,7 @@ from inglenook.engine import (
     PortInUse,
     QueueFull,
     ServerError,
+    StorageUnavailable,
     StoreError,
 )
 
@@ -116,6 +117,15 @@ def _explain_service(exc: BaseException, detail: str) -> Explanation | None:
     """What fails around the chat: downloads, the data folder, the API server."""
     if isinstance(exc, DownloadError):
         return _explain_download(exc, detail)
+    if isinstance(exc, StorageUnavailable):
+        return Explanation(
+            "Inglenook cannot save right now",
+            "The database cannot be written: the disk may be full, the file read-only, or another "
+            "program may be using it. Nothing was lost: what was saved before is kept, and the "
+            "database was left as it is. Free some space or close the other program, then try again.",
+            [(RETRY, "Try again"), (DISMISS, "OK")],
+            detail,
+        )
     if isinstance(exc, StoreError):
         return Explanation(
             "Inglenook cannot save its data",

@@ -28,7 +28,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "errors": (
         "ContextLengthExceeded", "ConversationNotFound", "DownloadError", "InglenookError", "InvalidRequest",
         "JobCancelled", "ModelLoadError", "ModelNotFound", "PortInUse", "QueueFull", "ServerError",
-        "StateFileInvalid", "StoreError", "UnsupportedCpu",
+        "StateFileInvalid", "StorageUnavailable", "StoreError", "UnsupportedCpu",
     ),
     "store": ("Conversation", "Message", "Store"),
     "registry": ("ModelRecord", "ModelRegistry"),
@@ -96,6 +96,7 @@ if TYPE_CHECKING:
         QueueFull as QueueFull,
         ServerError as ServerError,
         StateFileInvalid as StateFileInvalid,
+        StorageUnavailable as StorageUnavailable,
         StoreError as StoreError,
         UnsupportedCpu as UnsupportedCpu,
     )

@@ -23,6 +23,7 @@ from .errors import (
     ModelNotFound,
     QueueFull,
     ServerError,
+    StorageUnavailable,
     StoreError,
 )
 from .protocol import ErrorDetail, ErrorResponse
@@ -59,6 +60,7 @@ _STATUS: dict[type[BaseException], tuple[int, str]] = {
     JobCancelled: (503, SERVER_ERROR),
     ModelLoadError: (500, SERVER_ERROR),
     DownloadError: (502, SERVER_ERROR),
+    StorageUnavailable: (503, SERVER_ERROR),
     StoreError: (500, SERVER_ERROR),
     InglenookError: (500, SERVER_ERROR),
 }

@@ -69,6 +69,17 @@ class StoreError(InglenookError):
     code = "store_error"
 
 
+class StorageUnavailable(StoreError):
+    """The database is sound but cannot be used now: the disk is full, the file or folder is
+    read-only, or another program holds a lock on it.
+
+    Unlike damage, nothing is set aside or replaced: the file is left as it is, and the same
+    action works again once the cause is gone. The API answers 503; the app shows a dialog.
+    """
+
+    code = "storage_unavailable"
+
+
 class ConversationNotFound(InglenookError):
     """No stored conversation has the given id."""
 

@@ -4,23 +4,32 @@ One connection shared by every thread, guarded by a lock: writes are small and r
 next to inference, and one connection keeps WAL checkpoints simple. A user message is
 committed the moment it is sent, an answer when it completes (or, marked partial, when
 it is stopped), so a crash mid-turn loses nothing already saved.
+
+Failures are told apart (DESIGN rule 5): a database that is *damaged* (SQLite's CORRUPT or
+NOTADB, or a failed integrity check) is set aside as ``*.corrupt-<time>`` and everything
+still readable is copied into a fresh one; a database that is only *unavailable* (disk
+full, read-only, locked by another program, an I/O error) is left exactly as it is and
+every operation raises ``StorageUnavailable``: one clear error, nothing renamed, nothing lost.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import sqlite_utils
 
-from .errors import ConversationNotFound, StoreError
+from .errors import ConversationNotFound, StorageUnavailable, StoreError
 from .migrations import MIGRATIONS
+from .salvage import salvage_into
 
 log = logging.getLogger(__name__)
 
@@ -69,12 +78,36 @@ class Message:
         return cls(**{k: row[k] for k in cls.__dataclass_fields__})
 
 
+# SQLite's primary result codes (the low byte of an extended code).
+_SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
+_UNAVAILABLE_REASONS: dict[int, str] = {
+    3: "permission denied",  # SQLITE_PERM
+    5: "another program is using it (the database is locked)",  # SQLITE_BUSY
+    6: "another program is using it (a table is locked)",  # SQLITE_LOCKED
+    8: "it is read-only",  # SQLITE_READONLY
+    10: "the disk reported an input/output error",  # SQLITE_IOERR
+    13: "the disk is full",  # SQLITE_FULL
+    14: "it cannot be opened (missing permissions or a read-only folder)",  # SQLITE_CANTOPEN
+}
+
+
+def is_damage(exc: sqlite3.Error) -> bool:
+    """True only for errors that mean the file's contents are damaged (never full/locked/read-only)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
+
+
 class Store:
     """The application database. Thread-safe; open one per process."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, busy_timeout_s: float = 30.0) -> None:
         self.path = Path(path)
+        self.busy_timeout_s = busy_timeout_s
         self._lock = threading.RLock()
+        #: Rows copied per table from a damaged database at this open; None when none was.
+        self.salvaged: dict[str, int] | None = None
+        #: Where the damaged file was set aside, when one was.
+        self.set_aside: Path | None = None
         self.db = self._open()
 
     # -- opening --------------------------------------------------------------------
@@ -82,31 +115,47 @@ class Store:
     def _open(self) -> sqlite_utils.Database:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageUnavailable(f"cannot create the data folder {self.path.parent}: {exc.strerror or exc}") from exc
+        db: sqlite_utils.Database | None = None
+        try:
             db = self._connect()
             if not self._healthy(db):
                 db.conn.close()
-                self._set_aside_corrupt()
+                self.set_aside = self._set_aside_corrupt()
                 db = self._connect()
-            db.conn.execute("PRAGMA journal_mode=WAL")
-            # FULL: each commit is on disk before we report it; writes here are few.
-            db.conn.execute("PRAGMA synchronous=FULL")
-            db.conn.execute("PRAGMA foreign_keys=ON")
-            self._migrate(db)
+                self._prepare(db)
+                self.salvaged = salvage_into(self.set_aside, db.conn)
+            else:
+                self._prepare(db)
             return db
         except sqlite3.Error as exc:
-            raise StoreError(f"cannot open the database {self.path}: {exc}") from exc
+            if db is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    db.conn.close()
+            raise self._failure(exc, "open") from exc
         except OSError as exc:
-            raise StoreError(f"cannot open the database {self.path}: {exc.strerror or exc}") from exc
+            raise StorageUnavailable(f"cannot open the database {self.path}: {exc.strerror or exc}") from exc
 
     def _connect(self) -> sqlite_utils.Database:
-        conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
+        conn = sqlite3.connect(self.path, check_same_thread=False, timeout=self.busy_timeout_s)
         return sqlite_utils.Database(conn)
+
+    def _prepare(self, db: sqlite_utils.Database) -> None:
+        db.conn.execute("PRAGMA journal_mode=WAL")
+        # FULL: each commit is on disk before we report it; writes here are few.
+        db.conn.execute("PRAGMA synchronous=FULL")
+        db.conn.execute("PRAGMA foreign_keys=ON")
+        self._migrate(db)
 
     @staticmethod
     def _healthy(db: sqlite_utils.Database) -> bool:
+        """False for damage only; a locked, full or unreadable file raises instead (not damage)."""
         try:
             result = db.conn.execute("PRAGMA integrity_check").fetchone()
         except sqlite3.DatabaseError as exc:
+            if not is_damage(exc):
+                raise
             log.error("database failed its integrity check: %s", exc)
             return False
         if result is None or result[0] != "ok":
@@ -114,14 +163,46 @@ class Store:
             return False
         return True
 
-    def _set_aside_corrupt(self) -> None:
+    def _set_aside_corrupt(self) -> Path:
         stamp = time.strftime("%Y%m%d-%H%M%S")
+        main = Path(f"{self.path}.corrupt-{stamp}")
         for suffix in ("", "-wal", "-shm"):
             source = Path(str(self.path) + suffix)
             if source.exists():
-                target = Path(f"{self.path}.corrupt-{stamp}{suffix}")
+                target = Path(f"{main}{suffix}")
                 source.rename(target)
-                log.error("set aside a corrupt database file as %s", target.name)
+                log.error("set aside a damaged database file as %s", target.name)
+        return main
+
+    def _failure(self, exc: sqlite3.Error, doing: str) -> StoreError:
+        """The typed error for a SQLite failure: damage, or storage that is unavailable."""
+        if is_damage(exc):
+            return StoreError(
+                f"the database {self.path} is damaged ({exc}); restart Inglenook to set it aside and "
+                "recover what can be read"
+            )
+        code = getattr(exc, "sqlite_errorcode", None)
+        reason = _UNAVAILABLE_REASONS.get(code & 0xFF if code is not None else -1, str(exc))
+        return StorageUnavailable(f"cannot {doing} the database {self.path}: {reason}. Nothing was changed.")
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[sqlite3.Connection]:
+        """The connection, under the store's lock, with SQLite failures mapped to typed errors."""
+        with self._lock:
+            try:
+                yield self.db.conn
+            except sqlite3.Error as exc:
+                raise self._failure(exc, "read") from exc
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[sqlite3.Connection]:
+        """One transaction: committed when the block ends, rolled back (and mapped) when it fails."""
+        with self._lock:
+            try:
+                with self.db.conn:
+                    yield self.db.conn
+            except sqlite3.Error as exc:
+                raise self._failure(exc, "write to") from exc
 
     def _migrate(self, db: sqlite_utils.Database) -> None:
         db.conn.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at REAL)")
@@ -130,7 +211,11 @@ class Store:
             if migration.__name__ in applied:
                 continue
             log.info("applying migration %s", migration.__name__)
+            # One transaction per migration, its record included: a crash mid-migration
+            # leaves the database as it was before it, and the next start applies it again.
+            # Python's sqlite3 opens no transaction before DDL by itself, hence the BEGIN.
             with db.conn:
+                db.conn.execute("BEGIN IMMEDIATE")
                 migration(db)
                 db.conn.execute(
                     "INSERT INTO _migrations (name, applied_at) VALUES (?, ?)",
@@ -138,15 +223,15 @@ class Store:
                 )
 
     def applied_migrations(self) -> list[str]:
-        with self._lock:
+        with self.reading():
             return [r[0] for r in self.db.conn.execute("SELECT name FROM _migrations ORDER BY rowid")]
 
     def integrity_ok(self) -> bool:
-        with self._lock:
+        with self.reading():
             return self._healthy(self.db)
 
     def close(self) -> None:
-        with self._lock:
+        with self.reading():
             self.db.conn.close()
 
     # -- conversations --------------------------------------------------------------
@@ -167,12 +252,12 @@ class Store:
             "created_at": now,
             "updated_at": now,
         }
-        with self._lock, self.db.conn:
+        with self.writing():
             table = self.db["conversations"].insert(row)
             return self.get_conversation(int(table.last_pk))
 
     def get_conversation(self, conversation_id: int) -> Conversation:
-        with self._lock:
+        with self.reading():
             rows = list(self.db["conversations"].rows_where("id = ?", [conversation_id]))
         if not rows:
             raise ConversationNotFound(f"no conversation with id {conversation_id}")
@@ -192,7 +277,7 @@ class Store:
         sql += " ORDER BY updated_at DESC, id DESC"
         if limit:
             sql += f" LIMIT {int(limit)}"
-        with self._lock:
+        with self.reading():
             cursor = self.db.conn.execute(sql, params)
             names = [d[0] for d in cursor.description]
             return [Conversation.from_row(dict(zip(names, row))) for row in cursor.fetchall()]
@@ -210,12 +295,12 @@ class Store:
             fields["sampling"] = json.dumps(fields["sampling"] or {})
         fields["updated_at"] = time.time()
         self.get_conversation(conversation_id)
-        with self._lock, self.db.conn:
+        with self.writing():
             self.db["conversations"].update(conversation_id, fields)
         return self.get_conversation(conversation_id)
 
     def delete_conversation(self, conversation_id: int) -> None:
-        with self._lock, self.db.conn:
+        with self.writing():
             self.db.conn.execute("DELETE FROM messages WHERE conversation_id = ?", [conversation_id])
             self.db.conn.execute("DELETE FROM conversations WHERE id = ?", [conversation_id])
 
@@ -226,7 +311,7 @@ class Store:
         row = {"conversation_id": conversation_id, "role": role, "content": content, "created_at": time.time()}
         row.update(stats)
         row.setdefault("status", "complete")
-        with self._lock, self.db.conn:
+        with self.writing():
             table = self.db["messages"].insert(row)
             message_id = int(table.last_pk)
             self.db.conn.execute(
@@ -235,25 +320,25 @@ class Store:
         return self.get_message(message_id)
 
     def get_message(self, message_id: int) -> Message:
-        with self._lock:
+        with self.reading():
             rows = list(self.db["messages"].rows_where("id = ?", [message_id]))
         if not rows:
             raise KeyError(f"no message with id {message_id}")
         return Message.from_row(rows[0])
 
     def messages(self, conversation_id: int) -> list[Message]:
-        with self._lock:
+        with self.reading():
             rows = self.db["messages"].rows_where("conversation_id = ?", [conversation_id], order_by="id")
             return [Message.from_row(r) for r in rows]
 
     def update_message(self, message_id: int, **fields: Any) -> Message:
-        with self._lock, self.db.conn:
+        with self.writing():
             self.db["messages"].update(message_id, fields)
         return self.get_message(message_id)
 
     def delete_messages_from(self, conversation_id: int, message_id: int) -> int:
         """Delete a message and every later one in its conversation (edit, regenerate)."""
-        with self._lock, self.db.conn:
+        with self.writing():
             cursor = self.db.conn.execute(
                 "DELETE FROM messages WHERE conversation_id = ? AND id >= ?", [conversation_id, message_id]
             )
@@ -261,7 +346,7 @@ class Store:
 
     def delete_oldest_messages(self, conversation_id: int, count: int) -> int:
         """Delete the ``count`` oldest messages of a conversation (trimming a full context)."""
-        with self._lock, self.db.conn:
+        with self.writing():
             cursor = self.db.conn.execute(
                 "DELETE FROM messages WHERE id IN "
                 "(SELECT id FROM messages WHERE conversation_id = ? ORDER BY id LIMIT ?)",
@@ -272,31 +357,31 @@ class Store:
     # -- settings -------------------------------------------------------------------
 
     def get_setting(self, key: str, default: Any = None) -> Any:
-        with self._lock:
+        with self.reading():
             row = self.db.conn.execute("SELECT value FROM settings WHERE key = ?", [key]).fetchone()
         return json.loads(row[0]) if row else default
 
     def set_setting(self, key: str, value: Any) -> None:
-        with self._lock, self.db.conn:
+        with self.writing():
             self.db["settings"].upsert({"key": key, "value": json.dumps(value)}, pk="key")
 
     def all_settings(self) -> dict[str, Any]:
-        with self._lock:
+        with self.reading():
             return {k: json.loads(v) for k, v in self.db.conn.execute("SELECT key, value FROM settings")}
 
     # -- models ---------------------------------------------------------------------
 
     def upsert_model(self, row: dict[str, Any]) -> None:
-        with self._lock, self.db.conn:
+        with self.writing():
             self.db.conn.execute("DELETE FROM models WHERE path = ? AND id != ?", [row["path"], row["id"]])
             self.db["models"].upsert(row, pk="id")
 
     def model_rows(self) -> list[dict[str, Any]]:
-        with self._lock:
+        with self.reading():
             return list(self.db["models"].rows_where(order_by="id"))
 
     def delete_model(self, model_id: str) -> None:
-        with self._lock, self.db.conn:
+        with self.writing():
             self.db.conn.execute("DELETE FROM models WHERE id = ?", [model_id])
 
 

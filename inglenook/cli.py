@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import logging
 import logging.handlers
 import signal
+import sqlite3
 import sys
 from collections.abc import Iterator, Sequence
 
@@ -22,6 +24,8 @@ log = logging.getLogger("inglenook.cli")
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+# Disk and permission failures that reach the CLI untyped still become one line, not a traceback.
+_STORAGE_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT, errno.EIO}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -37,6 +41,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             return args.handler(args, paths)
     except InglenookError as exc:
         print(f"inglenook: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except sqlite3.Error as exc:
+        # The store maps its own failures; this catches any other module's direct query.
+        log.debug("database failure", exc_info=exc)
+        print(f"inglenook: error: the database cannot be used: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except OSError as exc:
+        if exc.errno not in _STORAGE_ERRNOS:
+            raise
+        log.debug("storage failure", exc_info=exc)
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"inglenook: error: {exc.strerror or exc}{where}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print(file=sys.stderr)

@@ -6,15 +6,20 @@ and symlinks, the real registry and store.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
 import struct
+import subprocess
+import sys
 import threading
 import tracemalloc
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from inglenook.engine.errors import ModelLoadError, StateFileInvalid
+from inglenook.engine.errors import ModelLoadError, StateFileInvalid, StorageUnavailable
 from inglenook.engine.gguf import read_gguf
 from inglenook.engine.paths import Paths
 from inglenook.engine.registry import ModelRegistry
@@ -160,3 +165,155 @@ def test_a_symlinked_state_file_is_refused(tmp_path: Path) -> None:
 def test_a_device_is_not_read_as_a_state_file() -> None:
     with pytest.raises(StateFileInvalid, match="regular file"):
         read_header(Path("/dev/zero"))
+
+
+# -- finding 12: a healthy database set aside; real corruption must be salvaged ---------------
+
+
+def _store_with_messages(path: Path, count: int) -> list[str]:
+    store = Store(path)
+    conversation = store.create_conversation("kept")
+    texts = [f"message {i} " + "x" * 100 for i in range(count)]
+    for text in texts:
+        store.add_message(conversation.id, "user", text)
+    store.close()
+    return texts
+
+
+def _damage_page(path: Path, page: int) -> None:
+    page_size = sqlite3.connect(path).execute("PRAGMA page_size").fetchone()[0]
+    with path.open("r+b") as handle:
+        handle.seek((page - 1) * page_size)
+        handle.write(b"\xa5" * page_size)
+
+
+def _root_page(path: Path, name: str) -> int:
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", [name]).fetchone()[0]
+    finally:
+        conn.close()
+
+
+def test_a_locked_database_is_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    texts = _store_with_messages(path, 3)
+    holder = sqlite3.connect(path)
+    holder.execute("PRAGMA locking_mode=EXCLUSIVE")
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(StorageUnavailable, match="another program"):
+            Store(path, busy_timeout_s=0.1)
+    finally:
+        holder.rollback()
+        holder.close()
+    assert not list(tmp_path.glob("*.corrupt-*"))
+    store = Store(path)
+    assert store.salvaged is None
+    assert [m.content for m in store.messages(1)] == texts
+
+
+def test_a_damaged_index_loses_no_message(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    texts = _store_with_messages(path, 400)
+    _damage_page(path, _root_page(path, "idx_messages_conversation_id_id"))
+    store = Store(path)
+    assert store.set_aside is not None and store.set_aside.exists()  # the damaged file is kept
+    assert store.salvaged is not None and store.salvaged["messages"] == 400
+    assert store.integrity_ok()
+    assert [m.content for m in store.messages(1)] == texts
+    assert store.get_conversation(1).title == "kept"
+
+
+def test_a_damaged_table_page_keeps_every_readable_row(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    texts = _store_with_messages(path, 400)
+    conn = sqlite3.connect(path)
+    # A leaf page of the messages table that is neither its first nor its last.
+    pages = [r[0] for r in conn.execute("SELECT pageno FROM dbstat WHERE name = 'messages' AND pagetype = 'leaf'")]
+    conn.close()
+    assert len(pages) > 4
+    _damage_page(path, sorted(pages)[len(pages) // 2])
+    store = Store(path)
+    kept = [m.content for m in store.messages(1)]
+    assert 0 < len(kept) < 400
+    assert kept[0] == texts[0] and kept[-1] == texts[-1]  # rows after the damaged page too
+    assert set(kept) <= set(texts)
+
+
+# -- finding 13: storage failures are one clear error (CLI line, app dialog, HTTP 503) ---------
+
+
+@contextlib.contextmanager
+def read_only(path: Path) -> Iterator[None]:
+    """Make one file read-only for everyone, root included (a read-only bind mount of it)."""
+    if os.geteuid() != 0:
+        mode = path.stat().st_mode
+        path.chmod(0o444)
+        try:
+            yield
+        finally:
+            path.chmod(mode)
+        return
+    if subprocess.run(["mount", "--bind", str(path), str(path)], capture_output=True).returncode != 0:
+        pytest.skip("cannot bind-mount here to make a file read-only for root")
+    try:
+        if subprocess.run(["mount", "-o", "remount,ro,bind", str(path)], capture_output=True).returncode != 0:
+            pytest.skip("cannot remount read-only here")
+        yield
+    finally:
+        # Lazy: a connection the test failed to close must not leave the mount behind.
+        subprocess.run(["umount", "-l", str(path)], check=True)
+
+
+def test_a_full_disk_while_saving_is_storage_unavailable_and_loses_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    store = Store(path)
+    conversation = store.create_conversation("kept")
+    store.add_message(conversation.id, "user", "saved before the disk filled")
+    pages = store.db.conn.execute("PRAGMA page_count").fetchone()[0]
+    store.db.conn.execute(f"PRAGMA max_page_count = {pages}")  # SQLite's own SQLITE_FULL from here on
+    with pytest.raises(StorageUnavailable, match="the disk is full"):
+        store.add_message(conversation.id, "assistant", "y" * 100_000)
+    store.close()
+    again = Store(path)
+    assert [m.content for m in again.messages(conversation.id)] == ["saved before the disk filled"]
+    assert not list(tmp_path.glob("*.corrupt-*"))
+
+
+def test_a_read_only_database_is_storage_unavailable(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    _store_with_messages(path, 2)
+    with read_only(path):
+        store = Store(path)
+        with pytest.raises(StorageUnavailable, match="read-only"):
+            store.create_conversation("new")
+        assert len(store.messages(1)) == 2  # what was saved stays readable
+        store.close()
+    assert len(Store(path).messages(1)) == 2
+    assert not list(tmp_path.glob("*.corrupt-*"))
+
+
+def test_the_cli_reports_a_read_only_database_in_one_line(home: Path, smollm2_path: Path) -> None:
+    paths = Paths.default().ensure()
+    Store(paths.database).close()
+    with read_only(paths.database):
+        result = subprocess.run(
+            [sys.executable, "-m", "inglenook.cli", "run", str(smollm2_path), "hi", "--max-tokens", "1"],
+            capture_output=True, text=True, timeout=300, env={**os.environ, "INGLENOOK_HOME": str(home)},
+        )
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("inglenook: error:")]
+    assert len(errors) == 1 and "read-only" in errors[0]
+
+
+def test_storage_unavailable_is_a_503_and_a_dialog() -> None:
+    from inglenook.app.errors import explain
+    from inglenook.engine.api_errors import error_for
+
+    exc = StorageUnavailable("cannot write to the database: the disk is full. Nothing was changed.")
+    assert error_for(exc).status == 503
+    explanation = explain(exc)
+    assert explanation.title == "Inglenook cannot save right now"
+    assert "nothing was lost" in explanation.text.lower()
