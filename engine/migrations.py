@@ -87,7 +87,24 @@ def m003_lab_results(db: sqlite_utils.Database) -> None:
     db["lab_results"].create_index(["path", "machine", "measured_at"])
 
 
+def m004_api_responses(db: sqlite_utils.Database) -> None:
+    """Responses API results kept for ``previous_response_id`` and ``GET /v1/responses/{id}``."""
+    db["api_responses"].create(
+        {
+            "id": str,
+            "previous_response_id": str,
+            "model": str,
+            "input_items": str,  # JSON list: this request's own input items
+            "response": str,  # JSON: the response object as returned
+            "created_at": float,
+        },
+        pk="id",
+    )
+    db["api_responses"].create_index(["created_at"])
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     m001_initial,
     m003_lab_results,
+    m004_api_responses,
 ]

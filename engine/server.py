@@ -30,6 +30,7 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .api_errors import ApiError, error_body, error_for
+from .api_openai_responses_routes import responses_router
 from .api_anthropic_errors import anthropic_error_response, is_messages_path
 from .api_anthropic_routes import messages_router
 from .api_requests import GenerationPlan, ModelNames, looks_like_path, chat_plan, completion_plan
@@ -207,6 +208,7 @@ def create_app(service: ApiService) -> FastAPI:
         usage = EmbeddingUsage(prompt_tokens=result.prompt_tokens, total_tokens=result.prompt_tokens)
         return EmbeddingList(data=data, model=result.model_id, usage=usage).model_dump()
 
+    app.include_router(responses_router(service))  # /v1/responses
     return app
 
 

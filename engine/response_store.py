@@ -1,0 +1,113 @@
+"""Stored Responses API results: what ``previous_response_id`` continues and ``GET`` returns.
+
+Rows live in the application database (``Store``), table ``api_responses`` (migration
+``m004_api_responses``). Each row keeps the request's own input items and the response
+object as it was returned; a chain is rebuilt by walking ``previous_response_id`` links,
+so no row repeats the history before it. The oldest rows beyond ``keep`` are pruned on
+write: clients such as the ``openai`` package store by default, and a long-running server
+must not grow its database without bound.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import InvalidRequest
+from .store import Store
+
+log = logging.getLogger(__name__)
+
+DEFAULT_KEEP = 5000
+MAX_CHAIN = 10_000  # links followed at most; a longer chain is refused rather than walked forever
+TABLE = "api_responses"
+
+
+class PreviousResponseNotFound(InvalidRequest):
+    """``previous_response_id`` names a response this server does not hold (a 400, as OpenAI)."""
+
+    code = "previous_response_not_found"
+
+
+@dataclass(frozen=True)
+class StoredResponse:
+    id: str
+    previous_response_id: str | None
+    input_items: list[dict[str, Any]]
+    response: dict[str, Any]
+
+    @property
+    def items(self) -> list[dict[str, Any]]:
+        """This turn of the conversation: its input, then what the model answered."""
+        return [*self.input_items, *self.response.get("output", [])]
+
+
+class ResponseStore:
+    """Saves, reads and deletes stored responses; thread-safe through the Store's lock."""
+
+    def __init__(self, store: Store, keep: int = DEFAULT_KEEP) -> None:
+        self.store = store
+        self.keep = keep
+
+    def save(self, response: dict[str, Any], input_items: list[dict[str, Any]]) -> None:
+        row = {
+            "id": response["id"],
+            "previous_response_id": response.get("previous_response_id"),
+            "model": response.get("model"),
+            "input_items": json.dumps(input_items, ensure_ascii=False),
+            "response": json.dumps(response, ensure_ascii=False),
+            "created_at": time.time(),
+        }
+        db = self.store.db
+        # The Store shares one connection among threads; its lock keeps transactions apart.
+        with self.store._lock, db.conn:  # noqa: SLF001
+            db[TABLE].upsert(row, pk="id")
+            pruned = db.conn.execute(
+                f"DELETE FROM {TABLE} WHERE id IN (SELECT id FROM {TABLE} ORDER BY created_at DESC LIMIT -1 OFFSET ?)",
+                [self.keep],
+            ).rowcount
+        if pruned:
+            log.info("pruned %d stored response(s) beyond the newest %d", pruned, self.keep)
+
+    def get(self, response_id: str) -> StoredResponse | None:
+        with self.store._lock:  # noqa: SLF001
+            row = self.store.db.conn.execute(
+                f"SELECT id, previous_response_id, input_items, response FROM {TABLE} WHERE id = ?", [response_id]
+            ).fetchone()
+        if row is None:
+            return None
+        return StoredResponse(row[0], row[1], json.loads(row[2]), json.loads(row[3]))
+
+    def delete(self, response_id: str) -> bool:
+        with self.store._lock, self.store.db.conn:  # noqa: SLF001
+            return self.store.db.conn.execute(f"DELETE FROM {TABLE} WHERE id = ?", [response_id]).rowcount > 0
+
+    def history(self, response_id: str) -> list[dict[str, Any]]:
+        """Every item of the chain that ends with ``response_id``, oldest first.
+
+        Raises InvalidRequest (param ``previous_response_id``) when a link is missing: it
+        was never stored (``store: false``), was deleted, or was pruned.
+        """
+        turns: list[StoredResponse] = []
+        seen: set[str] = set()
+        current: str | None = response_id
+        while current is not None:
+            if current in seen or len(turns) >= MAX_CHAIN:
+                raise InvalidRequest(
+                    f"the chain of responses ending at {response_id!r} is too long or loops", param="previous_response_id"
+                )
+            seen.add(current)
+            found = self.get(current)
+            if found is None:
+                which = "" if current == response_id else f" (a response earlier in the chain of {response_id!r})"
+                raise PreviousResponseNotFound(
+                    f"previous response {current!r}{which} was not found: it was not stored (store: false), "
+                    "or it was deleted",
+                    param="previous_response_id",
+                )
+            turns.append(found)
+            current = found.previous_response_id
+        return [item for turn in reversed(turns) for item in turn.items]
