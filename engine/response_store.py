@@ -66,7 +66,7 @@ class ResponseStore:
         with self.store._lock, db.conn:  # noqa: SLF001
             db[TABLE].upsert(row, pk="id")
             pruned = db.conn.execute(
-                f"DELETE FROM {TABLE} WHERE id IN (SELECT id FROM {TABLE} ORDER BY created_at DESC LIMIT -1 OFFSET ?)",
+                f"DELETE FROM {TABLE} WHERE id IN (SELECT id FROM {TABLE} ORDER BY created_at DESC, rowid DESC LIMIT -1 OFFSET ?)",
                 [self.keep],
             ).rowcount
         if pruned:
