@@ -48,8 +48,16 @@ class Engine:
             activity=crash_guard.doing if crash_guard is not None else None,
             prefill_chunk=self.settings.prefill_chunk,
         )
+        # A model llama.cpp refuses is marked with the reason (list, Models page) until it loads.
+        self.scheduler.add_listener(self._record_load_outcome)
         self.chats = ChatService(self.store, self.scheduler, self.default_model_id, cache=self.cache)
         self.cache.prune_conversations({c.id for c in self.store.list_conversations()})
+
+    def _record_load_outcome(self, model_id: str, state: str, detail: object) -> None:
+        if state == "failed":
+            self.registry.mark_problem(model_id, str(detail))
+        elif state == "loaded":
+            self.registry.mark_problem(model_id, None)
 
     def load_options(self) -> LoadOptions:
         s = self.settings

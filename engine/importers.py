@@ -177,6 +177,7 @@ def import_found(registry: ModelRegistry, found: list[FoundModel]) -> ImportResu
             if known[real] not in result.imported + result.already:
                 result.already.append(known[real])
             continue
+        before = {r.id for r in registry.list()}
         try:
             record = registry.register_file(item.path, source="import", display_name=item.display_name)
         except ModelLoadError as exc:
@@ -186,7 +187,12 @@ def import_found(registry: ModelRegistry, found: list[FoundModel]) -> ImportResu
             result.skipped.append((item.path, exc.strerror or str(exc)))
             continue
         known[real] = record
-        result.imported.append(record)
+        # The same content under another path is the record already there, not a new model.
+        if record.id in before:
+            if record not in result.imported + result.already:
+                result.already.append(record)
+        else:
+            result.imported.append(record)
     return result
 
 

@@ -103,8 +103,17 @@ def m004_api_responses(db: sqlite_utils.Database) -> None:
     db["api_responses"].create_index(["created_at"])
 
 
+def m005_model_paths_and_problems(db: sqlite_utils.Database) -> None:
+    """One record per file content: other paths to the same content; and why a model cannot run."""
+    db["model_paths"].create({"path": str, "model_id": str}, pk="path")
+    db["model_paths"].create_index(["model_id"])
+    # Raw SQL: sqlite-utils' add_column may commit on its own, and this must stay one transaction.
+    db.conn.execute("ALTER TABLE models ADD COLUMN problem TEXT")
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     m001_initial,
     m003_lab_results,
     m004_api_responses,
+    m005_model_paths_and_problems,
 ]

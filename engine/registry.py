@@ -3,6 +3,13 @@
 Models come from the models directory (scanned), files the user registered in place
 (imported, never copied), and the bundled starter model. Each gets a stable,
 human-readable id such as ``smollm2-135m-instruct:q4_1`` and a content fingerprint.
+
+One file content is one record, however many paths lead to it: a second path with the same
+fingerprint (a copy, a link, an Ollama blob also in the HF cache) is kept as another path of
+that record, and takes over when the record's own file goes. Containment checks (may this
+file be deleted?) resolve both sides first, never compare paths as text. A file that
+llama.cpp refused is kept with its ``problem`` (shown by ``list`` and the Models page) until
+it loads.
 """
 
 from __future__ import annotations
@@ -49,6 +56,12 @@ class ModelRecord:
     metadata: dict[str, Any] = field(default_factory=dict)
     mtime: float = 0.0
     added_at: float = 0.0
+    #: Why the last attempt to load it failed (None: usable, or never tried).
+    problem: str | None = None
+
+    @property
+    def usable(self) -> bool:
+        return self.problem is None
 
     @property
     def base_id(self) -> str:
@@ -84,6 +97,7 @@ class ModelRecord:
             "parameter_count": self.parameter_count, "context_length": self.context_length,
             "size_bytes": self.size_bytes, "mtime": self.mtime, "fingerprint": self.fingerprint,
             "source": self.source, "metadata": json.dumps(self.metadata), "added_at": self.added_at,
+            "problem": self.problem,
         }
 
     @classmethod
@@ -94,7 +108,7 @@ class ModelRecord:
             context_length=row["context_length"], size_bytes=row["size_bytes"] or 0,
             fingerprint=row["fingerprint"], source=row["source"],
             metadata=json.loads(row["metadata"] or "{}"), mtime=row["mtime"] or 0.0,
-            added_at=row["added_at"] or 0.0,
+            added_at=row["added_at"] or 0.0, problem=row.get("problem"),
         )
 
 
@@ -115,14 +129,29 @@ def fingerprint_file(path: Path, size: int) -> str:
     """
     digest = hashlib.sha256(str(size).encode())
     sample = 64 * 1024
-    with path.open("rb") as handle:
-        digest.update(handle.read(4 * 1024 * 1024))
-        for i in range(16):
-            handle.seek(size * i // 16)
-            digest.update(handle.read(sample))
-        handle.seek(max(0, size - 1024 * 1024))
-        digest.update(handle.read())
+    try:
+        with path.open("rb") as handle:
+            digest.update(handle.read(4 * 1024 * 1024))
+            for i in range(16):
+                handle.seek(size * i // 16)
+                digest.update(handle.read(sample))
+            handle.seek(max(0, size - 1024 * 1024))
+            digest.update(handle.read(1024 * 1024))
+    except OSError as exc:
+        raise ModelLoadError(f"cannot read {path.name}: {exc.strerror or exc}") from exc
     return digest.hexdigest()[:32]
+
+
+def unrunnable_reason(info: GGUFInfo) -> str | None:
+    """Why llama.cpp would refuse this file for certain, seen from its header alone."""
+    if not info.tensors:
+        return "it holds no tensors (a vocabulary-only or empty file)"
+    unknown = sorted({t.ggml_type for t in info.tensors if t.n_bytes is None})
+    if unknown:
+        return f"it uses tensor types this build does not know ({', '.join(map(str, unknown))})"
+    if "general.architecture" not in info.metadata:
+        return "it does not name its architecture"
+    return None
 
 
 def is_secondary_shard(path: Path) -> bool:
@@ -153,46 +182,99 @@ class ModelRegistry:
                     if self.paths.downloads in path.parents or is_secondary_shard(path):
                         continue
                     self._try_register(path, "scan")
-            for record in self.list():
-                if not record.path.is_file():
-                    log.info("model file of %s is gone; removing it from the registry", record.id)
-                    self.store.delete_model(record.id)
+            self._forget_vanished()
             return self.list()
+
+    def _forget_vanished(self) -> None:
+        """A record whose file is gone moves to another path to its content, or is dropped."""
+        others: dict[str, list[Path]] = {}
+        for extra, model_id in self.store.model_paths().items():
+            if Path(extra).is_file():
+                others.setdefault(model_id, []).append(Path(extra))
+            else:
+                self.store.delete_model_path(extra)
+        for record in self.list():
+            if record.path.is_file():
+                continue
+            replacement = next((p for p in others.get(record.id, []) if self._same_content(p, record)), None)
+            if replacement is not None:
+                log.info("model file of %s is gone; using %s, a path to the same content", record.id, replacement.name)
+                self.store.move_model(record.id, str(replacement))
+            else:
+                log.info("model file of %s is gone; removing it from the registry", record.id)
+                self.store.delete_model(record.id)
+
+    @staticmethod
+    def _same_content(path: Path, record: ModelRecord) -> bool:
+        try:
+            size = path.stat().st_size
+            return size == record.size_bytes and fingerprint_file(path, size) == record.fingerprint
+        except (OSError, ModelLoadError):
+            return False
 
     def _try_register(self, path: Path, source: str) -> None:
         try:
             self.register_file(path, source=source)
         except ModelLoadError as exc:
             log.warning("skipping %s: %s", path, exc)
+        except OSError as exc:  # unreadable, vanished mid-scan: one bad file never stops the listing
+            log.warning("skipping %s: %s", path, exc.strerror or exc)
 
     def register_file(self, path: Path | str, source: str = "import", display_name: str | None = None) -> ModelRecord:
         """Add a GGUF file in place (no copy). Validates the header first.
 
-        ``display_name`` names a file whose own name says nothing (an Ollama blob is
-        ``sha256-…``); the id is then derived from it instead of the file name."""
-        path = Path(path).expanduser().absolute()
+        A file whose content is already registered (by fingerprint) under another path is
+        not a second model: the existing record is returned, and the path remembered as
+        another way to it. ``display_name`` names a file whose own name says nothing (an
+        Ollama blob is ``sha256-…``); the id is then derived from it instead of the file name."""
+        path = _canonical(path)
         with self._lock:
             stat = path.stat() if path.is_file() else None
             existing = self._by_path(path)
             if existing and stat and existing.size_bytes == stat.st_size and existing.mtime == stat.st_mtime:
                 return existing
+            if existing and existing.path != path:
+                # A path we knew as another way to a record's content has changed: re-examine it.
+                self.store.delete_model_path(str(path))
+                existing = None
             info = read_gguf(path)
+            reason = unrunnable_reason(info)
+            if reason is not None:
+                raise ModelLoadError(f"{path.name} cannot be run: {reason}")
             named = Path(f"{display_name}.gguf") if display_name else path
             record = ModelRecord.describe(
                 info,
-                model_id=self._unique_id(model_id_for(named, info), path),
+                model_id=existing.id if existing else "",
                 source=existing.source if existing and source == "scan" else source,
                 name=named.name.removesuffix(".gguf"),
                 added_at=existing.added_at if existing else time.time(),
             )
+            same = self._by_fingerprint(record.fingerprint, record.size_bytes, besides=path)
+            if same is not None:
+                if existing is not None:
+                    self.store.delete_model(existing.id)
+                self.store.add_model_path(str(path), same.id)
+                log.info("%s has the same content as %s; not registered twice", path.name, same.id)
+                return same
+            if not record.id:
+                record.id = self._unique_id(model_id_for(named, info), path)
             self.store.upsert_model(record.to_row())
             log.info("registered model %s (%s)", record.id, path.name)
             return record
 
     def _by_path(self, path: Path) -> ModelRecord | None:
-        for record in self.list():
+        records = self.list()
+        for record in records:
             if record.path == path:
                 return record
+        model_id = self.store.model_paths().get(str(path))
+        return next((r for r in records if r.id == model_id), None) if model_id else None
+
+    def _by_fingerprint(self, fingerprint: str, size: int, besides: Path) -> ModelRecord | None:
+        for record in self.list():
+            if record.fingerprint == fingerprint and record.size_bytes == size and record.path != besides:
+                if record.path.is_file():
+                    return record
         return None
 
     def _unique_id(self, wanted: str, path: Path) -> str:
@@ -203,6 +285,19 @@ class ModelRegistry:
             candidate = f"{base}-{n}:{quant}"
             n += 1
         return candidate
+
+    def mark_problem(self, model_id: str, problem: str | None) -> None:
+        """Record why ``model_id`` failed to load (None: it loaded); unknown ids are ignored."""
+        problem = problem[:500] if problem else None
+        with self._lock:
+            current = next((r for r in self.list() if r.id == model_id), None)
+            if current is not None and current.problem != problem:
+                self.store.set_model_problem(model_id, problem)
+
+    def paths_of(self, record: ModelRecord) -> list[Path]:
+        """Every known path to ``record``'s content, its own first."""
+        extra = sorted(Path(p) for p, model_id in self.store.model_paths().items() if model_id == record.id)
+        return [record.path, *extra]
 
     # -- queries --------------------------------------------------------------------
 
@@ -238,17 +333,40 @@ class ModelRegistry:
             return self.register_file(path)
         raise ModelNotFound(f"no local model named {name!r}; `inglenook list` shows the installed ones")
 
+    def owns_file(self, record: ModelRecord) -> bool:
+        """True when ``record``'s file is Inglenook's to delete: its directory entry really lies
+        inside the models folder (the folder path resolved, links and ``..`` followed, never
+        compared as text), and Inglenook downloaded, made or found it there. Never the starter
+        model, never an imported file. Deleting a link there removes the link, not its target."""
+        if record.source not in _OWNED_SOURCES:
+            return False
+        try:
+            entry = record.path.parent.resolve(strict=True) / record.path.name
+            models = self.paths.models.resolve(strict=True)
+        except (OSError, RuntimeError):
+            return False
+        return models in entry.parents and (entry.is_symlink() or entry.is_file())
+
     def remove(self, model_id: str, delete_file: bool | None = None) -> ModelRecord:
-        """Forget a model. Files inside our models directory are deleted; imported files are kept
-        unless ``delete_file`` is True; the starter model's file is never deleted."""
+        """Forget a model. Its file is deleted only when ``owns_file`` says so (``delete_file``
+        False keeps it even then); imported files, the starter model and anything outside the
+        models folder are only forgotten."""
         with self._lock:
             record = self.resolve(model_id)
-            inside = self.paths.models in record.path.parents
-            if delete_file is None:
-                delete_file = inside
             if record.source == "starter":
                 self.store.set_setting(STARTER_REMOVED_KEY, True)
-            elif delete_file:
+            elif delete_file is not False and self.owns_file(record):
                 record.path.unlink(missing_ok=True)
             self.store.delete_model(record.id)
             return record
+
+
+#: Sources whose files live in Inglenook's models folder because Inglenook put or found them there.
+_OWNED_SOURCES = ("download", "quantized", "scan")
+
+
+def _canonical(path: Path | str) -> Path:
+    """``path`` made absolute, as given: links are kept (an Ollama blob is a link), so a record
+    names the path the user or the scan knows. Whatever decides on a file's real location
+    (``owns_file``) resolves it at that moment instead."""
+    return Path(path).expanduser().absolute()

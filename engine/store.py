@@ -382,7 +382,33 @@ class Store:
 
     def delete_model(self, model_id: str) -> None:
         with self.writing():
+            self.db.conn.execute("DELETE FROM model_paths WHERE model_id = ?", [model_id])
             self.db.conn.execute("DELETE FROM models WHERE id = ?", [model_id])
+
+    def move_model(self, model_id: str, path: str) -> None:
+        """Point a record at another path to its content (its own file is gone)."""
+        with self.writing():
+            self.db.conn.execute("DELETE FROM model_paths WHERE path = ?", [path])
+            self.db.conn.execute("UPDATE models SET path = ? WHERE id = ?", [path, model_id])
+
+    def set_model_problem(self, model_id: str, problem: str | None) -> None:
+        with self.writing():
+            self.db.conn.execute("UPDATE models SET problem = ? WHERE id = ?", [problem, model_id])
+
+    # -- other paths to a model's content ----------------------------------------------
+
+    def add_model_path(self, path: str, model_id: str) -> None:
+        with self.writing():
+            self.db["model_paths"].upsert({"path": path, "model_id": model_id}, pk="path")
+
+    def model_paths(self) -> dict[str, str]:
+        """{path: model id} for every extra path (a record's own path is in its row)."""
+        with self.reading():
+            return dict(self.db.conn.execute("SELECT path, model_id FROM model_paths"))
+
+    def delete_model_path(self, path: str) -> None:
+        with self.writing():
+            self.db.conn.execute("DELETE FROM model_paths WHERE path = ?", [path])
 
 
 def _escape_like(text: str) -> str:

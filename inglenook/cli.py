@@ -293,6 +293,9 @@ def cmd_list(args: argparse.Namespace, paths: Paths) -> int:
         rows.append((m.id, m.quantization, human_size(m.size_bytes), human_count(m.parameter_count),
                      str(m.context_length or "?"), m.source))
     print_table(rows)
+    for m in models:
+        if not m.usable:
+            print(f"{m.id} cannot be used: {m.problem}")
     return 0
 
 
@@ -324,8 +327,14 @@ def cmd_show(args: argparse.Namespace, paths: Paths) -> int:
 
 def cmd_rm(args: argparse.Namespace, paths: Paths) -> int:
     with _open_engine(args, paths) as engine:
-        record = engine.registry.remove(args.model)
-    print(f"removed {record.id}")
+        record = engine.registry.resolve(args.model)
+        deletes = record.source != "starter" and engine.registry.owns_file(record)
+        engine.registry.remove(record.id)
+    if deletes:
+        print(f"removed {record.id} and deleted its file")
+    else:
+        # Only files Inglenook put in (or found in) its own models folder are ever deleted.
+        print(f"removed {record.id} from the list; its file was kept: {record.path}")
     return 0
 
 

@@ -278,7 +278,8 @@ class LabRun:
                     f"{record.id} is not a variant of {group.name}; compare one model's quantizations at a time",
                     param="model",
                 )
-            chosen.append(variant)
+            if variant not in chosen:  # two paths to one file are one model, measured once
+                chosen.append(variant)
         return chosen
 
     def _create_variants(self, group: VariantGroup) -> None:

@@ -60,24 +60,27 @@ class VariantGroup:
         return [q for q in CREATABLE if q not in present and (CREATABLE[q] < top or q == "Q8_0")]
 
 
-def _base_name(record: ModelRecord, metadata: dict[str, Any]) -> str:
+def _base_name(metadata: dict[str, Any]) -> str | None:
+    """The model's own name from its metadata, quant suffix stripped; None when it has none.
+
+    Never the registry id: ids are per file (``…-2`` for a second file), not per model."""
     for key in ("general.basename", "general.name"):
         value = metadata.get(key)
         if isinstance(value, str) and value.strip():
             name = value.strip().lower()
-            break
-    else:
-        name = record.base_id
-    # Names often carry the quant ("... Q4_K_M"); strip it so variants meet.
-    name = re.sub(r"[-_. ]?(q\d(_k)?(_[a-z0-9]+)?|f16|bf16|f32|iq\d\w*)$", "", name)
-    return re.sub(r"[^a-z0-9]+", "-", name).strip("-")
+            # Names often carry the quant ("... Q4_K_M"); strip it so variants meet.
+            name = re.sub(r"[-_. ]?(q\d(_k)?(_[a-z0-9]+)?|f16|bf16|f32|iq\d\w*)$", "", name)
+            return re.sub(r"[^a-z0-9]+", "-", name).strip("-") or None
+    return None
 
 
 def group_key(record: ModelRecord) -> tuple[Any, ...]:
+    """What the model is: architecture, size, shape, tokenizer and name, whatever the file is called."""
     info = read_gguf(record.path)
     metadata = info.metadata
     tokenizer = (metadata.get("tokenizer.ggml.model"), metadata.get("tokenizer.ggml.pre"), info.vocab_size)
-    return (info.architecture, info.parameter_count, tokenizer, _base_name(record, metadata))
+    shape = (info.block_count, info.arch_value("embedding_length"))
+    return (info.architecture, info.parameter_count, shape, tokenizer, _base_name(metadata))
 
 
 def find_variants(registry: ModelRegistry, model_id: str, with_hub: bool = True) -> VariantGroup:

@@ -70,7 +70,7 @@ def test_import_a_picked_file_in_place(paths: Paths, registry: ModelRegistry, sm
 def test_import_a_folder_skips_what_is_not_gguf(registry: ModelRegistry, tmp_path: Path) -> None:
     folder = tmp_path / "picked"
     tiny(folder / "a" / "alpha-Q4_K_M.gguf")
-    tiny(folder / "beta-Q4_K_M.gguf")
+    tiny(folder / "beta-Q4_K_M.gguf", name="Beta")  # other content: one content is one record
     (folder / "mmproj-beta-f16.gguf").write_bytes(b"GGUF")  # a vision projector: not a model
     (folder / "broken-Q4_0.gguf").write_bytes(b"<html>not a model</html>" * 10)
     result = importers.import_path(registry, folder)
@@ -82,7 +82,7 @@ def test_import_a_folder_skips_what_is_not_gguf(registry: ModelRegistry, tmp_pat
 def test_scan_finds_hf_cache_lmstudio_and_ollama(registry: ModelRegistry, tmp_path: Path, smollm2_path: Path) -> None:
     hf = make_hf_cache(tmp_path / "hf", tiny(tmp_path / "store" / "tiny.bin"))
     lmstudio = tmp_path / "lmstudio"
-    tiny(lmstudio / "publisher" / "Repo-GGUF" / "studio-model-Q4_K_M.gguf")
+    tiny(lmstudio / "publisher" / "Repo-GGUF" / "studio-model-Q4_K_M.gguf", name="Studio")  # other content
     tiny(lmstudio / "publisher" / "Repo-GGUF" / "studio-model-Q4_K_M-00002-of-00002.gguf")
     ollama = make_ollama(tmp_path / "ollama", smollm2_path)
 
@@ -119,9 +119,9 @@ def test_cli_import_path_and_scan(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
     monkeypatch.delenv("OLLAMA_MODELS", raising=False)
     make_hf_cache(fake_home / ".cache" / "huggingface" / "hub", tiny(tmp_path / "store" / "tiny.bin"))
-    tiny(fake_home / ".lmstudio" / "models" / "pub" / "R" / "studio-Q8_0.gguf")
+    tiny(fake_home / ".lmstudio" / "models" / "pub" / "R" / "studio-Q8_0.gguf", name="Studio")  # other contents
     make_ollama(fake_home / ".ollama" / "models", smollm2_path)
-    picked = tiny(tmp_path / "picked" / "mine-Q4_K_M.gguf")
+    picked = tiny(tmp_path / "picked" / "mine-Q4_K_M.gguf", name="Mine")
 
     assert main(["import", str(picked)]) == 0
     assert "imported mine:q4_k_m" in capsys.readouterr().out

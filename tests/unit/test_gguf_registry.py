@@ -117,7 +117,7 @@ def test_fingerprint_changes_with_content(home: Path) -> None:
 def test_remove_deletes_owned_files_but_keeps_imported_ones(home: Path, tmp_path: Path) -> None:
     registry = _registry(home)
     owned = write_gguf(registry.paths.models / "own-F32.gguf")
-    imported = write_gguf(tmp_path / "theirs-F32.gguf")
+    imported = write_gguf(tmp_path / "theirs-F32.gguf", metadata={"general.name": "Theirs"})  # other content
     registry.refresh()
     registry.register_file(imported)
     registry.remove("own:f32")

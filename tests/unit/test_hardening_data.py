@@ -317,3 +317,113 @@ def test_storage_unavailable_is_a_503_and_a_dialog() -> None:
     explanation = explain(exc)
     assert explanation.title == "Inglenook cannot save right now"
     assert "nothing was lost" in explanation.text.lower()
+
+
+# -- finding 8: `inglenook rm` outside the models folder --------------------------------------
+
+
+def test_rm_never_deletes_outside_the_models_folder(home: Path) -> None:
+    paths = Paths.default().ensure()
+    victim = write_gguf(home.parent / "victim" / "precious.gguf")
+    linked = write_gguf(home.parent / "victim" / "linked.gguf", metadata={"general.name": "Linked"})
+    (paths.models / "link.gguf").symlink_to(linked)
+    (paths.models / "folder-link").symlink_to(victim.parent, target_is_directory=True)
+    store = Store(paths.database)
+    registry = ModelRegistry(store, paths)
+    registry.refresh()
+    # The path from the finding: lexically inside the models folder, really outside.
+    sneaky = f"{paths.models}/../../{victim.parent.name}/{victim.name}"
+    registry.remove(sneaky)
+    assert victim.exists()
+    # A scanned link inside the folder: the link goes, the file it points at stays.
+    registry.remove(str(paths.models / "link.gguf"))
+    assert linked.exists() and not (paths.models / "link.gguf").is_symlink()
+    # A file reached through a linked folder inside the models folder is not ours either.
+    through = registry.register_file(paths.models / "folder-link" / victim.name, source="scan")
+    registry.remove(through.id)
+    assert victim.exists()
+    store.close()
+
+
+def test_cli_rm_of_a_path_outside_keeps_the_file(home: Path) -> None:
+    paths = Paths.default().ensure()
+    victim = write_gguf(home.parent / "victim" / "precious.gguf")
+    result = subprocess.run(
+        [sys.executable, "-m", "inglenook.cli", "rm", f"{paths.models}/../../victim/precious.gguf"],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "INGLENOOK_HOME": str(home)},
+    )
+    assert result.returncode == 0, result.stderr
+    assert victim.exists() and "its file was kept" in result.stdout
+
+
+# -- finding 10: models llama.cpp refuses -------------------------------------------------------
+
+
+def test_a_file_that_cannot_run_is_not_listed(home: Path) -> None:
+    paths = Paths.default().ensure()
+    write_gguf(paths.models / "empty-F32.gguf", tensors=[])  # listed as "empty:unknown" before
+    write_gguf(paths.models / "odd-F32.gguf", metadata={"general.name": "Odd"}, tensors=[("w", (8,))])
+    registry = ModelRegistry(Store(paths.database), paths)
+    ids = {r.id for r in registry.refresh()}
+    assert "empty:unknown" not in ids and not any(i.startswith("empty") for i in ids)
+    assert "odd:f32" in ids
+
+
+def test_a_refused_load_marks_the_model_until_it_loads(home: Path) -> None:
+    paths = Paths.default().ensure()
+    registry = ModelRegistry(Store(paths.database), paths)
+    record = registry.register_file(write_gguf(home / "tiny-F32.gguf"))
+    registry.mark_problem(record.id, "llama.cpp could not load the model")
+    marked = registry.get(record.id)
+    assert not marked.usable and marked.problem == "llama.cpp could not load the model"
+    registry.mark_problem(record.id, None)
+    assert registry.get(record.id).usable
+
+
+# -- finding 14: one file content, one record; variants by what the model is ------------------
+
+
+def test_a_copy_of_a_registered_file_is_the_same_record(home: Path, smollm2_path: Path) -> None:
+    paths = Paths.default().ensure()
+    copy = home.parent / "elsewhere" / "renamed-copy.gguf"
+    copy.parent.mkdir(parents=True)
+    copy.write_bytes(smollm2_path.read_bytes())
+    store = Store(paths.database)
+    registry = ModelRegistry(store, paths)
+    registry.refresh()
+    starter = registry.resolve("smollm2")
+    again = registry.resolve(str(copy))
+    assert again.id == starter.id  # was smollm2-135m-instruct-2:q4_1
+    assert len(registry.list()) == 1
+    assert registry.paths_of(starter) == [starter.path, copy]
+    store.close()
+
+
+def test_a_record_moves_to_another_path_when_its_file_goes(home: Path) -> None:
+    paths = Paths.default().ensure()
+    first = write_gguf(paths.models / "first-F32.gguf")
+    second = home / "second.gguf"
+    second.write_bytes(first.read_bytes())
+    registry = ModelRegistry(Store(paths.database), paths)
+    registry.refresh()
+    record = registry.resolve("first:f32")
+    assert registry.register_file(second).id == record.id
+    first.unlink()
+    after = {r.id: r for r in registry.refresh()}
+    assert after[record.id].path == second
+
+
+def test_variants_are_grouped_by_what_the_model_is_not_its_id(home: Path) -> None:
+    from inglenook.engine.lab.variants import find_variants
+
+    paths = Paths.default().ensure()
+    registry = ModelRegistry(Store(paths.database), paths)
+    # Same model (no name in its metadata), two quantizations under unrelated file names.
+    tensors = [("token_embd.weight", (8, 4)), ("output.weight", (8, 4))]
+    a = write_gguf(paths.models / "alpha-F32.gguf", metadata={"general.name": "", "general.file_type": 0},
+                   tensors=tensors)
+    b = write_gguf(paths.models / "zulu-F16.gguf", metadata={"general.name": "", "general.file_type": 1},
+                   tensors=tensors)
+    registry.refresh()
+    group = find_variants(registry, registry.register_file(a).id, with_hub=False)
+    assert {v.record.path for v in group.variants} == {a, b}
