@@ -121,6 +121,11 @@ def test_stop_sequence_ends_the_answer_and_is_named(claude: anthropic.Anthropic)
     text = stopped.content[0].text if stopped.content else ""
     assert text == free[: free.index(stop)]
     assert stopped.usage.output_tokens < 12
+    with claude.messages.stream(model=STARTER, max_tokens=12, messages=HELLO, temperature=0,
+                                stop_sequences=[stop]) as stream:
+        streamed = stream.get_final_message()
+    assert (streamed.stop_reason, streamed.stop_sequence) == ("stop_sequence", stop)
+    assert "".join(b.text for b in streamed.content if b.type == "text") == text
 
 
 # -- streaming ----------------------------------------------------------------------------
@@ -150,6 +155,37 @@ def test_raw_stream_frames_every_event_as_anthropic_does(server: ApiServer) -> N
     final = events[-2][1]
     assert final["delta"] == {"stop_reason": "max_tokens", "stop_sequence": None}
     assert final["usage"]["output_tokens"] == 5 and final["usage"]["input_tokens"] > 0
+
+
+def test_a_claude_code_shaped_request_streams_although_max_tokens_exceeds_the_context(server: ApiServer) -> None:
+    """What Claude Code sends: system and text blocks with cache_control, tools with $schema,
+    thinking, metadata, fields this server does not know, and a max_tokens far above the
+    1024-token context of this test's model."""
+    body = {
+        "model": "claude-sonnet-4-5-20250929",
+        "max_tokens": 32000,
+        "temperature": 1,
+        "system": [
+            {"type": "text", "text": "You are Claude Code, Anthropic's official CLI for Claude."},
+            {"type": "text", "text": "Answer in one short sentence.", "cache_control": {"type": "ephemeral"}},
+        ],
+        "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "<system-reminder>Be brief.</system-reminder>"},
+            {"type": "text", "text": "Say hello.", "cache_control": {"type": "ephemeral"}},
+        ]}],
+        "tools": [{**WEATHER, "input_schema": {**WEATHER["input_schema"], "additionalProperties": False,
+                                               "$schema": "http://json-schema.org/draft-07/schema#"}}],
+        "metadata": {"user_id": "user_abc_account__session_123"},
+        "thinking": {"type": "enabled", "budget_tokens": 1024},
+        "context_management": {"edits": []},
+    }
+    response = httpx.post(f"{base_url(server)}/v1/messages?beta=true", json={**body, "stream": True}, timeout=300,
+                          headers={"anthropic-version": "2023-06-01", "anthropic-beta": "claude-code-20250219"})
+    assert response.status_code == 200, response.text
+    events = sse_events(response.text)
+    assert [name for name, _ in events][:2] == ["message_start", "ping"]
+    assert [name for name, _ in events][-2:] == ["message_delta", "message_stop"]
+    assert events[-2][1]["delta"]["stop_reason"] in ("end_turn", "max_tokens", "tool_use")
 
 
 # -- tools --------------------------------------------------------------------------------
