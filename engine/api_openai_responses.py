@@ -38,7 +38,8 @@ TEXT_PART_TYPES = ("input_text", "output_text", "text", "summary_text", "reasoni
 MESSAGE_ROLES = ("user", "assistant", "system", "developer")
 CALL_TYPES = ("function_call", "custom_tool_call")
 OUTPUT_TYPES = ("function_call_output", "custom_tool_call_output")
-SIMPLE_CHOICES = ("none", "auto", "required")
+ChoiceName = Literal["none", "auto", "required"]
+SIMPLE_CHOICES: tuple[ChoiceName, ...] = ("none", "auto", "required")
 
 
 # -- request models (ordered like OpenAI's CreateResponse) ---------------------------------
@@ -255,11 +256,15 @@ def function_tools(tools: list[ResponsesTool] | None) -> list[Tool]:
     return chosen
 
 
-def tool_choice(choice: str | dict[str, Any] | None, tools: list[Tool]) -> str | NamedToolChoice | None:
-    if choice is None or isinstance(choice, str):
-        if choice is not None and choice not in SIMPLE_CHOICES:
-            raise InvalidRequest(f"tool_choice must be one of {', '.join(SIMPLE_CHOICES)} or a tool", param="tool_choice")
-        return choice
+def tool_choice(choice: str | dict[str, Any] | None, tools: list[Tool]) -> ChoiceName | NamedToolChoice | None:
+    """The chat tool_choice; ``allowed_tools`` narrows ``tools`` in place to the ones it allows."""
+    if choice is None:
+        return None
+    if isinstance(choice, str):
+        for simple in SIMPLE_CHOICES:
+            if choice == simple:
+                return simple
+        raise InvalidRequest(f"tool_choice must be one of {', '.join(SIMPLE_CHOICES)} or a tool", param="tool_choice")
     kind = choice.get("type")
     if kind == "function":
         name = choice.get("name")

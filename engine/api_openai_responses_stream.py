@@ -14,7 +14,6 @@ after the first event is reported as an ``error`` event followed by ``response.f
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -36,8 +35,6 @@ from .api_responses import ToolCallFilter
 from .api_runs import Run
 from .protocol import ResponseToolCall
 from .tool_calls import ToolPlan
-
-log = logging.getLogger(__name__)
 
 OnDone = Callable[[ResponseObject], Awaitable[None]]
 
@@ -136,10 +133,10 @@ async def response_stream(
                 yield framed
             output.append(item)
         for call in calls:
-            events, item = call_events(event, call, len(output))
+            events, call_done = call_events(event, call, len(output))
             for framed in events:
                 yield framed
-            output.append(item)
+            output.append(call_done)
         final = meta.snapshot(status, output, usage_of(run))
         kind = "response.incomplete" if status == "incomplete" else "response.completed"
         yield event(kind, response=final.model_dump(mode="json"))

@@ -46,7 +46,10 @@ class StoredResponse:
 
 
 class ResponseStore:
-    """Saves, reads and deletes stored responses; thread-safe through the Store's lock."""
+    """Saves, reads and deletes stored responses through the Store's own transactions.
+
+    SQLite failures arrive as the Store's typed errors (``StorageUnavailable`` and the like).
+    """
 
     def __init__(self, store: Store, keep: int = DEFAULT_KEEP) -> None:
         self.store = store
@@ -61,20 +64,23 @@ class ResponseStore:
             "response": json.dumps(response, ensure_ascii=False),
             "created_at": time.time(),
         }
-        db = self.store.db
-        # The Store shares one connection among threads; its lock keeps transactions apart.
-        with self.store._lock, db.conn:  # noqa: SLF001
-            db[TABLE].upsert(row, pk="id")
-            pruned = db.conn.execute(
-                f"DELETE FROM {TABLE} WHERE id IN (SELECT id FROM {TABLE} ORDER BY created_at DESC, rowid DESC LIMIT -1 OFFSET ?)",
+        with self.store.writing() as conn:
+            conn.execute(
+                f"INSERT OR REPLACE INTO {TABLE} (id, previous_response_id, model, input_items, response, created_at) "
+                "VALUES (:id, :previous_response_id, :model, :input_items, :response, :created_at)",
+                row,
+            )
+            pruned = conn.execute(
+                f"DELETE FROM {TABLE} WHERE id IN "
+                f"(SELECT id FROM {TABLE} ORDER BY created_at DESC, rowid DESC LIMIT -1 OFFSET ?)",
                 [self.keep],
             ).rowcount
         if pruned:
             log.info("pruned %d stored response(s) beyond the newest %d", pruned, self.keep)
 
     def get(self, response_id: str) -> StoredResponse | None:
-        with self.store._lock:  # noqa: SLF001
-            row = self.store.db.conn.execute(
+        with self.store.reading() as conn:
+            row = conn.execute(
                 f"SELECT id, previous_response_id, input_items, response FROM {TABLE} WHERE id = ?", [response_id]
             ).fetchone()
         if row is None:
@@ -82,8 +88,8 @@ class ResponseStore:
         return StoredResponse(row[0], row[1], json.loads(row[2]), json.loads(row[3]))
 
     def delete(self, response_id: str) -> bool:
-        with self.store._lock, self.store.db.conn:  # noqa: SLF001
-            return self.store.db.conn.execute(f"DELETE FROM {TABLE} WHERE id = ?", [response_id]).rowcount > 0
+        with self.store.writing() as conn:
+            return conn.execute(f"DELETE FROM {TABLE} WHERE id = ?", [response_id]).rowcount > 0
 
     def history(self, response_id: str) -> list[dict[str, Any]]:
         """Every item of the chain that ends with ``response_id``, oldest first.
