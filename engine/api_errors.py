@@ -1,7 +1,11 @@
 """Engine errors -> HTTP status and OpenAI's error body, in one place.
 
 Errors are classified by type, walking the exception's class hierarchy, never by their
-message text. Messages pass through a scrubber so no file-system path leaves the machine.
+message text. Only errors whose messages are built from the request and fixed text (bad
+input, unknown models, a busy or stopping server) pass their message on. Failures inside
+the engine (a model that does not load, storage, bugs) carry local detail such as file
+paths, so the client gets a fixed sentence per type and the detail goes to the log. The
+path scrubber stays as a last line behind that, not as the defence.
 """
 
 from __future__ import annotations
@@ -65,6 +69,19 @@ _STATUS: dict[type[BaseException], tuple[int, str]] = {
     InglenookError: (500, SERVER_ERROR),
 }
 
+# Errors whose messages are made of request values and fixed text, never local detail.
+_CLIENT_SAFE: tuple[type[BaseException], ...] = (
+    InvalidRequest, ContextLengthExceeded, ModelNotFound, ConversationNotFound, QueueFull, ServerError, JobCancelled,
+)
+
+# What the client reads for engine failures; the full message is in the server's log.
+_PUBLIC_MESSAGE: dict[type[BaseException], str] = {
+    ModelLoadError: "the model could not be loaded; the server's log says why",
+    DownloadError: "a download failed; the server's log says why",
+    StoreError: "the server's storage failed; the server's log says why",
+    InglenookError: "the engine failed on this request; the server's log says why",
+}
+
 # Absolute paths (POSIX with two or more parts, Windows drive paths, UNC shares).
 _PATH = re.compile(r"(?:[A-Za-z]:[\\/]|\\\\|/)(?:[^\s'\"<>|]+[\\/])+[^\s'\"<>|,;)]*")
 
@@ -74,8 +91,9 @@ def scrub(message: str) -> str:
     return _PATH.sub("<path>", message)
 
 
-def error_for(exc: BaseException) -> ApiError:
-    """Map any exception to the ApiError the client sees."""
+def error_for(exc: BaseException, prompt_param: str = "messages") -> ApiError:
+    """Map any exception to the ApiError the client sees. ``prompt_param`` is the field
+    that holds the prompt on the route that failed (a context overflow names it)."""
     if isinstance(exc, ApiError):
         return exc
     if isinstance(exc, ValidationError):
@@ -84,13 +102,20 @@ def error_for(exc: BaseException) -> ApiError:
         status, kind = next(row for cls, row in _STATUS.items() if isinstance(exc, cls))
         param = getattr(exc, "param", None)
         if isinstance(exc, ContextLengthExceeded):
-            param = "messages"
+            param = prompt_param
         headers = {"Retry-After": str(exc.retry_after_s)} if isinstance(exc, QueueFull) else {}
         if status >= 500:
             log.warning("request failed: %s: %s", type(exc).__name__, exc)
-        return ApiError(status, scrub(str(exc)), kind, exc.code, param, headers)
+        return ApiError(status, scrub(client_message(exc)), kind, exc.code, param, headers)
     log.error("unexpected error in the API server", exc_info=exc)
     return ApiError(500, "internal server error", SERVER_ERROR, "internal_error")
+
+
+def client_message(exc: InglenookError) -> str:
+    """The message a remote client may read for ``exc``."""
+    if isinstance(exc, _CLIENT_SAFE):
+        return str(exc)
+    return next(text for cls, text in _PUBLIC_MESSAGE.items() if isinstance(exc, cls))
 
 
 def error_body(error: ApiError) -> dict:

@@ -301,6 +301,10 @@ class Downloader:
         if any(_sha256_of(t) != f.sha256 for f, t in zip(files, targets)):
             return None
         log.info("%s is already downloaded and intact", targets[0].name)
+        # A run killed between the final rename and the clean-up left its staging record
+        # behind: the file is installed, so it is not an interrupted download any more.
+        for remote in files:
+            self._forget(remote.sha256 or "")
         return self._register(targets)
 
     def _check_disk_space(self, files: list[RemoteFile]) -> None:

@@ -338,10 +338,11 @@ class ModelRegistry:
         inside the models folder (the folder path resolved, links and ``..`` followed, never
         compared as text), and Inglenook downloaded, made or found it there. Never the starter
         model, never an imported file. Deleting a link there removes the link, not its target."""
-        if record.source not in _OWNED_SOURCES:
-            return False
+        return record.source in _OWNED_SOURCES and self._inside_models(record.path)
+
+    def _inside_models(self, path: Path) -> bool:
         try:
-            entry = record.path.parent.resolve(strict=True) / record.path.name
+            entry = path.parent.resolve(strict=True) / path.name
             models = self.paths.models.resolve(strict=True)
         except (OSError, RuntimeError):
             return False
@@ -350,13 +351,19 @@ class ModelRegistry:
     def remove(self, model_id: str, delete_file: bool | None = None) -> ModelRecord:
         """Forget a model. Its file is deleted only when ``owns_file`` says so (``delete_file``
         False keeps it even then); imported files, the starter model and anything outside the
-        models folder are only forgotten."""
+        models folder are only forgotten. Other paths to the same content inside the models
+        folder (a download of the starter model, say) are deleted with it."""
         with self._lock:
             record = self.resolve(model_id)
+            others = self.paths_of(record)[1:]
             if record.source == "starter":
                 self.store.set_setting(STARTER_REMOVED_KEY, True)
             elif delete_file is not False and self.owns_file(record):
                 record.path.unlink(missing_ok=True)
+            if delete_file is not False:
+                for other in others:
+                    if self._inside_models(other):
+                        other.unlink(missing_ok=True)
             self.store.delete_model(record.id)
             return record
 

@@ -20,17 +20,22 @@ from typing import Any
 import numpy as np
 
 from .chat_template import ChatTemplate
-from .errors import ContextLengthExceeded, InvalidRequest, ModelLoadError
+from .errors import ContextLengthExceeded, InvalidRequest, JobCancelled, ModelLoadError
 from .fit import ModelShape, detect_machine, estimate_fit
 from .gguf import GGUFInfo, read_gguf
 from .native import llama, physical_cores
 from .registry import ModelRecord
 from .sampling import SamplingParams
 from .sequence import DECODE, DONE, PREFILL, KvSlot, Sequence, SlotView
+from .special_split import PieceCutter
 
 log = logging.getLogger(__name__)
 
 KV_CACHE_TYPES = {"f16": 1, "q8_0": 8}  # ggml type ids
+# llama.cpp's LLAMA_TOKEN_ATTR_*: the tokens its tokenizer splits text at before tokenizing.
+_ATTR_UNKNOWN, _ATTR_CONTROL, _ATTR_USER_DEFINED = 1 << 0, 1 << 3, 1 << 4
+# Prompts longer than this are tokenized in pieces (linear time, stoppable); see special_split.
+TOKENIZE_PIECE_CHARS = 16_384
 
 
 @dataclass(frozen=True)
@@ -159,6 +164,7 @@ class LoadedModel:
         self._ctx = None
         self._batch = None
         self._pieces: dict[int, bytes] = {}
+        self._cutters: dict[bool, PieceCutter | None] = {}  # by parse_special, made on first need
         # One KvSlot per llama.cpp sequence id: the tokens whose KV entries it holds.
         self.slots = [KvSlot(i) for i in range(max(1, options.parallel))]
         self._load(progress)
@@ -348,13 +354,58 @@ class LoadedModel:
     def is_end_of_generation(self, token: int) -> bool:
         return bool(self._lib.llama_vocab_is_eog(self._vocab, token))
 
-    def chat_tokens(self, messages: list[dict], tools: list[dict] | None = None) -> list[int]:
-        """Render messages with the model's template and tokenize the result."""
-        text = self.chat_template.render(messages, add_generation_prompt=True, tools=tools)
+    def chat_tokens(self, messages: list[dict], tools: list[dict] | None = None,
+                    cancel: threading.Event | None = None) -> list[int]:
+        """Render messages with the model's template and tokenize the result.
+
+        A prompt that cannot fit this model's context fails as soon as that is known, and
+        ``cancel`` stops the work between pieces (see ``prompt_tokens``)."""
+        text = self.chat_template.render(messages, add_generation_prompt=True, tools=tools, cancel=cancel)
         bos = self.chat_template.bos_token
         # Templates that write the BOS token themselves must not get a second one.
         add_special = self.add_bos and not (bos and text.startswith(bos))
-        return self.tokenize(text, add_special=add_special, parse_special=True)
+        return self._bounded_tokens(text, add_special, True, cancel)
+
+    def prompt_tokens(self, text: str, cancel: threading.Event | None = None) -> list[int]:
+        """A raw-text prompt as tokens, with the context and cancel checks of ``chat_tokens``."""
+        return self._bounded_tokens(text, True, False, cancel)
+
+    def _bounded_tokens(self, text: str, add_special: bool, parse_special: bool,
+                        cancel: threading.Event | None) -> list[int]:
+        """Tokenize in pieces: linear in the text however many special tokens it holds, and
+        stopped once more tokens than the context holds are counted, or on ``cancel``."""
+        cutter = self._cutter(parse_special) if len(text) > TOKENIZE_PIECE_CHARS else None
+        parts = cutter.pieces(text, TOKENIZE_PIECE_CHARS) if cutter is not None else iter([text])
+        tokens: list[int] = []
+        for i, piece in enumerate(parts):
+            if cancel is not None and cancel.is_set():
+                raise JobCancelled("the request was cancelled while its prompt was being prepared")
+            tokens.extend(self.tokenize(piece, add_special=add_special and i == 0, parse_special=parse_special))
+            if len(tokens) > self.n_ctx:
+                raise ContextLengthExceeded(
+                    f"the prompt (at least {len(tokens)} tokens) does not fit in the model's context of "
+                    f"{self.n_ctx} tokens; shorten the conversation or start a new one",
+                    prompt_tokens=len(tokens), context_size=self.n_ctx,
+                )
+        return tokens
+
+    def _cutter(self, parse_special: bool) -> PieceCutter | None:
+        """Where this vocabulary's tokenizer splits text: the tokens it matches before
+        tokenizing (without ``parse_special`` only the user-defined ones). None when pieces
+        cannot tokenize like the whole (a vocabulary that appends EOS to every call)."""
+        if parse_special not in self._cutters:
+            lib, vocab = self._lib, self._vocab
+            marked, skipped = _ATTR_USER_DEFINED | _ATTR_CONTROL | _ATTR_UNKNOWN, 0
+            if not parse_special:
+                skipped = _ATTR_CONTROL | _ATTR_UNKNOWN  # llama.cpp skips these then (the mask, not the type)
+            texts = []
+            for token in range(self.n_vocab):
+                attr = lib.llama_vocab_get_attr(vocab, token)
+                if attr & marked and not attr & skipped:
+                    texts.append(lib.llama_vocab_get_text(vocab, token).decode("utf-8", errors="replace"))
+            add_eos = bool(lib.llama_vocab_get_add_eos(vocab))
+            self._cutters[parse_special] = None if add_eos else PieceCutter(texts)
+        return self._cutters[parse_special]
 
     # -- generation -----------------------------------------------------------------
 

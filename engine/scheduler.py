@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .cache import PrefixCache
-from .errors import InglenookError, JobCancelled, ModelLoadError, QueueFull
+from .errors import InglenookError, InvalidRequest, JobCancelled, ModelLoadError, QueueFull
 from .registry import ModelRecord
 from .runtime import (
     Chunk,
@@ -192,7 +192,10 @@ class BatchedModel(Protocol):
 
     def tokenize(self, text: str, add_special: bool = True, parse_special: bool = True) -> list[int]: ...
 
-    def chat_tokens(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> list[int]: ...
+    def chat_tokens(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+                    cancel: threading.Event | None = None) -> list[int]: ...
+
+    def prompt_tokens(self, text: str, cancel: threading.Event | None = None) -> list[int]: ...
 
     def pick_slot(self, prompt: list[int]) -> KvSlot | None: ...
 
@@ -225,6 +228,16 @@ def _end_cancelled(handle: JobHandle) -> None:
 
 def _ewma(previous: float, sample: float, weight: float = 0.3) -> float:
     return sample if previous <= 0 else previous + weight * (sample - previous)
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """The worker's current unit of work (a step, a prompt's preparation, a load) and how
+    long it has run. A unit that runs far longer than any healthy one means the engine is
+    stuck inside it, and everything queued behind it waits."""
+
+    busy_s: float
+    doing: str
 
 
 @dataclass
@@ -284,6 +297,9 @@ class Scheduler:
         self._listeners: list[ModelListener] = []
         self._lock = threading.RLock()
         self._closed = False
+        # (monotonic start, description) of the worker's unit of work; None while idle or
+        # while exclusive work (the lab's long measurements) has the worker.
+        self._unit: tuple[float, str] | None = None
         self._worker = threading.Thread(target=self._run, name="inglenook-scheduler", daemon=True)
         self._worker.start()
 
@@ -298,6 +314,12 @@ class Scheduler:
         if self._closed:
             raise InglenookError("the engine is shutting down")
         handles = [JobHandle(job, next(self._ids)) for job in jobs]
+        if len(handles) > self._max_queue:
+            # It would not fit even in an empty queue: retrying can never help.
+            raise InvalidRequest(
+                f"one request may ask for at most {self._max_queue} completions (prompts × n); "
+                f"this one asks for {len(handles)}", param="n",
+            )
         with self._wake:
             if len(self._waiting) + len(handles) > self._max_queue:
                 raise QueueFull("the server is busy; too many requests are waiting", retry_after_s=2)
@@ -319,6 +341,21 @@ class Scheduler:
     @property
     def queue_depth(self) -> int:
         return len(self._waiting)
+
+    @property
+    def max_queue(self) -> int:
+        """The most jobs that may wait at once (also the most one request may submit)."""
+        return self._max_queue
+
+    def heartbeat(self) -> Heartbeat | None:
+        """What the worker is doing now and for how long; None when it is idle."""
+        unit = self._unit
+        if unit is None:
+            return None
+        return Heartbeat(time.monotonic() - unit[0], unit[1])
+
+    def _beat(self, doing: str | None) -> None:
+        self._unit = None if doing is None else (time.monotonic(), doing)
 
     def load(self, model_id: str) -> JobHandle:
         """Load a model ahead of time (the GUI's picker); returns when queued."""
@@ -361,6 +398,7 @@ class Scheduler:
         while True:
             with self._wake:
                 if not self._running and not self._waiting:
+                    self._beat(None)
                     if self._closed:
                         return
                     if not self._wake.wait(timeout=1.0):
@@ -370,6 +408,7 @@ class Scheduler:
                 return
             self._admit()
             if self._running:
+                self._beat(f"a step of {len(self._running)} sequence(s): {describe_job(self._running[0].handle.job)}")
                 self._step()
 
     def _next_waiting(self) -> JobHandle | None:
@@ -388,8 +427,12 @@ class Scheduler:
             handle = self._next_waiting()
             if handle is None:
                 return
+            self._beat(describe_job(handle.job))
             try:
                 admitted = self._try_admit(handle)
+            except JobCancelled:
+                admitted = True  # cancelled while its prompt was being prepared
+                _end_cancelled(handle)
             except InglenookError as exc:
                 admitted = True
                 handle._put(exc)
@@ -421,7 +464,7 @@ class Scheduler:
         if self._running and (resident is None or resident.record.fingerprint != record.fingerprint):
             return False  # another model: after the running answers end
         model = self._model_for(record, embeddings=False)
-        prompt = self._prompt_tokens(model, job)
+        prompt = self._prompt_tokens(model, job, handle.cancel_event)
         slot = model.pick_slot(prompt)
         if slot is None:
             return False  # every sequence is busy: the next free one takes it
@@ -508,6 +551,7 @@ class Scheduler:
             if handle.cancelled:
                 handle._put(Finished("cancelled", Usage(), Timings(), job.model_id))
             elif isinstance(job, ExclusiveJob):
+                self._beat(None)  # the lab measures for minutes on purpose: not a stuck step
                 self.unload_all()
                 handle._put(ExclusiveResult(job.work()))
             elif isinstance(job, EmbedJob):
@@ -516,6 +560,7 @@ class Scheduler:
                 for text in job.inputs:
                     if handle.cancelled:
                         break
+                    self._beat(describe_job(job))  # each input is its own unit of work
                     vectors.append(model.embed(text))
                     used += len(model.tokenize(text))
                 else:
@@ -531,11 +576,13 @@ class Scheduler:
         self._activity("")
 
     @staticmethod
-    def _prompt_tokens(model: BatchedModel, job: GenerateJob) -> list[int]:
+    def _prompt_tokens(model: BatchedModel, job: GenerateJob, cancel: threading.Event) -> list[int]:
+        """The job's prompt as tokens. The model stops early (and says so) once a prompt
+        cannot fit its context, and ``cancel`` ends the preparation of a huge one."""
         if job.messages is not None:
-            return model.chat_tokens(job.messages, tools=job.tools)
+            return model.chat_tokens(job.messages, tools=job.tools, cancel=cancel)
         if job.text is not None:
-            return model.tokenize(job.text, add_special=True, parse_special=False)
+            return model.prompt_tokens(job.text, cancel=cancel)
         return list(job.tokens or [])
 
     def _model_for(self, record: ModelRecord, embeddings: bool) -> BatchedModel:
@@ -560,8 +607,13 @@ class Scheduler:
             options = LoadOptions(**{**options.__dict__, "embeddings": True, "parallel": 1})
         self._notify(record.id, "loading", 0.0)
         self._activity(f"loading the model {record.id}")
+
+        def progress(fraction: float) -> None:
+            self._beat(f"loading the model {record.id}")  # a load that makes progress is not stuck
+            self._notify(record.id, "loading", fraction)
+
         try:
-            model = self._loader(record, options, progress=lambda f: self._notify(record.id, "loading", f))
+            model = self._loader(record, options, progress=progress)
         except ModelLoadError as exc:
             self._notify(record.id, "failed", str(exc))
             raise

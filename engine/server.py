@@ -13,7 +13,6 @@ import asyncio
 import base64
 import errno
 import ipaddress
-import json
 import logging
 import socket
 import threading
@@ -29,6 +28,8 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from .api_bodies import parse_json_body
+from .api_connections import DEFAULT_MAX_CONNECTIONS, DEFAULT_READ_TIMEOUT_S, guarded_h11
 from .api_errors import ApiError, error_body, error_for
 from .api_openai_responses_routes import responses_router
 from .api_anthropic_errors import anthropic_error_response, is_messages_path
@@ -55,6 +56,9 @@ from .scheduler import EmbedJob
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_TOKENS = 2048  # when a client sends no max_tokens; the context bounds it further
+# One unit of the engine's work (a step, a prompt's preparation, a load) running longer than
+# this makes /health report the engine stuck: a healthy step takes seconds at most.
+DEFAULT_STUCK_AFTER_S = 120.0
 MAX_EMBEDDING_INPUTS = 256
 ModelT = TypeVar("ModelT", bound=RequestModel)
 
@@ -62,10 +66,12 @@ ModelT = TypeVar("ModelT", bound=RequestModel)
 class ApiService:
     """What the handlers share: the engine, model naming, and the jobs in flight."""
 
-    def __init__(self, engine: Engine, names: ModelNames, default_max_tokens: int) -> None:
+    def __init__(self, engine: Engine, names: ModelNames, default_max_tokens: int,
+                 stuck_after_s: float = DEFAULT_STUCK_AFTER_S) -> None:
         self.engine = engine
         self.names = names
         self.default_max_tokens = default_max_tokens
+        self.stuck_after_s = stuck_after_s
         # Threads that wait on job events; sized above the scheduler's queue so waiting
         # streams never starve other requests of threads.
         self.limiter = anyio.CapacityLimiter(256)
@@ -87,13 +93,7 @@ class ApiService:
 
 
 async def read_request(request: Request, model: type[ModelT]) -> ModelT:
-    raw = await request.body()
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        raise ApiError(400, "the request body is not valid JSON", code="invalid_json") from None
-    if not isinstance(data, dict):
-        raise ApiError(400, "the request body must be a JSON object", code="invalid_json")
+    data = parse_json_body(await request.body())
     parsed = model.model_validate(data)
     unknown = parsed.unknown_fields()
     if unknown:
@@ -128,14 +128,14 @@ def create_app(service: ApiService) -> FastAPI:
     engine = service.engine
     names = service.names
 
-    async def on_error(_request: Request, exc: Exception) -> JSONResponse:
-        if is_messages_path(_request.url.path):  # the Anthropic Messages API has its own error shape
+    async def on_error(request: Request, exc: Exception) -> JSONResponse:
+        if is_messages_path(request.url.path):  # the Anthropic Messages API has its own error shape
             return anthropic_error_response(exc)
         if isinstance(exc, RequestValidationError):
             exc = ApiError(400, f"invalid request: {exc.errors()[0].get('msg', 'invalid value')}", code="invalid_value")
         elif isinstance(exc, StarletteHTTPException):
             exc = ApiError(exc.status_code, str(exc.detail), code="not_found" if exc.status_code == 404 else None)
-        error = error_for(exc)
+        error = error_for(exc, getattr(request.state, "prompt_param", "messages"))
         return JSONResponse(error_body(error), status_code=error.status, headers=error.headers)
 
     for kind in (ApiError, InglenookError, ValidationError, RequestValidationError, StarletteHTTPException, Exception):
@@ -147,7 +147,13 @@ def create_app(service: ApiService) -> FastAPI:
         if service.closing:
             return JSONResponse({"status": "shutting_down"}, status_code=503)
         loaded = [m.record.id for m in engine.scheduler.loaded_models()]
-        return JSONResponse({"status": "ok", "loaded_models": loaded, "queue_depth": engine.scheduler.queue_depth})
+        body: dict[str, Any] = {"status": "ok", "loaded_models": loaded, "queue_depth": engine.scheduler.queue_depth}
+        beat = engine.scheduler.heartbeat()
+        if beat is not None and beat.busy_s > service.stuck_after_s:
+            # A wedged step holds every later request: say so, so a supervisor can act.
+            body.update(status="stuck", busy_for_s=round(beat.busy_s, 1), doing=beat.doing)
+            return JSONResponse(body, status_code=503)
+        return JSONResponse(body)
 
     @app.get("/v1/models")
     async def list_models() -> dict:
@@ -165,6 +171,7 @@ def create_app(service: ApiService) -> FastAPI:
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Any:
         service.ensure_open()
+        request.state.prompt_param = "messages"
         body = await read_request(request, ChatCompletionRequest)
         plan = await anyio.to_thread.run_sync(chat_plan, body, names)
         runs = await run_plan(request, service, plan, body.stream)
@@ -177,6 +184,7 @@ def create_app(service: ApiService) -> FastAPI:
     @app.post("/v1/completions")
     async def completions(request: Request) -> Any:
         service.ensure_open()
+        request.state.prompt_param = "prompt"
         body = await read_request(request, CompletionRequest)
         plan = await anyio.to_thread.run_sync(completion_plan, body, names)
         runs = await run_plan(request, service, plan, body.stream)
@@ -189,6 +197,7 @@ def create_app(service: ApiService) -> FastAPI:
     @app.post("/v1/embeddings")
     async def embeddings(request: Request) -> Any:
         service.ensure_open()
+        request.state.prompt_param = "input"
         body = await read_request(request, EmbeddingRequest)
         inputs = embedding_inputs(body.input)
         record = await anyio.to_thread.run_sync(names.resolve, body.model)
@@ -251,6 +260,9 @@ class ApiServer:
         default_model: str | None = None,
         default_max_tokens: int = DEFAULT_MAX_TOKENS,
         max_body_bytes: int = 16 * 1024 * 1024,
+        read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        stuck_after_s: float = DEFAULT_STUCK_AFTER_S,
     ) -> None:
         self.engine = engine
         self.host = host
@@ -262,6 +274,9 @@ class ApiServer:
         self.default_model = default_model
         self.default_max_tokens = default_max_tokens
         self.max_body_bytes = max_body_bytes
+        self.read_timeout_s = read_timeout_s
+        self.max_connections = max_connections
+        self.stuck_after_s = stuck_after_s
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self._socket: socket.socket | None = None
@@ -302,7 +317,7 @@ class ApiServer:
     def build_app(self) -> Any:
         """The ASGI application, gate included (also usable with any ASGI server)."""
         names = ModelNames(self.engine, self.strict_model_names, self.default_model)
-        self._service = ApiService(self.engine, names, self.default_max_tokens)
+        self._service = ApiService(self.engine, names, self.default_max_tokens, self.stuck_after_s)
         app: Any = create_app(self._service)
         app = Gate(
             app, self.api_key, self.allowed_hosts, self.cors_origins,
@@ -332,7 +347,8 @@ class ApiServer:
         self._socket = self._bind()
         self.port = self._socket.getsockname()[1]
         config = uvicorn.Config(
-            self.build_app(), log_config=None, access_log=False, lifespan="off", http="h11",
+            self.build_app(), log_config=None, access_log=False, lifespan="off",
+            http=guarded_h11(self.read_timeout_s, self.max_connections),
             timeout_graceful_shutdown=5, timeout_keep_alive=5,
         )
         self._server = uvicorn.Server(config)
