@@ -262,3 +262,49 @@ def test_too_long_input_and_unknown_ids(server: ApiServer) -> None:
         error = error_of(httpx.request(method, server.url + "/responses/resp_unknown", timeout=300), 404)
         assert error["code"] == "not_found"
     error_of(httpx.get(server.url + "/responses/resp_unknown/input_items", timeout=300), 404)
+
+
+def codex_turn(input_items: list[dict[str, Any]]) -> dict[str, Any]:
+    """A request shaped like Codex CLI's: streamed, unstored, reasoning and built-in tools."""
+    shell = {
+        "type": "function", "name": "shell", "description": "Runs a shell command and returns its output.",
+        "strict": False,
+        "parameters": {"type": "object", "properties": {"command": {"type": "array", "items": {"type": "string"}}},
+                       "required": ["command"], "additionalProperties": False},
+    }
+    return {
+        "model": "gpt-5-codex", "instructions": "You are a coding agent running in a terminal.",
+        "input": input_items, "tools": [shell, *BUILT_IN_TOOLS], "tool_choice": "auto",
+        "parallel_tool_calls": False, "reasoning": {"effort": "medium", "summary": "auto"}, "store": False,
+        "stream": True, "include": ["reasoning.encrypted_content"], "prompt_cache_key": "session-1",
+        "text": {"verbosity": "low"}, "temperature": 0, "max_output_tokens": 12,
+    }
+
+
+def test_a_codex_shaped_conversation_streams_to_its_end(server: ApiServer) -> None:
+    turn = [
+        {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "<permissions>none</permissions>"}]},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "List the files."}]},
+    ]
+    finals = []
+    for _ in range(2):
+        with httpx.stream("POST", server.url + "/responses", json=codex_turn(turn), timeout=300) as response:
+            assert response.status_code == 200
+            events = sse_events("".join(response.iter_text()))
+        kinds = [name for name, _ in events]
+        assert kinds[0] == "response.created" and kinds[-1] in ("response.completed", "response.incomplete")
+        assert "error" not in kinds
+        finals.append(events[-1][1]["response"])
+        done_items = [data["item"] for name, data in events if name == "response.output_item.done"]
+        assert done_items == finals[-1]["output"]
+        # Codex keeps the history itself (store: false) and sends it back with the call's result.
+        turn = [
+            *turn, *done_items,
+            {"type": "function_call", "call_id": "call_ls", "name": "shell", "arguments": '{"command": ["ls"]}'},
+            {"type": "function_call_output", "call_id": "call_ls", "output": "README.md\nsrc"},
+        ]
+    assert finals[0]["model"] == STARTER  # an unknown model name is served by the default model
+    assert finals[1]["usage"]["input_tokens"] > finals[0]["usage"]["input_tokens"]
+    # The first turn's prompt is the second's prefix and comes from the cache, all but the
+    # few tokens where the generation prompt meets the answer (they tokenize differently).
+    assert finals[1]["usage"]["input_tokens_details"]["cached_tokens"] >= 0.9 * finals[0]["usage"]["input_tokens"]
