@@ -138,7 +138,7 @@ class Store:
             raise StorageUnavailable(f"cannot open the database {self.path}: {exc.strerror or exc}") from exc
 
     def _connect(self) -> sqlite_utils.Database:
-        conn = sqlite3.connect(self.path, check_same_thread=False, timeout=self.busy_timeout_s)
+        conn = sqlite3.connect(self.path, check_same_thread=False, timeout=self.busy_timeout_s, factory=_Connection)
         return sqlite_utils.Database(conn)
 
     def _prepare(self, db: sqlite_utils.Database) -> None:
@@ -211,16 +211,24 @@ class Store:
             if migration.__name__ in applied:
                 continue
             log.info("applying migration %s", migration.__name__)
-            # One transaction per migration, its record included: a crash mid-migration
-            # leaves the database as it was before it, and the next start applies it again.
-            # Python's sqlite3 opens no transaction before DDL by itself, hence the BEGIN.
-            with db.conn:
-                db.conn.execute("BEGIN IMMEDIATE")
-                migration(db)
-                db.conn.execute(
-                    "INSERT INTO _migrations (name, applied_at) VALUES (?, ?)",
-                    (migration.__name__, time.time()),
-                )
+            self._apply(db, migration)
+
+    @staticmethod
+    def _apply(db: sqlite_utils.Database, migration: Any) -> None:
+        """One migration and its record in one transaction: a crash mid-migration leaves the
+        database as it was before it, and the next start applies it again, whole."""
+        conn: _Connection = db.conn  # type: ignore[assignment]
+        conn.execute("BEGIN IMMEDIATE")  # Python's sqlite3 opens no transaction before DDL itself
+        conn.hold_commits = True
+        try:
+            migration(db)
+            conn.execute("INSERT INTO _migrations (name, applied_at) VALUES (?, ?)", (migration.__name__, time.time()))
+        except BaseException:
+            conn.hold_commits = False
+            conn.rollback()
+            raise
+        conn.hold_commits = False
+        conn.commit()
 
     def applied_migrations(self) -> list[str]:
         with self.reading():
@@ -409,6 +417,25 @@ class Store:
     def delete_model_path(self, path: str) -> None:
         with self.writing():
             self.db.conn.execute("DELETE FROM model_paths WHERE path = ?", [path])
+
+
+class _Connection(sqlite3.Connection):
+    """sqlite3's connection, able to hold back commits while a migration runs.
+
+    sqlite-utils commits on its own (``with conn:`` around inserts), which would split one
+    migration into several transactions; while ``hold_commits`` is set those commits wait
+    for the migration's own."""
+
+    hold_commits = False
+
+    def commit(self) -> None:
+        if not self.hold_commits:
+            super().commit()
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Any:
+        if self.hold_commits:
+            return False  # the migration's own commit or rollback decides
+        return super().__exit__(exc_type, exc, tb)
 
 
 def _escape_like(text: str) -> str:
