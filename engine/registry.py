@@ -14,6 +14,7 @@ it loads.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -253,8 +254,15 @@ class ModelRegistry:
             if same is not None:
                 if existing is not None:
                     self.store.delete_model(existing.id)
-                self.store.add_model_path(str(path), same.id)
                 log.info("%s has the same content as %s; not registered twice", path.name, same.id)
+                if source == "download" and same.source != "download":
+                    # Downloaded on purpose: the record now names Inglenook's own copy (which
+                    # `rm` may delete); the path it had is kept as another path to it.
+                    promoted = dataclasses.replace(same, path=path, source="download", mtime=record.mtime)
+                    self.store.upsert_model(promoted.to_row())
+                    self.store.add_model_path(str(same.path), same.id)
+                    return promoted
+                self.store.add_model_path(str(path), same.id)
                 return same
             if not record.id:
                 record.id = self._unique_id(model_id_for(named, info), path)
