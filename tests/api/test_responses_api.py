@@ -4,6 +4,9 @@ the official ``openai`` package's ``responses`` resource, and raw httpx for the 
 from __future__ import annotations
 
 import json
+import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -11,6 +14,7 @@ import openai
 import pytest
 from pydantic import BaseModel, Field
 
+from inglenook.engine.core import Engine
 from inglenook.engine.server import ApiServer
 
 from .conftest import STARTER
@@ -308,3 +312,69 @@ def test_a_codex_shaped_conversation_streams_to_its_end(server: ApiServer) -> No
     # The first turn's prompt is the second's prefix and comes from the cache, all but the
     # few tokens where the generation prompt meets the answer (they tokenize differently).
     assert finals[1]["usage"]["input_tokens_details"]["cached_tokens"] >= 0.9 * finals[0]["usage"]["input_tokens"]
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 120.0) -> None:
+    """Poll ``condition``; the timeout only bounds a hang, it is not what the test measures."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached")
+        time.sleep(0.05)
+
+
+LONG_STORY = {"model": STARTER, "input": "Write a very long story about a dragon.", "temperature": 0,
+              "max_output_tokens": 900, "stream": True}
+
+
+def test_a_client_that_leaves_mid_stream_cancels_its_job(
+    server: ApiServer, engine: Engine, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    handles = []
+    submit_many = engine.scheduler.submit_many
+
+    def recording_submit(jobs):  # noqa: ANN001, ANN202 — observes the jobs the server submits
+        submitted = submit_many(jobs)
+        handles.extend(submitted)
+        return submitted
+
+    monkeypatch.setattr(engine.scheduler, "submit_many", recording_submit)
+    with httpx.stream("POST", server.url + "/responses", json=LONG_STORY, timeout=600) as response:
+        deltas = 0
+        for line in response.iter_lines():
+            deltas += line == "event: response.output_text.delta"
+            if deltas >= 3:
+                break  # leaving the block closes the connection mid-stream
+    [handle] = handles
+    wait_until(lambda: handle.cancelled)
+    wait_until(lambda: server.active_requests == 0)
+    follow_up = httpx.post(server.url + "/responses", json={**LONG_STORY, "stream": False, "max_output_tokens": 2},
+                           timeout=600)
+    assert follow_up.status_code == 200 and follow_up.json()["usage"]["output_tokens"] == 2
+
+
+def test_stopping_the_server_ends_a_stream_as_incomplete(engine: Engine) -> None:
+    server = ApiServer(engine, port=0)
+    server.start()
+    lines: list[str] = []
+    first_delta = threading.Event()
+
+    def read() -> None:
+        with httpx.stream("POST", server.url + "/responses", json=LONG_STORY, timeout=600) as response:
+            for line in response.iter_lines():
+                lines.append(line)
+                if line == "event: response.output_text.delta":
+                    first_delta.set()
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    assert first_delta.wait(600)
+    server.stop(timeout=30)
+    reader.join(60)
+    assert not reader.is_alive()
+    events = sse_events("".join(f"{line}\n" if line else "\n" for line in lines))
+    assert events[-1][0] == "response.incomplete"  # cut short, and said so; the text so far is kept
+    final = events[-1][1]["response"]
+    assert final["incomplete_details"] == {"reason": "max_output_tokens"}
+    streamed = "".join(data["delta"] for name, data in events if name == "response.output_text.delta")
+    assert final["output"][0]["content"][0]["text"] == streamed and streamed
