@@ -54,6 +54,11 @@ class ModelRow(QFrame):
         text.addWidget(name)
         text.addWidget(detail)
         text.addLayout(badges)
+        if not record.usable:  # llama.cpp refused it last time: say why, until it loads
+            self.problem = QLabel(f"Cannot be loaded: {record.problem}", self)
+            self.problem.setObjectName("PageHint")
+            self.problem.setWordWrap(True)
+            text.addWidget(self.problem)
         row.addLayout(text, 1)
         reveal = QPushButton("Show in folder", self)
         reveal.clicked.connect(self.reveal)

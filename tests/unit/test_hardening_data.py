@@ -427,3 +427,4 @@ def test_variants_are_grouped_by_what_the_model_is_not_its_id(home: Path) -> Non
     registry.refresh()
     group = find_variants(registry, registry.register_file(a).id, with_hub=False)
     assert {v.record.path for v in group.variants} == {a, b}
+
