@@ -154,7 +154,12 @@ def start_crash_guard(paths: Paths, front_end: str) -> Iterator[CrashGuard]:
 def _open_engine(args: argparse.Namespace, paths: Paths):  # noqa: ANN202 — import deferred: keeps --help fast
     from inglenook.engine import Engine  # noqa: PLC0415
 
-    return Engine(paths, crash_guard=args.crash_guard)
+    engine = Engine(paths, crash_guard=args.crash_guard)
+    if engine.store.set_aside is not None:
+        recovered = ", ".join(f"{n} {table}" for table, n in (engine.store.salvaged or {}).items() if n)
+        print(f"inglenook: the database was damaged; recovered {recovered or 'nothing'}. "
+              f"The damaged file is kept as {engine.store.set_aside}", file=sys.stderr)
+    return engine
 
 
 # -- doctor ---------------------------------------------------------------------------
