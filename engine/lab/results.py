@@ -102,8 +102,9 @@ class LabResults:
             "result": json.dumps({k: v for k, v in result.to_json().items() if k != "stale_reason"}),
             "measured_at": result.measured_at,
         }
-        # The store's lock serialises this with every other use of the shared connection.
-        with self.store._lock, self.store.db.conn:  # noqa: SLF001
+        # The store's lock serialises this with every other use of the shared connection;
+        # writing() also maps a full or read-only disk to StorageUnavailable.
+        with self.store.writing():
             self.store.db["lab_results"].upsert(row, pk=("path", "fingerprint", "machine", "settings"))
 
     def latest(
@@ -120,7 +121,7 @@ class LabResults:
         """
         found: list[LabResult] = []
         for record in records:
-            with self.store._lock:  # noqa: SLF001
+            with self.store.reading():
                 rows = list(self.store.db.conn.execute(
                     "SELECT fingerprint, settings, result FROM lab_results WHERE path = ? AND machine = ? "
                     "ORDER BY measured_at DESC",
@@ -142,5 +143,5 @@ class LabResults:
         return found
 
     def forget(self, path: Path) -> None:
-        with self.store._lock, self.store.db.conn:  # noqa: SLF001
+        with self.store.writing():
             self.store.db.conn.execute("DELETE FROM lab_results WHERE path = ?", [str(path)])

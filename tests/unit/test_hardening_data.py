@@ -428,3 +428,14 @@ def test_variants_are_grouped_by_what_the_model_is_not_its_id(home: Path) -> Non
     group = find_variants(registry, registry.register_file(a).id, with_hub=False)
     assert {v.record.path for v in group.variants} == {a, b}
 
+
+
+def test_the_cli_says_when_a_damaged_database_was_salvaged(home: Path) -> None:
+    paths = Paths.default().ensure()
+    _store_with_messages(paths.database, 300)
+    _damage_page(paths.database, _root_page(paths.database, "idx_messages_conversation_id_id"))
+    result = subprocess.run([sys.executable, "-m", "inglenook.cli", "list"], capture_output=True, text=True,
+                            timeout=300, env={**os.environ, "INGLENOOK_HOME": str(home)})
+    assert result.returncode == 0, result.stderr
+    assert "the database was damaged; recovered" in result.stderr and "300 messages" in result.stderr
+    assert list(paths.database.parent.glob("*.corrupt-*"))
