@@ -8,12 +8,14 @@ key/value count, the key/value pairs, the tensor infos, then aligned tensor data
 
 from __future__ import annotations
 
+import io
 import logging
-import mmap
+import os
+import stat
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from .errors import ModelLoadError
 
@@ -45,6 +47,9 @@ MAX_KEPT_STRING_BYTES = 1024 * 1024
 # Smallest encoding of one item of each kind, used to refuse counts the file cannot hold.
 _MIN_STRING_BYTES = 8
 _MIN_ARRAY_BYTES = 12
+
+# Header reads are small and sequential: one buffer serves thousands of them.
+_READ_BUFFER = 1024 * 1024
 
 _SCALAR_FORMATS: dict[int, str] = {
     0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
@@ -168,10 +173,16 @@ class GGUFInfo:
 
 
 class _Reader:
-    """Bounds-checked little-endian reads over a memory map."""
+    """Bounds-checked little-endian reads from a file (or bytes), by ordinary reads and seeks.
 
-    def __init__(self, buffer: memoryview, path: Path) -> None:
-        self.buf = buffer
+    Not a memory map: a file truncated while it is mapped kills the process with SIGBUS,
+    and a model file may be replaced or cut while the models folder is listed. Skipped
+    values are seeked over, never read, so a huge array costs neither memory nor I/O.
+    """
+
+    def __init__(self, source: BinaryIO, size: int, path: Path) -> None:
+        self.source = source
+        self.size = size  # bytes the source holds; reads past it are "truncated"
         self.pos = 0
         self.path = path
         self.keep_budget = KEEP_ITEMS_BUDGET
@@ -181,21 +192,25 @@ class _Reader:
 
     @property
     def remaining(self) -> int:
-        return len(self.buf) - self.pos
+        return self.size - self.pos
 
     def skip(self, n: int) -> None:
         if n < 0 or n > self.remaining:
             raise self.fail("the file is truncated (header runs past the end of the file)")
         self.pos += n
 
-    def take(self, n: int) -> memoryview:
+    def take(self, n: int) -> bytes:
         start = self.pos
         self.skip(n)
-        return self.buf[start : self.pos]
+        if self.source.tell() != start:
+            self.source.seek(start)  # within the read buffer this costs no system call
+        data = self.source.read(n)
+        if len(data) != n:  # the file shrank while we read it
+            raise self.fail("the file is truncated (it changed while being read)")
+        return data
 
     def scalar(self, fmt: str) -> Any:
-        size = struct.calcsize(fmt)
-        return struct.unpack_from(fmt, self.take(size))[0]
+        return struct.unpack(fmt, self.take(struct.calcsize(fmt)))[0]
 
     def u32(self) -> int:
         return self.scalar("<I")
@@ -210,7 +225,7 @@ class _Reader:
         return length
 
     def string(self) -> str:
-        return bytes(self.take(self.string_length())).decode("utf-8", errors="replace")
+        return self.take(self.string_length()).decode("utf-8", errors="replace")
 
     def skip_string(self) -> None:
         self.skip(self.string_length())
@@ -224,7 +239,7 @@ class _Reader:
             if length > MAX_KEPT_STRING_BYTES:
                 self.skip(length)
                 return _SkippedString(length)
-            return bytes(self.take(length)).decode("utf-8", errors="replace")
+            return self.take(length).decode("utf-8", errors="replace")
         if value_type == _ARRAY:
             item_type, count = self.array_header(depth)
             # Only short, flat arrays are kept, and only while the budget lasts: what a header
@@ -293,18 +308,17 @@ def read_gguf(path: Path | str) -> GGUFInfo:
     path = Path(path)
     if not path.exists():
         raise ModelLoadError(f"model file not found: {path}")
-    if not path.is_file():
-        raise ModelLoadError(f"not a file: {path}")
     try:
-        file_size = path.stat().st_size
-        if file_size < 24:
-            raise ModelLoadError(f"{path.name} is not a GGUF file (only {file_size} bytes)")
-        with path.open("rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            view = memoryview(mapped)
-            try:
-                return _parse(view, path, file_size)
-            finally:
-                view.release()
+        # O_NONBLOCK: a FIFO named like a model must not block whoever lists the folder.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+        with os.fdopen(fd, "rb", buffering=_READ_BUFFER) as handle:
+            status = os.fstat(handle.fileno())
+            if not stat.S_ISREG(status.st_mode):
+                raise ModelLoadError(f"not a file: {path}")
+            file_size = status.st_size
+            if file_size < 24:
+                raise ModelLoadError(f"{path.name} is not a GGUF file (only {file_size} bytes)")
+            return _parse(_Reader(handle, file_size, path), file_size)
     except OSError as exc:
         raise ModelLoadError(f"cannot read {path.name}: {exc.strerror or exc}") from exc
 
@@ -315,17 +329,14 @@ def parse_gguf_header(data: bytes, name: str, file_size: int) -> GGUFInfo:
     ``file_size`` is the whole file's size. A ModelLoadError while ``len(data) < file_size``
     may only mean that the header is longer than ``data``: fetch more and try again.
     """
-    view = memoryview(data)
-    try:
-        return _parse(view, Path(name), file_size)
-    finally:
-        view.release()
+    return _parse(_Reader(io.BytesIO(data), len(data), Path(name)), file_size)
 
 
-def _parse(view: memoryview, path: Path, file_size: int) -> GGUFInfo:
+def _parse(reader: _Reader, file_size: int) -> GGUFInfo:
     """Every way a header can be wrong ends as ModelLoadError, whatever the reader tripped on."""
+    path = reader.path
     try:
-        return _parse_checked(view, path, file_size)
+        return _parse_checked(reader, path, file_size)
     except ModelLoadError:
         raise
     except (ValueError, TypeError, OverflowError, struct.error, RecursionError, MemoryError) as exc:
@@ -335,8 +346,7 @@ def _parse(view: memoryview, path: Path, file_size: int) -> GGUFInfo:
         raise ModelLoadError(f"{path.name} is not a valid GGUF file ({type(exc).__name__})") from None
 
 
-def _parse_checked(view: memoryview, path: Path, file_size: int) -> GGUFInfo:
-    reader = _Reader(view, path)
+def _parse_checked(reader: _Reader, path: Path, file_size: int) -> GGUFInfo:
     magic = bytes(reader.take(4))
     if magic != GGUF_MAGIC:
         raise ModelLoadError(f"{path.name} is not a GGUF file (bad magic bytes {magic!r})")
@@ -423,14 +433,13 @@ def _token_texts(reader: _Reader, vocabulary: Any, ids: set[int]) -> dict[int, s
     wanted = {i for i in ids if 0 <= i < vocabulary.length}
     if not wanted:
         return {}
-    walker = _Reader(reader.buf, reader.path)
-    walker.pos = vocabulary.start
+    reader.pos = vocabulary.start
     texts: dict[int, str] = {}
     for index in range(max(wanted) + 1):
         if index in wanted:
-            texts[index] = walker.string()
+            texts[index] = reader.string()
         else:
-            walker.skip_string()
+            reader.skip_string()
     return texts
 
 

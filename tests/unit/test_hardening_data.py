@@ -439,3 +439,18 @@ def test_the_cli_says_when_a_damaged_database_was_salvaged(home: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "the database was damaged; recovered" in result.stderr and "300 messages" in result.stderr
     assert list(paths.database.parent.glob("*.corrupt-*"))
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+def test_a_fifo_named_like_a_model_does_not_block_reading_it(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe.gguf"
+    os.mkfifo(fifo)
+    outcome: list[BaseException] = []
+    thread = threading.Thread(target=lambda: outcome.append(pytest.raises(ModelLoadError, read_gguf, fifo).value),
+                              daemon=True)
+    thread.start()
+    thread.join(timeout=60)
+    if thread.is_alive():
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        pytest.fail("reading a FIFO as a GGUF file blocked")
+    assert "not a file" in str(outcome[0])
