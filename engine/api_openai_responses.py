@@ -34,6 +34,7 @@ from .protocol import (
 
 log = logging.getLogger(__name__)
 
+LOGPROBS_INCLUDE = "message.output_text.logprobs"
 TEXT_PART_TYPES = ("input_text", "output_text", "text", "summary_text", "reasoning_text")
 MESSAGE_ROLES = ("user", "assistant", "system", "developer")
 CALL_TYPES = ("function_call", "custom_tool_call")
@@ -115,6 +116,7 @@ class ResponseCreateRequest(RequestModel):
     user: str | None = None
     background: bool | None = None
     include: list[str] | None = None
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
     truncation: str | None = None
     prompt_cache_key: str | None = None
     service_tier: str | None = None
@@ -161,12 +163,19 @@ def translate(request: ResponseCreateRequest, history: list[dict[str, Any]]) -> 
         top_k=request.top_k,
         min_p=request.min_p,
         cache_prompt=request.cache_prompt,
+        logprobs=wants_logprobs(request),
+        top_logprobs=request.top_logprobs if wants_logprobs(request) else None,
         parallel_tool_calls=request.parallel_tool_calls,
         response_format=response_format(request.text),
         tools=tools or None,
         tool_choice=choice,
     )
     return Translated(chat, items)
+
+
+def wants_logprobs(request: ResponseCreateRequest) -> bool:
+    """Logprobs are computed only when the client asks for them back (``include``)."""
+    return LOGPROBS_INCLUDE in (request.include or [])
 
 
 def input_items(value: str | list[InputItem]) -> list[dict[str, Any]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -18,6 +19,7 @@ from .api_openai_responses import ResponseCreateRequest
 from .api_responses import ToolCallFilter
 from .api_runs import Run
 from .protocol import ResponseModel, ResponseToolCall
+from .runtime import TokenLogprob
 from .tool_calls import ToolPlan
 
 Status = Literal["in_progress", "completed", "incomplete", "failed"]
@@ -30,11 +32,34 @@ def new_id(prefix: str) -> str:
 # -- output items -------------------------------------------------------------------------
 
 
+class TopLogprob(ResponseModel):
+    token: str
+    logprob: float
+    bytes: list[int]
+
+
+class TextLogprob(ResponseModel):
+    token: str
+    logprob: float
+    bytes: list[int]
+    top_logprobs: list[TopLogprob]
+
+
 class OutputText(ResponseModel):
     type: Literal["output_text"] = "output_text"
     text: str
     annotations: list[Any] = Field(default_factory=list)
-    logprobs: list[Any] = Field(default_factory=list)
+    logprobs: list[TextLogprob] = Field(default_factory=list)
+
+
+def text_logprobs(entries: Sequence[TokenLogprob]) -> list[TextLogprob]:
+    return [
+        TextLogprob(
+            token=e.token, logprob=e.logprob, bytes=list(e.token_bytes),
+            top_logprobs=[TopLogprob(token=t, logprob=lp, bytes=list(b)) for t, b, lp in e.top],
+        )
+        for e in entries
+    ]
 
 
 class OutputMessage(ResponseModel):
@@ -57,8 +82,11 @@ class FunctionCallItem(ResponseModel):
 OutputItem = OutputMessage | FunctionCallItem
 
 
-def message_item(text: str, status: Status, item_id: str | None = None) -> OutputMessage:
-    return OutputMessage(id=item_id or new_id("msg"), status=status, content=[OutputText(text=text)])
+def message_item(
+    text: str, status: Status, item_id: str | None = None, logprobs: list[TextLogprob] | None = None,
+) -> OutputMessage:
+    part = OutputText(text=text, logprobs=logprobs or [])
+    return OutputMessage(id=item_id or new_id("msg"), status=status, content=[part])
 
 
 def call_item(call: ResponseToolCall, status: Status = "completed", arguments: str | None = None) -> FunctionCallItem:
@@ -75,11 +103,14 @@ def split_answer(text: str, tools: ToolPlan | None, parallel: bool) -> tuple[lis
     return ToolCallFilter(tools, parallel).finish_text(text)
 
 
-def output_items(text: str, tools: ToolPlan | None, parallel: bool, status: Status) -> list[OutputItem]:
-    calls, rest = split_answer(text, tools, parallel)
+def output_items(run: Run, tools: ToolPlan | None, parallel: bool, status: Status) -> list[OutputItem]:
+    calls, rest = split_answer(run.text, tools, parallel)
     items: list[OutputItem] = []
     if rest or not calls:
-        items.append(message_item(rest, status))
+        # Text that may be a call is held back and parsed, so its tokens and the text no
+        # longer line up: logprobs are given when no tools are offered (streamed or not).
+        logprobs = text_logprobs(run.logprobs) if tools is None else []
+        items.append(message_item(rest, status, logprobs=logprobs))
     items.extend(call_item(call) for call in calls)
     return items
 
@@ -116,6 +147,7 @@ class ResponseObject(ResponseModel):
     id: str
     object: Literal["response"] = "response"
     created_at: int
+    completed_at: int | None = None
     status: Status
     background: bool = False
     error: ResponseError | None = None
@@ -171,6 +203,7 @@ class ResponseMeta:
         reasoning = request.reasoning.model_dump() if request.reasoning else {"effort": None, "summary": None}
         return ResponseObject(
             id=self.id, created_at=self.created_at, status=status, error=error,
+            completed_at=int(time.time()) if status == "completed" else None,
             incomplete_details=IncompleteDetails(reason="max_output_tokens") if status == "incomplete" else None,
             instructions=request.instructions, max_output_tokens=request.max_output_tokens, model=self.model,
             output=output, parallel_tool_calls=request.parallel_tool_calls,
@@ -185,5 +218,5 @@ class ResponseMeta:
 def whole_response(meta: ResponseMeta, run: Run, tools: ToolPlan | None) -> ResponseObject:
     """The response of a finished (not streamed) run."""
     status = final_status(run)
-    output = output_items(run.text, tools, meta.request.parallel_tool_calls, status)
+    output = output_items(run, tools, meta.request.parallel_tool_calls, status)
     return meta.snapshot(status, output, usage_of(run))

@@ -23,12 +23,14 @@ from .api_openai_responses_output import (
     OutputMessage,
     OutputText,
     ResponseError,
+    TextLogprob,
     ResponseMeta,
     ResponseObject,
     call_item,
     final_status,
     message_item,
     new_id,
+    text_logprobs,
     usage_of,
 )
 from .api_responses import ToolCallFilter
@@ -59,6 +61,7 @@ class MessageStream:
         self.output_index = output_index
         self.id = new_id("msg")
         self.text = ""
+        self.logprobs: list[TextLogprob] = []
 
     def open(self) -> list[str]:
         item = OutputMessage(id=self.id, status="in_progress", content=[])
@@ -67,15 +70,18 @@ class MessageStream:
             self.event("response.content_part.added", **self._where(), part=OutputText(text="").model_dump()),
         ]
 
-    def delta(self, text: str) -> str:
+    def delta(self, text: str, logprobs: list[TextLogprob] | None = None) -> str:
         self.text += text
-        return self.event("response.output_text.delta", **self._where(), delta=text, logprobs=[])
+        self.logprobs.extend(logprobs or [])
+        dumped = [entry.model_dump() for entry in logprobs or []]
+        return self.event("response.output_text.delta", **self._where(), delta=text, logprobs=dumped)
 
     def close(self, status: str) -> tuple[list[str], OutputMessage]:
-        part = OutputText(text=self.text)
-        item = message_item(self.text, "incomplete" if status == "incomplete" else "completed", self.id)
+        part = OutputText(text=self.text, logprobs=self.logprobs)
+        item = message_item(self.text, "incomplete" if status == "incomplete" else "completed", self.id, self.logprobs)
+        logprobs = [entry.model_dump() for entry in self.logprobs]
         events = [
-            self.event("response.output_text.done", **self._where(), text=self.text, logprobs=[]),
+            self.event("response.output_text.done", **self._where(), text=self.text, logprobs=logprobs),
             self.event("response.content_part.done", **self._where(), part=part.model_dump()),
             self.event("response.output_item.done", output_index=self.output_index, item=item.model_dump()),
         ]
@@ -118,7 +124,9 @@ async def response_stream(
                 message = MessageStream(event, len(output))
                 for framed in message.open():
                     yield framed
-            yield message.delta(text)
+            # As in a whole response, logprobs come only when no tools are offered.
+            logprobs = text_logprobs(chunk.logprobs) if held is None and chunk.logprobs else None
+            yield message.delta(text, logprobs)
         calls, rest = held.finish() if held is not None else ([], "")
         status = final_status(run)
         if message is None and (rest or not calls):

@@ -378,3 +378,20 @@ def test_stopping_the_server_ends_a_stream_as_incomplete(engine: Engine) -> None
     assert final["incomplete_details"] == {"reason": "max_output_tokens"}
     streamed = "".join(data["delta"] for name, data in events if name == "response.output_text.delta")
     assert final["output"][0]["content"][0]["text"] == streamed and streamed
+
+
+def test_logprobs_when_included(client: openai.OpenAI) -> None:
+    include = ["message.output_text.logprobs"]
+    whole = ask(client, input="Say hello.", include=include, top_logprobs=2, store=False)
+    part = whole.output[0].content[0]
+    assert len(part.logprobs) == 8 and "".join(e.token for e in part.logprobs) == part.text
+    assert all(e.logprob <= 0 and len(e.top_logprobs) == 2 for e in part.logprobs)
+    events = list(client.responses.create(
+        model=STARTER, input="Say hello.", temperature=0, max_output_tokens=8, stream=True, store=False,
+        include=include, top_logprobs=2,
+    ))
+    streamed = [entry for e in events if e.type == "response.output_text.delta" for entry in e.logprobs]
+    assert [e.token for e in streamed] == [e.token for e in part.logprobs]
+    done = next(e for e in events if e.type == "response.output_text.done")
+    assert [e.token for e in done.logprobs] == [e.token for e in part.logprobs]
+    assert ask(client, input="Say hello.", store=False).output[0].content[0].logprobs == []  # not asked for

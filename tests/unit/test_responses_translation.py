@@ -110,6 +110,9 @@ def test_text_formats_become_response_formats() -> None:
     assert chat_of(input="Hi.", text={"format": {"type": "text"}, "verbosity": "low"}).response_format is None
     sampled = chat_of(input="Hi.", max_output_tokens=7, temperature=0.5, top_p=0.9, reasoning={"effort": "low"})
     assert (sampled.max_tokens, sampled.temperature, sampled.top_p) == (7, 0.5, 0.9)
+    assert (sampled.logprobs, sampled.top_logprobs) == (False, None)  # computed only when asked back
+    asked = chat_of(input="Hi.", include=["message.output_text.logprobs"], top_logprobs=3)
+    assert (asked.logprobs, asked.top_logprobs) == (True, 3)
 
 
 @pytest.mark.parametrize(
