@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 KV_CACHE_TYPES = {"f16": 1, "q8_0": 8}  # ggml type ids
 # llama.cpp's LLAMA_TOKEN_ATTR_*: the tokens its tokenizer splits text at before tokenizing.
-_ATTR_UNKNOWN, _ATTR_CONTROL, _ATTR_USER_DEFINED = 1 << 0, 1 << 3, 1 << 4
+_ATTR_UNKNOWN, _ATTR_CONTROL, _ATTR_USER_DEFINED, _ATTR_LSTRIP = 1 << 0, 1 << 3, 1 << 4, 1 << 7
 # Prompts longer than this are tokenized in pieces (linear time, stoppable); see special_split.
 TOKENIZE_PIECE_CHARS = 16_384
 
@@ -398,13 +398,16 @@ class LoadedModel:
             marked, skipped = _ATTR_USER_DEFINED | _ATTR_CONTROL | _ATTR_UNKNOWN, 0
             if not parse_special:
                 skipped = _ATTR_CONTROL | _ATTR_UNKNOWN  # llama.cpp skips these then (the mask, not the type)
-            texts = []
+            texts, strips_left = [], []
             for token in range(self.n_vocab):
                 attr = lib.llama_vocab_get_attr(vocab, token)
                 if attr & marked and not attr & skipped:
-                    texts.append(lib.llama_vocab_get_text(vocab, token).decode("utf-8", errors="replace"))
+                    text = lib.llama_vocab_get_text(vocab, token).decode("utf-8", errors="replace")
+                    texts.append(text)
+                    if attr & _ATTR_LSTRIP:
+                        strips_left.append(text)
             add_eos = bool(lib.llama_vocab_get_add_eos(vocab))
-            self._cutters[parse_special] = None if add_eos else PieceCutter(texts)
+            self._cutters[parse_special] = None if add_eos else PieceCutter(texts, strips_left)
         return self._cutters[parse_special]
 
     # -- generation -----------------------------------------------------------------

@@ -9,8 +9,8 @@ caller stop as soon as the prompt is known not to fit.
 
 A cut is placed only where llama.cpp's own split puts a boundary for certain: right
 before an occurrence of a special token that no other special token of at least its
-length overlaps (llama.cpp matches longer ones first), and after a character other than
-whitespace, so no whitespace is moved away from a special token that may strip it.
+length overlaps (llama.cpp matches longer ones first); and, before a token that strips
+the whitespace on its left, only after a character that is not whitespace.
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ _SEARCH_CHARS = 4096
 class PieceCutter:
     """Finds safe cuts for one vocabulary's special tokens."""
 
-    def __init__(self, specials: Iterable[str]) -> None:
+    def __init__(self, specials: Iterable[str], strips_left: Iterable[str] = ()) -> None:
         self._specials = sorted({s for s in specials if s}, key=len, reverse=True)
+        self._strips_left = set(strips_left)
         self._by_first: dict[str, list[str]] = {}
         for text in self._specials:
             self._by_first.setdefault(text[0], []).append(text)
@@ -54,7 +55,8 @@ class PieceCutter:
                 return None
             p = found.start()
             special = self._special_at(text, p)
-            if special is not None and not text[p - 1].isspace() and self._uncontested(text, p, len(special)):
+            usable = special is not None and not (special in self._strips_left and text[p - 1].isspace())
+            if usable and self._uncontested(text, p, len(special)):
                 return p
             pos = p + 1
 

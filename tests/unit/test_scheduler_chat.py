@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from inglenook.engine.chat import ChatService
-from inglenook.engine.errors import ContextLengthExceeded, ModelNotFound, QueueFull
+from inglenook.engine.errors import ContextLengthExceeded, InvalidRequest, ModelNotFound, QueueFull
 from inglenook.engine.registry import ModelRecord
 from inglenook.engine.runtime import Chunk, Finished, LoadOptions
 from inglenook.engine.sampling import SamplingParams
@@ -222,3 +222,38 @@ def test_exclusive_work_errors_reach_the_caller_and_queued_chats_wait(scheduler:
     order.append("chat")
     worker.join(5)
     assert order == ["exclusive", "chat"]
+
+
+def test_a_request_larger_than_the_queue_is_invalid_not_busy() -> None:
+    sched = Scheduler(_resolve, lambda: LoadOptions(context_size=256), loader=FakeModel, max_queue=4)
+    try:
+        with pytest.raises(InvalidRequest, match="at most 4 completions") as caught:
+            sched.submit_many([GenerateJob("m:q4_0", text="x") for _ in range(5)])
+        assert not isinstance(caught.value, QueueFull) and caught.value.param == "n"
+        assert sched.queue_depth == 0  # all or nothing
+        handles = sched.submit_many([GenerateJob("m:q4_0", text="x", sampling=SamplingParams(max_tokens=1))] * 4)
+        assert all(h.result()[1].finish_reason == "length" for h in handles)
+    finally:
+        sched.close()
+
+
+def test_heartbeat_shows_the_unit_of_work_in_progress(scheduler: Scheduler) -> None:
+    assert scheduler.heartbeat() is None  # idle
+    FakeModel.step_delay_s = 0.05
+    handle = scheduler.submit(GenerateJob("m:q4_0", text="x"))
+    next(iter(handle))
+    beat = scheduler.heartbeat()
+    assert beat is not None and "step of 1 sequence" in beat.doing and beat.busy_s >= 0
+    handle.cancel()
+    list(handle)
+    for _ in range(400):  # the worker goes idle once the job is over
+        if scheduler.heartbeat() is None:
+            break
+        time.sleep(0.01)
+    assert scheduler.heartbeat() is None
+
+
+def test_exclusive_work_is_not_reported_as_a_stuck_step(scheduler: Scheduler) -> None:
+    beats: list[object] = []
+    scheduler.run_exclusive(lambda: beats.append(scheduler.heartbeat()))
+    assert beats == [None]

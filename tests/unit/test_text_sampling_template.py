@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 import math
+import threading
 
 import pytest
 
 from inglenook.engine.chat_template import ChatTemplate
-from inglenook.engine.errors import InvalidRequest
+from inglenook.engine.errors import InvalidRequest, JobCancelled
+from inglenook.engine.interrupt import Interrupted, run_interruptible
 from inglenook.engine.sampling import SamplingParams
 from inglenook.engine.textstream import TextStream
 
@@ -87,3 +89,75 @@ def test_an_incomplete_character_at_the_end_is_dropped() -> None:
     stream = TextStream()
     assert stream.feed(b"ok \xf0\x9f").text == "ok "
     assert stream.flush() == ""
+
+
+# -- the bounded sandbox (issue 14, item 7) ------------------------------------------------
+
+MESSAGES = [{"role": "user", "content": "hi"}]
+
+
+@pytest.mark.parametrize(
+    ("source", "words"),
+    [
+        ("{{ 'A' * 3000000000 }}", "repeated"),
+        ("{{ [0] * 3000000000 }}", "repeated"),
+        ("{{ 3000000000 * 'A' }}", "repeated"),
+        ("{% set ns = namespace(s='ab') %}{% for i in range(60) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}", "string"),
+        ("{% set ns = namespace(s='ab') %}{% for i in range(60) %}{% set ns.s = ns.s + ns.s %}{% endfor %}", "joined"),
+        ("{{ 'x' | center(3000000000) }}", "padded"),
+        ("{{ 'x'.ljust(3000000000) }}", "padded"),
+        ("{{ ('a' * 1000000).replace('a', 'b' * 100) }}", "string"),
+        ("{{ ('a' * 1000000) | replace('a', 'b' * 100) }}", "string"),
+        ("{{ 'a\nb' | indent(3000000000) }}", "indented"),
+        ("{{ '%999999999d' % 1 }}", "width"),
+        ("{{ '{:>999999999}'.format(1) }}", "width"),
+        ("{{ '%999999999d' | format(1) }}", "width"),
+        ("{{ 10 ** 100000000 }}", "power"),
+        ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "range items"),
+        ("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "recursed"),
+    ],
+)
+def test_templates_that_would_exhaust_the_machine_are_refused(source: str, words: str) -> None:
+    with pytest.raises(InvalidRequest, match=words):
+        ChatTemplate(source).render(MESSAGES)
+
+
+def test_ordinary_uses_of_the_bounded_operations_still_work() -> None:
+    source = (
+        "{{ '=' * 3 }}{{ [1, 2] + [3] }}{{ 'a' ~ 'b' }}{{ 'x' | center(5) }}{{ '%05d' % 42 }}"
+        "{{ '{:>4}'.format(7) }}{{ 2 ** 10 }}{{ range(3) | list }}{{ 'a b' | replace(' ', '_') }}"
+        "{{ 'l1\nl2' | indent(2) }}{% set block %}in{{ 'side' }}{% endset %}{{ block }}"
+    )
+    assert ChatTemplate(source).render(MESSAGES) == "===[1, 2, 3]ab  x  00042   71024[0, 1, 2]a_bl1\n  l2inside"
+
+
+def test_a_template_that_loops_without_end_is_stopped_by_its_time_limit() -> None:
+    endless = "{% for a in messages * 100000 %}{% for b in messages * 100000 %}{% endfor %}{% endfor %}"
+    with pytest.raises(InvalidRequest, match="did not finish within 0.5 s"):
+        ChatTemplate(endless, time_limit_s=0.5).render(MESSAGES)
+
+
+def test_cancel_stops_a_render_under_way() -> None:
+    endless = "{% for a in messages * 100000 %}{% for b in messages * 100000 %}{% endfor %}{% endfor %}"
+    cancel = threading.Event()
+    threading.Timer(0.2, cancel.set).start()
+    with pytest.raises(JobCancelled):
+        ChatTemplate(endless, time_limit_s=600).render(MESSAGES, cancel=cancel)
+
+
+def test_many_renders_leave_no_interrupt_behind() -> None:
+    template = ChatTemplate(None)
+    for _ in range(200):
+        template.render(MESSAGES)
+    # An interrupt fired late would surface in the next Python code of this thread.
+    assert sum(range(100_000)) == 4_999_950_000
+
+
+def test_interruptible_work_returns_its_value_and_passes_its_errors() -> None:
+    assert run_interruptible(lambda: 42, 5.0) == 42
+    with pytest.raises(ZeroDivisionError):
+        run_interruptible(lambda: 1 / 0, 5.0)
+    done = threading.Event()
+    done.set()
+    with pytest.raises(Interrupted, match="cancelled"):
+        run_interruptible(lambda: 42, 5.0, done)
