@@ -91,7 +91,8 @@ class Engine:
         if STARTER_ID in ids:
             return STARTER_ID
         if models:
-            return models[0].id
+            # A model llama.cpp refused is not a sensible default while another one works.
+            return next((m.id for m in models if m.usable), models[0].id)
         raise ModelNotFound("no models are installed; `inglenook pull REPO` downloads one")
 
     def close(self) -> None:
