@@ -41,7 +41,11 @@ def run_app(argv: Sequence[str] | None = None) -> int:
         if guard is not None:
             guard.stop()
         theme.apply_theme(app, "system")
-        QMessageBox.critical(None, "Inglenook cannot start", str(exc))
+        # The one mapping of errors to words (a full or locked disk reads as such, not as a bug).
+        from .errors import explain  # noqa: PLC0415
+
+        explanation = explain(exc)
+        QMessageBox.critical(None, "Inglenook cannot start", f"{explanation.title}\n\n{explanation.text}\n\n{exc}")
         return 1
     theme.apply_theme(app, engine.settings.theme)
     from .window import MainWindow  # noqa: PLC0415
