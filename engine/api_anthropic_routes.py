@@ -20,6 +20,7 @@ from fastapi.responses import StreamingResponse
 from .api_anthropic import MessagesInput, MessagesRequest, chat_request, stop_sequences
 from .api_anthropic_out import Answer, whole_message
 from .api_anthropic_stream import message_stream
+from .api_bodies import check_json_value
 from .api_errors import ApiError
 from .api_requests import GenerationPlan, chat_plan
 from .api_responses import ToolCallFilter
@@ -38,10 +39,11 @@ BodyT = TypeVar("BodyT", bound=RequestModel)
 async def read_body(request: Request, model: type[BodyT]) -> BodyT:
     try:
         data = json.loads(await request.body())
-    except ValueError:
+    except (ValueError, RecursionError):
         raise ApiError(400, "the request body is not valid JSON") from None
     if not isinstance(data, dict):
         raise ApiError(400, "the request body must be a JSON object")
+    check_json_value(data)  # lone surrogates, nesting too deep: 400 (api_bodies)
     parsed = model.model_validate(data)
     unknown = parsed.unknown_fields()
     if unknown:

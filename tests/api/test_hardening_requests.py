@@ -268,3 +268,19 @@ def test_connections_beyond_the_cap_are_refused_with_503(engine: Engine) -> None
                 break
         else:
             raise AssertionError("the server did not accept connections again")
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/messages", b'{"model": "m", "max_tokens": 2, "messages": [{"role": "user", "content": "hi \\ud800"}]}'),
+        ("/messages", b'{"model": "m", "max_tokens": 2, "messages": ' + b"[" * 5000 + b"]" * 5000 + b"}"),
+        ("/responses", b'{"model": "m", "input": "hi \\ud800"}'),
+        ("/responses", b'{"model": "m", "input": ' + b"[" * 5000 + b"]" * 5000 + b"}"),
+    ],
+)
+def test_the_newer_apis_refuse_bad_text_and_deep_nesting_too(server: ApiServer, path: str, body: bytes) -> None:
+    response = post(server, path, content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 400, response.text
+    assert "error" in response.json()
+    still_answers(server)
