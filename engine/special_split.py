@@ -55,8 +55,8 @@ class PieceCutter:
                 return None
             p = found.start()
             special = self._special_at(text, p)
-            usable = special is not None and not (special in self._strips_left and text[p - 1].isspace())
-            if usable and self._uncontested(text, p, len(special)):
+            if special is not None and not (special in self._strips_left and text[p - 1].isspace()) \
+                    and self._uncontested(text, p, len(special)):
                 return p
             pos = p + 1
 

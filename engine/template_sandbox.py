@@ -21,6 +21,7 @@ from typing import Any
 import jinja2
 import jinja2.filters
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+from markupsafe import Markup
 
 # A prompt of the largest contexts (1M tokens) is a few million characters; a request body
 # is at most 16 MB. Nothing a template should make comes near this.
@@ -82,9 +83,14 @@ def _bounded_range(*args: int) -> range:
 
 
 def _bounded_join(parts: Iterable[Any], markup: bool = False) -> str:
-    pieces = [str(p) for p in parts]
+    """Jinja's ``str_join`` / ``markup_join`` (with ``markup``: escaping when any part is
+    markup), refusing a result over the limit before it is built."""
+    values = list(parts)
+    pieces = [str(p) for p in values]
     _check_size(sum(map(len, pieces)), "a string")
-    return jinja2.Markup("".join(pieces)) if markup else "".join(pieces)
+    if markup and any(hasattr(v, "__html__") for v in values):
+        return Markup("").join(values)
+    return "".join(pieces)
 
 
 def _replaced_size(text: str, old: str, new: str, count: int | None = None) -> int:
@@ -116,7 +122,7 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
         self.globals["range"] = _bounded_range
-        self.concat = _bounded_join  # {% set %} blocks, macros and call blocks join through it
+        self.concat = _bounded_join  # type: ignore[method-assign] # {% set %} blocks, macros and call blocks join through it
         self.filters["center"] = _center
         self.filters["indent"] = _indent
         self.filters["replace"] = _replace
