@@ -146,9 +146,10 @@ async def response_stream(
                 yield framed
             output.append(call_done)
         final = meta.snapshot(status, output, usage_of(run))
+        # Stored before the client hears the end, so a next request naming it finds it.
+        await on_done(final)
         kind = "response.incomplete" if status == "incomplete" else "response.completed"
         yield event(kind, response=final.model_dump(mode="json"))
-        await on_done(final)
     except Exception as exc:  # noqa: BLE001 — the status line is sent: report in the stream
         error = error_for(exc)
         code = error.code or error.type

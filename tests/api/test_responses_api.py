@@ -15,6 +15,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from inglenook.engine.core import Engine
+from inglenook.engine.response_store import ResponseStore
 from inglenook.engine.server import ApiServer
 
 from .conftest import STARTER
@@ -175,6 +176,30 @@ def test_stream_helper_accumulates_to_the_final_response(client: openai.OpenAI) 
         final = stream.get_final_response()
     assert final.output_text == "".join(texts)
     assert client.responses.retrieve(final.id).output_text == final.output_text  # streamed ones are stored too
+
+
+def test_a_streamed_response_is_stored_before_its_last_event(
+    client: openai.OpenAI, engine: Engine, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    heard_the_end = threading.Event()
+    save = ResponseStore.save
+
+    def held_save(self: ResponseStore, *args: Any) -> None:
+        # A disk that stays busy until the client has heard the stream's end, if it ever
+        # does first; the real save follows either way.
+        heard_the_end.wait(5.0)
+        save(self, *args)
+
+    monkeypatch.setattr(ResponseStore, "save", held_save)
+    stored = ResponseStore(engine.store)
+    stream = client.responses.create(model=STARTER, input="Say hello.", temperature=0, max_output_tokens=4, stream=True)
+    for event in stream:
+        if event.type in ("response.completed", "response.incomplete"):
+            found = stored.get(event.response.id)  # a client continuing the chain right now
+            heard_the_end.set()
+            assert found is not None, "the end of the stream was sent before the response was stored"
+    follow_up = ask(client, input="Again.", previous_response_id=event.response.id)
+    assert follow_up.previous_response_id == event.response.id
 
 
 def test_previous_response_id_continues_the_chain_from_the_cache(client: openai.OpenAI) -> None:
