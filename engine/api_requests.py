@@ -160,7 +160,7 @@ def _response_grammar(request: ChatCompletionRequest) -> str | None:
         return JSON_OBJECT_GRAMMAR
     if fmt.json_schema is None or fmt.json_schema.schema_ is None:
         raise InvalidRequest("response_format json_schema needs a schema", param="response_format")
-    return grammar_for_schema(fmt.json_schema.schema_)
+    return grammar_for_schema(fmt.json_schema.schema_, strict=bool(fmt.json_schema.strict))
 
 
 def completion_plan(request: CompletionRequest, names: ModelNames) -> GenerationPlan:

@@ -53,9 +53,11 @@ class ToolPlan:
         """A grammar for a forced call, or None when the model may answer in text."""
         if not self.required:
             return None
-        calls = [_call_schema(t["function"]) for t in self.tools if self.forced_name in (None, t["function"]["name"])]
+        functions = [t["function"] for t in self.tools if self.forced_name in (None, t["function"]["name"])]
+        calls = [_call_schema(f) for f in functions]
         schema = calls[0] if len(calls) == 1 else {"anyOf": calls}
-        return grammar_for_schema(schema, param="tools", prop_order=("name", "arguments"))
+        strict = all(f.get("strict") for f in functions)
+        return grammar_for_schema(schema, param="tools", prop_order=("name", "arguments"), strict=strict)
 
     def instructions(self) -> str:
         """The system-message text describing the tools, for templates that do not."""
@@ -89,6 +91,7 @@ def _call_schema(function: dict[str, Any]) -> dict[str, Any]:
         "type": "object",
         "properties": {"name": {"const": function["name"]}, "arguments": arguments},
         "required": ["name", "arguments"],
+        "additionalProperties": False,
     }
 
 
