@@ -85,7 +85,7 @@ def test_create_returns_a_message_and_a_repeat_reads_its_prompt_from_the_cache(c
 
 
 def test_an_unknown_model_name_is_served_by_the_default_model(claude: anthropic.Anthropic) -> None:
-    message = claude.messages.create(model="claude-sonnet-4-5", max_tokens=2, messages=HELLO)
+    message = claude.messages.create(model="claude-sonnet-4-5", max_tokens=2, temperature=0, messages=HELLO)
     assert message.model == STARTER and message.usage.output_tokens == 2
 
 
@@ -193,7 +193,7 @@ def test_a_claude_code_shaped_request_streams_although_max_tokens_exceeds_the_co
 
 def test_forced_tool_call_is_a_tool_use_block_and_server_tools_are_accepted(claude: anthropic.Anthropic) -> None:
     message = claude.messages.create(
-        model=STARTER, max_tokens=60, messages=[{"role": "user", "content": "What is the weather in Paris?"}],
+        model=STARTER, max_tokens=60, temperature=0, messages=[{"role": "user", "content": "What is the weather in Paris?"}],
         tools=[WEATHER, WEB_SEARCH], tool_choice={"type": "tool", "name": "get_weather"},
     )
     assert message.stop_reason == "tool_use"
@@ -203,7 +203,7 @@ def test_forced_tool_call_is_a_tool_use_block_and_server_tools_are_accepted(clau
 
 
 def test_streamed_tool_call_sends_input_json_deltas(server: ApiServer) -> None:
-    body = {"model": STARTER, "max_tokens": 60, "tools": [WEATHER], "tool_choice": {"type": "any"},
+    body = {"model": STARTER, "max_tokens": 60, "temperature": 0, "tools": [WEATHER], "tool_choice": {"type": "any"},
             "messages": [{"role": "user", "content": "What is the weather in Rome?"}]}
     events = sse_events(post_stream(server, body).text)
     starts = [data["content_block"] for name, data in events if name == "content_block_start"]
@@ -216,7 +216,7 @@ def test_streamed_tool_call_sends_input_json_deltas(server: ApiServer) -> None:
 
 
 def test_sdk_stream_of_a_tool_call_parses_its_input(claude: anthropic.Anthropic) -> None:
-    with claude.messages.stream(model=STARTER, max_tokens=60, tools=[WEATHER], tool_choice={"type": "any"},
+    with claude.messages.stream(model=STARTER, max_tokens=60, temperature=0, tools=[WEATHER], tool_choice={"type": "any"},
                                 messages=[{"role": "user", "content": "Weather in Oslo?"}]) as stream:
         final = stream.get_final_message()
     uses = [b for b in final.content if b.type == "tool_use"]
@@ -241,7 +241,8 @@ def test_tool_results_reach_the_prompt_and_server_tools_stay_out_of_it(claude: a
     assert longer.input_tokens > short.input_tokens
     with_search = claude.messages.count_tokens(model=STARTER, tools=[WEATHER, WEB_SEARCH], messages=conversation("sunny"))
     assert with_search.input_tokens == short.input_tokens
-    answer = claude.messages.create(model=STARTER, max_tokens=8, tools=[WEATHER], messages=conversation("sunny"))
+    answer = claude.messages.create(model=STARTER, max_tokens=8, temperature=0, tools=[WEATHER],
+                                    messages=conversation("sunny"))
     assert answer.stop_reason in ("end_turn", "max_tokens", "tool_use") and answer.content
 
 
@@ -291,7 +292,7 @@ def test_an_over_long_prompt_is_refused_before_streaming_naming_the_context(clau
 def test_api_key_by_x_api_key_or_bearer_and_gate_errors_in_anthropics_shape(engine: Engine) -> None:
     with serving(engine, api_key="sesame", max_body_bytes=64 * 1024) as server:
         by_header = client_for(server, api_key="sesame")  # the SDK sends x-api-key
-        assert by_header.messages.create(model=STARTER, max_tokens=1, messages=HELLO).usage.output_tokens == 1
+        assert by_header.messages.create(model=STARTER, max_tokens=1, temperature=0, messages=HELLO).usage.output_tokens == 1
         by_bearer = anthropic.Anthropic(base_url=base_url(server), auth_token="sesame", max_retries=0, timeout=300)
         assert by_bearer.messages.count_tokens(model=STARTER, messages=HELLO).input_tokens > 0
         with pytest.raises(anthropic.AuthenticationError) as caught:
