@@ -19,6 +19,9 @@ log = logging.getLogger(__name__)
 
 #: Consecutive rowids that may be missing or unreadable before a table's walk ends.
 MAX_ROWID_GAP = 2_000
+#: What reading a damaged file can raise: SQLite's errors, and UnicodeDecodeError when even
+#: SQLite's error message (naming a damaged schema entry) is not valid UTF-8.
+_UNREADABLE = (sqlite3.Error, ValueError)
 #: Tables the fresh database keeps for itself.
 _SKIPPED = {"_migrations"}
 
@@ -28,6 +31,7 @@ def salvage_into(damaged: Path, fresh: sqlite3.Connection) -> dict[str, int]:
     copied: dict[str, int] = {}
     try:
         source = sqlite3.connect(damaged)
+        source.text_factory = lambda raw: raw.decode("utf-8", errors="replace")
     except sqlite3.Error as exc:
         log.error("cannot open the damaged database to salvage it: %s", exc)
         return copied
@@ -36,7 +40,7 @@ def salvage_into(damaged: Path, fresh: sqlite3.Connection) -> dict[str, int]:
         for table in _tables(fresh):
             try:
                 copied[table] = _copy_table(source, fresh, table)
-            except sqlite3.Error as exc:
+            except _UNREADABLE as exc:
                 log.error("salvaging table %s failed: %s", table, exc)
                 copied[table] = 0
     finally:
@@ -59,7 +63,7 @@ def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
 def _copy_table(source: sqlite3.Connection, fresh: sqlite3.Connection, table: str) -> int:
     try:
         source_columns = set(_columns(source, table))
-    except sqlite3.DatabaseError:
+    except _UNREADABLE:
         source_columns = set()
     columns = [c for c in _columns(fresh, table) if c in source_columns] if source_columns else _columns(fresh, table)
     if not columns:
@@ -84,7 +88,7 @@ def _readable_rows(source: sqlite3.Connection, select: str) -> list[tuple]:
                 rows[row[0]] = row
                 after = row[0]
             return list(rows.values())
-        except sqlite3.DatabaseError as exc:
+        except _UNREADABLE as exc:
             log.info("damaged page after rowid %s: %s", after, exc)
         resumed = _probe_past(source, select, (after or 0) + 1)
         if resumed is None:
@@ -98,7 +102,7 @@ def _probe_past(source: sqlite3.Connection, select: str, start: int) -> tuple | 
     for rowid in range(start, start + MAX_ROWID_GAP):
         try:
             row = source.execute(select + " WHERE rowid = ?", (rowid,)).fetchone()
-        except sqlite3.DatabaseError:
+        except _UNREADABLE:
             continue
         if row is not None:
             return row

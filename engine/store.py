@@ -91,6 +91,10 @@ _UNAVAILABLE_REASONS: dict[int, str] = {
 }
 
 
+def decode_text(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="replace")
+
+
 def is_damage(exc: sqlite3.Error) -> bool:
     """True only for errors that mean the file's contents are damaged (never full/locked/read-only)."""
     code = getattr(exc, "sqlite_errorcode", None)
@@ -139,6 +143,9 @@ class Store:
 
     def _connect(self) -> sqlite_utils.Database:
         conn = sqlite3.connect(self.path, check_same_thread=False, timeout=self.busy_timeout_s, factory=_Connection)
+        # Text with invalid UTF-8 (a flipped bit SQLite cannot see) reads with U+FFFD instead of
+        # failing the whole query: one damaged character must not hide a conversation.
+        conn.text_factory = decode_text
         return sqlite_utils.Database(conn)
 
     def _prepare(self, db: sqlite_utils.Database) -> None:
@@ -156,6 +163,9 @@ class Store:
         except sqlite3.DatabaseError as exc:
             if not is_damage(exc):
                 raise
+            log.error("database failed its integrity check: %s", exc)
+            return False
+        except UnicodeDecodeError as exc:  # SQLite's own message names a damaged schema entry
             log.error("database failed its integrity check: %s", exc)
             return False
         if result is None or result[0] != "ok":
@@ -193,6 +203,8 @@ class Store:
                 yield self.db.conn
             except sqlite3.Error as exc:
                 raise self._failure(exc, "read") from exc
+            except UnicodeDecodeError as exc:  # an error message from a damaged schema
+                raise StoreError(f"the database {self.path} is damaged; restart Inglenook to recover it") from exc
 
     @contextlib.contextmanager
     def writing(self) -> Iterator[sqlite3.Connection]:

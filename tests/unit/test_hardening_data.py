@@ -454,3 +454,18 @@ def test_a_fifo_named_like_a_model_does_not_block_reading_it(tmp_path: Path) -> 
         os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
         pytest.fail("reading a FIFO as a GGUF file blocked")
     assert "not a file" in str(outcome[0])
+
+
+def test_a_damaged_character_does_not_hide_a_conversation(tmp_path: Path) -> None:
+    # Found by tests/fuzz/test_fuzz_store.py: one byte of a message that is not valid UTF-8
+    # (SQLite cannot see it) failed every read of the conversation.
+    path = tmp_path / "db.sqlite"
+    texts = _store_with_messages(path, 3)
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute("UPDATE messages SET content = CAST(x'80ff41' AS TEXT) WHERE id = 2")
+    conn.close()
+    store = Store(path)
+    contents = [m.content for m in store.messages(1)]
+    assert contents == [texts[0], "\ufffd\ufffdA", texts[2]]
+    store.close()
