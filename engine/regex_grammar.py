@@ -23,6 +23,7 @@ from . import gbnf
 MAX_PATTERN_SIZE = 2_000  # symbols after expanding every repetition
 MAX_PATTERN_REPEAT = 1_000  # the largest count one quantifier may name
 MAX_PATTERN_NESTING = 32
+MAX_PATTERN_AMBIGUITY = 200  # parses followed at once (see `ambiguity`)
 
 _DIGIT = [(0x30, 0x39)]
 _WORD = [(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)]
@@ -95,6 +96,42 @@ def without_empty(node: Node) -> Node | None:
     if isinstance(node, Seq) and len(node.items) == 1:
         return without_empty(node.items[0])
     return None
+
+
+def width(node: Node) -> tuple[int, int | None]:
+    """The shortest and longest string ``node`` matches (None: no longest)."""
+    if isinstance(node, Chars):
+        return 1, 1
+    if isinstance(node, Rep):
+        low, high = width(node.item)
+        top = None if high is None or node.high is None else high * node.high
+        return low * node.low, top
+    widths = [width(n) for n in (node.items if isinstance(node, Seq) else node.options)]
+    if not widths:
+        return 0, 0
+    if isinstance(node, Seq):
+        highs = [h for _, h in widths]
+        return sum(lo for lo, _ in widths), None if None in highs else sum(h for h in highs if h is not None)
+    highs = [h for _, h in widths]
+    return min(lo for lo, _ in widths), None if None in highs else max(h for h in highs if h is not None)
+
+
+def ambiguity(node: Node) -> int:
+    """How many parses llama.cpp may have to follow at once, roughly.
+
+    A bounded, variable count of something whose length varies (``(a{1,10}){1,100}``) can
+    split the same text in many ways, each a separate grammar stack, and every rejected token
+    is checked against all of them. Fixed-length items and unbounded loops do not multiply."""
+    if isinstance(node, Chars):
+        return 1
+    if isinstance(node, (Seq, Alt)):
+        parts = node.items if isinstance(node, Seq) else node.options
+        return max((ambiguity(n) for n in parts), default=1)
+    inner = ambiguity(node.item)
+    low, high = width(node.item)
+    if node.high is None or node.high == node.low or low == high:
+        return inner
+    return (node.high - node.low + 1) * max(inner, size(node.item))
 
 
 def size(node: Node) -> int:
@@ -325,6 +362,9 @@ def parse_pattern(pattern: str) -> Node:
         raise PatternError(f"the pattern is not a valid regular expression ({exc})") from None
     if size(node) > MAX_PATTERN_SIZE:
         raise PatternError(f"the pattern expands to more than {MAX_PATTERN_SIZE} grammar symbols")
+    if ambiguity(node) > MAX_PATTERN_AMBIGUITY:
+        raise PatternError("the pattern repeats a variable-length part a variable number of times; "
+                           "it is too ambiguous for a grammar")
     return node
 
 
