@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from .api_anthropic_thinking import ThinkSplit
 from .api_responses import ToolCallFilter
 from .api_runs import Run
 from .protocol import ResponseToolCall
@@ -162,13 +163,18 @@ def message(message_id: str, model: str, content: list[dict[str, Any]], stop_rea
 
 async def whole_message(answer: Answer, calls_filter: ToolCallFilter | None, model: str) -> dict[str, Any]:
     """Read the whole answer and build the Message object."""
-    text = "".join([piece async for piece in answer.pieces()])
+    split = ThinkSplit()
+    pieces = [p async for piece in answer.pieces() for p in split.feed(piece)] + split.finish()
+    thinking = "".join(text for kind, text in pieces if kind == "thinking")
+    text = "".join(text for kind, text in pieces if kind == "text")
     calls: list[ResponseToolCall] = []
     if calls_filter is not None:
         calls, text = calls_filter.finish_text(text)
     blocks, leftover = split_calls(calls)
     text = "\n".join(t for t in (text, leftover) if t)
-    content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+    content: list[dict[str, Any]] = [{"type": "thinking", "thinking": thinking, "signature": ""}] if thinking else []
+    if text:
+        content.append({"type": "text", "text": text})
     content.extend(blocks)
     reason = answer.stop_reason(called_tools=bool(blocks))
     stop_sequence = answer.stop_sequence if reason == "stop_sequence" else None

@@ -2,8 +2,8 @@
 
 Every event is ``event: <type>`` then ``data: <json with the same type>`` and a blank
 line. The sequence: ``message_start``, ``ping``, then per content block
-``content_block_start``, its ``content_block_delta`` events (``text_delta`` or
-``input_json_delta``) and ``content_block_stop``; then ``message_delta`` with the stop
+``content_block_start``, its ``content_block_delta`` events (``thinking_delta``,
+``text_delta`` or ``input_json_delta``) and ``content_block_stop``; then ``message_delta`` with the stop
 reason and the usage, and ``message_stop``. An error after the stream has started is an
 ``error`` event, which the ``anthropic`` SDK raises.
 """
@@ -16,6 +16,7 @@ from typing import Any
 
 from .api_anthropic_errors import anthropic_error
 from .api_anthropic_out import Answer, TokenCounts, message, new_message_id, split_calls
+from .api_anthropic_thinking import Piece, ThinkSplit
 from .api_responses import ToolCallFilter
 
 # The arguments of a tool call go out in pieces of this many characters, as Anthropic
@@ -28,24 +29,28 @@ def event(kind: str, data: dict[str, Any]) -> str:
 
 
 class _Blocks:
-    """Numbers content blocks and opens and closes the text block as text comes and goes."""
+    """Numbers content blocks and opens and closes thinking and text blocks as they come."""
+
+    _START = {"thinking": {"type": "thinking", "thinking": "", "signature": ""}, "text": {"type": "text", "text": ""}}
+    _DELTA = {"thinking": "thinking_delta", "text": "text_delta"}
 
     def __init__(self) -> None:
         self.index = 0
-        self.text_open = False
+        self.open_kind: str | None = None
 
-    def text(self, text: str) -> list[str]:
-        events = []
-        if not self.text_open:
-            events.append(event("content_block_start", {"index": self.index, "content_block": {"type": "text", "text": ""}}))
-            self.text_open = True
-        events.append(event("content_block_delta", {"index": self.index, "delta": {"type": "text_delta", "text": text}}))
+    def delta(self, kind: str, text: str) -> list[str]:
+        events = self.close() if self.open_kind not in (None, kind) else []
+        if self.open_kind is None:
+            events.append(event("content_block_start", {"index": self.index, "content_block": self._START[kind]}))
+            self.open_kind = kind
+        delta = {"type": self._DELTA[kind], kind: text}
+        events.append(event("content_block_delta", {"index": self.index, "delta": delta}))
         return events
 
-    def close_text(self) -> list[str]:
-        if not self.text_open:
+    def close(self) -> list[str]:
+        if self.open_kind is None:
             return []
-        self.text_open = False
+        self.open_kind = None
         self.index += 1
         return [event("content_block_stop", {"index": self.index - 1})]
 
@@ -70,18 +75,19 @@ async def message_stream(answer: Answer, calls_filter: ToolCallFilter | None, mo
         yield event("message_start", {"message": message(new_message_id(), model, [], None, None, start_usage)})
         yield event("ping", {})
         blocks = _Blocks()
+        split = ThinkSplit()
         async for piece in answer.pieces():
-            text = calls_filter.feed(piece) if calls_filter is not None else piece
-            if text:
-                for item in blocks.text(text):
-                    yield item
+            for item in _deltas(blocks, split.feed(piece), calls_filter):
+                yield item
+        for item in _deltas(blocks, split.finish(), calls_filter):
+            yield item
         calls, rest = calls_filter.finish() if calls_filter is not None else ([], "")
         tool_blocks, leftover = split_calls(calls)
         for text in (rest, leftover):
             if text:
-                for item in blocks.text(text):
+                for item in blocks.delta("text", text):
                     yield item
-        for item in blocks.close_text():
+        for item in blocks.close():
             yield item
         for block in tool_blocks:
             for item in blocks.tool_use(block):
@@ -95,3 +101,14 @@ async def message_stream(answer: Answer, calls_filter: ToolCallFilter | None, mo
         yield f"event: error\ndata: {json.dumps(body, ensure_ascii=False)}\n\n"
     finally:
         answer.run.close()
+
+
+def _deltas(blocks: _Blocks, pieces: list[Piece], calls_filter: ToolCallFilter | None) -> list[str]:
+    """Events for split pieces; answer text goes through the tool-call filter first."""
+    events = []
+    for kind, text in pieces:
+        if kind == "text" and calls_filter is not None:
+            text = calls_filter.feed(text)
+        if text:
+            events.extend(blocks.delta(kind, text))
+    return events

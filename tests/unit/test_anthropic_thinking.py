@@ -1,0 +1,96 @@
+"""Reasoning written as <think>…</think> becomes thinking blocks in Messages, whole and streamed.
+
+The stream and the whole message are built from real runs of the real scheduler over the
+fake model (``tests.fakes``), which answers with a canned reply word by word.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from inglenook.engine.api_anthropic_out import Answer, whole_message
+from inglenook.engine.api_anthropic_stream import message_stream
+from inglenook.engine.api_anthropic_thinking import ThinkSplit
+from inglenook.engine.api_runs import Run, RunSet
+from inglenook.engine.registry import ModelRecord
+from inglenook.engine.runtime import LoadOptions
+from inglenook.engine.scheduler import GenerateJob, Scheduler
+from tests.fakes import FakeModel
+
+
+class ReasoningModel(FakeModel):
+    reply = "<think> weigh the options </think> The answer is four ."
+
+
+def _record(model_id: str) -> ModelRecord:
+    return ModelRecord(model_id, Path(f"/models/{model_id}.gguf"), model_id, "llama", "Q4_0", 1, 256, 1, "fp-" + model_id, "scan")
+
+
+@pytest.fixture()
+def scheduler() -> Iterator[Scheduler]:
+    sched = Scheduler(_record, lambda: LoadOptions(context_size=256), idle_unload_s=0, loader=ReasoningModel)
+    yield sched
+    sched.close()
+
+
+def answer_of(scheduler: Scheduler) -> Answer:
+    handle = scheduler.submit(GenerateJob("m:q4_0", messages=[{"role": "user", "content": "2 + 2?"}]))
+    return Answer(Run(handle, anyio.CapacityLimiter(4), None, RunSet()), ())
+
+
+def split_all(pieces: list[str]) -> tuple[str, str]:
+    split = ThinkSplit()
+    out = [p for piece in pieces for p in split.feed(piece)] + split.finish()
+    return "".join(t for k, t in out if k == "thinking"), "".join(t for k, t in out if k == "text")
+
+
+def test_whole_message_puts_reasoning_in_a_thinking_block(scheduler: Scheduler) -> None:
+    message = asyncio.run(whole_message(answer_of(scheduler), None, "m:q4_0"))
+    assert message["content"] == [
+        {"type": "thinking", "thinking": "weigh the options ", "signature": ""},
+        {"type": "text", "text": "The answer is four ."},
+    ]
+    assert message["stop_reason"] == "end_turn"
+
+
+def test_stream_sends_thinking_deltas_in_their_own_block(scheduler: Scheduler) -> None:
+    async def collect() -> list[dict[str, Any]]:
+        frames = [frame async for frame in message_stream(answer_of(scheduler), None, "m:q4_0")]
+        return [json.loads(frame.split("\ndata: ", 1)[1]) for frame in frames]
+
+    events = asyncio.run(collect())
+    starts = [e["content_block"]["type"] for e in events if e["type"] == "content_block_start"]
+    assert starts == ["thinking", "text"]
+    deltas = [(e["index"], e["delta"]["type"]) for e in events if e["type"] == "content_block_delta"]
+    assert {d for d in deltas if d[0] == 0} == {(0, "thinking_delta")} and {d for d in deltas if d[0] == 1} == {(1, "text_delta")}
+    thinking = "".join(e["delta"].get("thinking", "") for e in events if e["type"] == "content_block_delta")
+    text = "".join(e["delta"].get("text", "") for e in events if e["type"] == "content_block_delta")
+    assert (thinking, text) == ("weigh the options ", "The answer is four .")
+    assert [e["type"] for e in events if e["type"] == "content_block_stop"] == ["content_block_stop"] * 2
+
+
+def test_text_without_a_leading_think_tag_is_left_alone() -> None:
+    assert split_all(["The <think> tag ", "is mentioned."]) == ("", "The <think> tag is mentioned.")
+    assert split_all(["<thi", "s is not it"]) == ("", "<this is not it")
+    assert split_all(["<think>cut off by max_tokens"]) == ("cut off by max_tokens", "")
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    thought=st.text(alphabet="ab <>/", max_size=12).filter(lambda t: "</think>" not in t and t.strip() == t),
+    answer=st.text(alphabet="ab <>", max_size=12).filter(lambda t: t.strip() == t),
+    cuts=st.lists(st.integers(min_value=0, max_value=40), max_size=6),
+)
+def test_any_split_of_the_stream_gives_the_same_thinking_and_text(thought: str, answer: str, cuts: list[int]) -> None:
+    whole = f"<think>\n{thought}</think>\n\n{answer}"
+    bounds = sorted({0, len(whole), *(c for c in cuts if c <= len(whole))})
+    assert split_all([whole[a:b] for a, b in zip(bounds, bounds[1:])]) == (thought, answer)
