@@ -1,4 +1,5 @@
-"""Reasoning written as <think>…</think> becomes thinking blocks in Messages, whole and streamed.
+"""Messages API output from real runs: thinking blocks (whole and streamed), stop
+sequences, and an error after the stream has started.
 
 The stream and the whole message are built from real runs of the real scheduler over the
 fake model (``tests.fakes``), which answers with a canned reply word by word.
@@ -42,9 +43,20 @@ def scheduler() -> Iterator[Scheduler]:
     sched.close()
 
 
-def answer_of(scheduler: Scheduler) -> Answer:
-    handle = scheduler.submit(GenerateJob("m:q4_0", messages=[{"role": "user", "content": "2 + 2?"}]))
-    return Answer(Run(handle, anyio.CapacityLimiter(4), None, RunSet()), ())
+def answer_of(scheduler: Scheduler, content: str = "2 + 2?", stops: tuple[str, ...] = ()) -> Answer:
+    handle = scheduler.submit(GenerateJob("m:q4_0", messages=[{"role": "user", "content": content}]))
+    return Answer(Run(handle, anyio.CapacityLimiter(4), None, RunSet()), stops)
+
+
+def stream_events(answer: Answer) -> list[tuple[str, dict[str, Any]]]:
+    async def collect() -> list[str]:
+        return [frame async for frame in message_stream(answer, None, "m:q4_0")]
+
+    events = []
+    for frame in asyncio.run(collect()):
+        name, data = frame.removesuffix("\n\n").split("\n")
+        events.append((name.removeprefix("event: "), json.loads(data.removeprefix("data: "))))
+    return events
 
 
 def split_all(pieces: list[str]) -> tuple[str, str]:
@@ -63,11 +75,7 @@ def test_whole_message_puts_reasoning_in_a_thinking_block(scheduler: Scheduler) 
 
 
 def test_stream_sends_thinking_deltas_in_their_own_block(scheduler: Scheduler) -> None:
-    async def collect() -> list[dict[str, Any]]:
-        frames = [frame async for frame in message_stream(answer_of(scheduler), None, "m:q4_0")]
-        return [json.loads(frame.split("\ndata: ", 1)[1]) for frame in frames]
-
-    events = asyncio.run(collect())
+    events = [data for _, data in stream_events(answer_of(scheduler))]
     starts = [e["content_block"]["type"] for e in events if e["type"] == "content_block_start"]
     assert starts == ["thinking", "text"]
     deltas = [(e["index"], e["delta"]["type"]) for e in events if e["type"] == "content_block_delta"]
@@ -76,6 +84,21 @@ def test_stream_sends_thinking_deltas_in_their_own_block(scheduler: Scheduler) -
     text = "".join(e["delta"].get("text", "") for e in events if e["type"] == "content_block_delta")
     assert (thinking, text) == ("weigh the options ", "The answer is four .")
     assert [e["type"] for e in events if e["type"] == "content_block_stop"] == ["content_block_stop"] * 2
+
+
+def test_a_stop_sequence_cancels_the_job_and_is_named(scheduler: Scheduler) -> None:
+    message = asyncio.run(whole_message(answer_of(scheduler, stops=("is four",)), None, "m:q4_0"))
+    assert [b["type"] for b in message["content"]] == ["thinking", "text"]
+    assert message["content"][1]["text"] == "The answer "
+    assert (message["stop_reason"], message["stop_sequence"]) == ("stop_sequence", "is four")
+    assert message["usage"]["output_tokens"] < len(ReasoningModel.reply.split())
+
+
+def test_an_error_after_the_stream_started_is_an_error_event(scheduler: Scheduler) -> None:
+    # The fake model refuses a prompt longer than its 256-token context, as a real one does.
+    events = stream_events(answer_of(scheduler, content="x" * 400))
+    assert [name for name, _ in events] == ["message_start", "ping", "error"]
+    assert events[-1][1] == {"type": "error", "error": {"type": "invalid_request_error", "message": "too long"}}
 
 
 def test_text_without_a_leading_think_tag_is_left_alone() -> None:
