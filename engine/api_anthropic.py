@@ -45,6 +45,7 @@ MAX_STOP_SEQUENCE_CHARS = 1000
 # (web_search_…, bash_…, text_editor_…, computer_…, code_execution_…) runs on Anthropic's
 # servers, which this one is not.
 CLIENT_TOOL_TYPES = (None, "custom")
+MEDIA_BLOCKS = frozenset({"image", "document"})
 # Blocks an assistant turn may carry that mean nothing to a local model: Claude's signed
 # reasoning, and the calls and results of Anthropic's own server tools.
 SKIPPED_BLOCKS = frozenset({
@@ -213,6 +214,8 @@ def _user_turn(blocks: list[ContentBlock], index: int) -> list[ChatMessage]:
         where = f"messages[{index}].content[{n}]"
         if block.type == "text":
             texts.append(_text_of(block, where))
+        elif block.type in MEDIA_BLOCKS:
+            texts.append(_media_text(block, where))
         elif block.type == "tool_result":
             flush()
             if not block.tool_use_id:
@@ -235,9 +238,12 @@ def _result_text(block: ContentBlock, where: str) -> str:
         return content or ""
     texts = []
     for i, part in enumerate(content):
-        if part.type != "text":
+        if part.type == "text":
+            texts.append(_text_of(part, f"{where}.content[{i}]"))
+        elif part.type in MEDIA_BLOCKS:
+            texts.append(_media_text(part, f"{where}.content[{i}]"))
+        else:
             raise _unsupported(part, f"{where}.content[{i}]")
-        texts.append(_text_of(part, f"{where}.content[{i}]"))
     return "\n".join(texts)
 
 
@@ -247,9 +253,20 @@ def _text_of(block: ContentBlock, where: str) -> str:
     return block.text
 
 
+def _media_text(block: ContentBlock, where: str) -> str:
+    """A plain-text document's text; for anything else a note that it was left out.
+
+    Not an error: an image a tool returned (or a person pasted) stays in an agent's history,
+    so refusing it would fail every later turn of the conversation too.
+    """
+    source = block.source if isinstance(block.source, dict) else {}
+    if block.type == "document" and source.get("type") == "text" and isinstance(source.get("data"), str):
+        return source["data"]
+    log.info("%s: this server reads text only; a %s block is left out and the model is told so", where, block.type)
+    return f"[{block.type} left out: this model reads text only]"
+
+
 def _unsupported(block: ContentBlock, where: str) -> InvalidRequest:
-    if block.type in ("image", "document"):
-        return InvalidRequest(f"{where}: {block.type} blocks are not supported; this server reads text only", param="messages")
     return InvalidRequest(f"{where}: unknown content block type {block.type!r}", param="messages")
 
 

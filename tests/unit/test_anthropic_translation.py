@@ -98,7 +98,6 @@ def test_named_tool_choice_and_disabled_parallel_calls() -> None:
 
 
 @pytest.mark.parametrize(("fields", "fragment"), [
-    ({"messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "base64", "data": "x"}}]}]}, "image"),
     ({"messages": [{"role": "user", "content": [{"type": "tool_result"}]}]}, "tool_use_id"),
     ({"messages": [{"role": "assistant", "content": [{"type": "tool_use", "input": {}}]}]}, "id and a name"),
     ({"messages": [{"role": "user", "content": [{"type": "hologram"}]}]}, "hologram"),
@@ -109,6 +108,21 @@ def test_named_tool_choice_and_disabled_parallel_calls() -> None:
 def test_unsupported_input_is_a_clear_error(fields: dict, fragment: str) -> None:
     with pytest.raises(InvalidRequest, match=fragment):
         chat_request(request(**fields))
+
+
+def test_images_are_left_out_with_a_note_and_text_documents_are_read(caplog: pytest.LogCaptureFixture) -> None:
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
+    document = {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "Plain notes."}}
+    body = request(messages=[
+        {"role": "user", "content": [image, {"type": "text", "text": "What is this?"}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "read", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": [image, document]}]},
+    ])
+    with caplog.at_level(logging.INFO, logger="inglenook.engine.api_anthropic"):
+        messages = chat_request(body).messages
+    assert messages[0].content == "[image left out: this model reads text only]\nWhat is this?"
+    assert messages[2].content == "[image left out: this model reads text only]\nPlain notes."
+    assert "image block is left out" in caplog.text
 
 
 def test_stop_sequences_are_bounded() -> None:
