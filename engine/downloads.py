@@ -430,10 +430,15 @@ class Downloader:
             raise DownloadError(f"{files[0].path} is not a usable GGUF file ({exc}); nothing was installed") from exc
 
     def _install(self, staged: list[Path], files: list[RemoteFile], targets: list[Path]) -> ModelRecord:
-        targets[0].parent.mkdir(parents=True, exist_ok=True)
-        for part, target in zip(staged, targets):
-            os.replace(part, target)
-        fsync_directory(targets[0].parent)
+        try:
+            targets[0].parent.mkdir(parents=True, exist_ok=True)
+            for part, target in zip(staged, targets):
+                os.replace(part, target)
+            fsync_directory(targets[0].parent)
+        except OSError as exc:
+            # The verified files stay staged (or already in place): the next attempt finishes.
+            raise DownloadError(f"installing {targets[0].name} failed: {exc.strerror or exc}; "
+                                "run the download again to finish it") from exc
         for remote in files:
             self._forget(remote.sha256 or "")
         return self._register(targets)

@@ -116,3 +116,25 @@ def test_disk_full_mid_download_installs_nothing_and_resumes(
     record = Downloader(registry, paths).resume(pending[0])
     assert _sha256(record.path) == served_files["smol"].sha256
     assert hub.blob_gets()[-1].range == f"bytes={pending[0].done_bytes}-"
+
+
+def test_a_failing_final_rename_is_a_download_error_and_the_retry_finishes(
+    hub: HubMock, paths: Paths, registry: ModelRegistry, served_files: dict[str, MockFile],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real_replace = os.replace
+
+    def replace_fails(source: object, target: object) -> None:
+        if str(source).endswith(".part"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real_replace(source, target)
+
+    monkeypatch.setattr(downloads.os, "replace", replace_fails)
+    with pytest.raises(DownloadError, match="run the download again") as caught:
+        Downloader(registry, paths).pull(SMOL_REPO)
+    assert isinstance(caught.value.__cause__, OSError) and caught.value.__cause__.errno == errno.ENOSPC
+    assert _downloaded(registry) == [] and list(paths.models.rglob("*.gguf")) == []
+    monkeypatch.setattr(downloads.os, "replace", real_replace)
+    gets = len(hub.blob_gets())
+    record = Downloader(registry, paths).pull(SMOL_REPO)
+    assert _sha256(record.path) == served_files["smol"].sha256 and len(hub.blob_gets()) == gets
