@@ -50,7 +50,7 @@ from huggingface_hub.file_download import http_get
 from huggingface_hub.utils import build_hf_headers
 from huggingface_hub.utils import tqdm as hub_tqdm
 
-from .atomic import atomic_write_text, fsync_directory
+from .atomic import atomic_write_text, fsync_directory, remove_stale_temporaries
 from .errors import DownloadError, JobCancelled, ModelLoadError
 from .gguf import GGUF_MAGIC, read_gguf
 from .hub import HubClient, QuantOption, RemoteFile, check_repo_id, is_safe_remote_path
@@ -257,6 +257,8 @@ class Downloader:
 
     def pending(self) -> list[PendingDownload]:
         """Interrupted downloads waiting in the staging folder."""
+        if self.staging.is_dir():
+            remove_stale_temporaries(self.staging)  # sidecars a killed run was still writing
         found = []
         for sidecar in sorted(self.staging.glob("*.json")) if self.staging.is_dir() else []:
             try:

@@ -91,6 +91,10 @@ def test_kill_during_a_state_save_keeps_the_previous_state(tmp_path: Path, where
     # The half-written temporary never carries the state file's name.
     leftovers = [p for p in tmp_path.iterdir() if p != path]
     assert all(p.name.startswith(".") and p.name.endswith(".tmp") for p in leftovers)
+    # Their space comes back; a write in progress (recent) would be left alone.
+    assert atomic.remove_stale_temporaries(tmp_path, older_than_s=3600) == 0
+    assert atomic.remove_stale_temporaries(tmp_path, older_than_s=-1) == len(leftovers)
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]
 
 
 # -- a full disk during a state save -------------------------------------------------------------
