@@ -4,13 +4,15 @@ Every event is ``event: <type>`` then ``data: <json with the same type>`` and a 
 line. The sequence: ``message_start``, ``ping``, then per content block
 ``content_block_start``, its ``content_block_delta`` events (``thinking_delta``,
 ``text_delta`` or ``input_json_delta``) and ``content_block_stop``; then ``message_delta`` with the stop
-reason and the usage, and ``message_stop``. An error after the stream has started is an
-``error`` event, which the ``anthropic`` SDK raises.
+reason and the usage, and ``message_stop``. More ``ping`` events come while text is held
+back. An error after the stream has started is an ``error`` event, which the ``anthropic``
+SDK raises.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -22,6 +24,9 @@ from .api_responses import ToolCallFilter
 # The arguments of a tool call go out in pieces of this many characters, as Anthropic
 # streams them, so clients exercise their partial-JSON handling.
 JSON_PIECE_CHARS = 64
+# While text is held back (a tool call being written, an undecided opening) nothing else is
+# sent; a ping at most this often shows the client that the answer is still coming.
+PING_EVERY_S = 5.0
 
 
 def event(kind: str, data: dict[str, Any]) -> str:
@@ -76,8 +81,15 @@ async def message_stream(answer: Answer, calls_filter: ToolCallFilter | None, mo
         yield event("ping", {})
         blocks = _Blocks()
         split = ThinkSplit()
+        last_sent = time.monotonic()
         async for piece in answer.pieces():
-            for item in _deltas(blocks, split.feed(piece), calls_filter):
+            items = _deltas(blocks, split.feed(piece), calls_filter)
+            now = time.monotonic()
+            if items:
+                last_sent = now
+            elif now - last_sent >= PING_EVERY_S:
+                items, last_sent = [event("ping", {})], now
+            for item in items:
                 yield item
         for item in _deltas(blocks, split.finish(), calls_filter):
             yield item

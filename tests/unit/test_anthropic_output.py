@@ -19,17 +19,24 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from inglenook.engine.api_anthropic_out import Answer, whole_message
+from inglenook.engine import api_anthropic_stream
 from inglenook.engine.api_anthropic_stream import message_stream
+from inglenook.engine.api_responses import ToolCallFilter
 from inglenook.engine.api_anthropic_thinking import ThinkSplit
 from inglenook.engine.api_runs import Run, RunSet
 from inglenook.engine.registry import ModelRecord
 from inglenook.engine.runtime import LoadOptions
 from inglenook.engine.scheduler import GenerateJob, Scheduler
+from inglenook.engine.tool_calls import ToolPlan
 from tests.fakes import FakeModel
 
 
 class ReasoningModel(FakeModel):
     reply = "<think> weigh the options </think> The answer is four ."
+
+
+class CallingModel(FakeModel):
+    reply = '{"name": "add", "arguments": {"a": 2, "b": 2}}'
 
 
 def _record(model_id: str) -> ModelRecord:
@@ -48,9 +55,9 @@ def answer_of(scheduler: Scheduler, content: str = "2 + 2?", stops: tuple[str, .
     return Answer(Run(handle, anyio.CapacityLimiter(4), None, RunSet()), stops)
 
 
-def stream_events(answer: Answer) -> list[tuple[str, dict[str, Any]]]:
+def stream_events(answer: Answer, calls: ToolCallFilter | None = None) -> list[tuple[str, dict[str, Any]]]:
     async def collect() -> list[str]:
-        return [frame async for frame in message_stream(answer, None, "m:q4_0")]
+        return [frame async for frame in message_stream(answer, calls, "m:q4_0")]
 
     events = []
     for frame in asyncio.run(collect()):
@@ -92,6 +99,24 @@ def test_a_stop_sequence_cancels_the_job_and_is_named(scheduler: Scheduler) -> N
     assert message["content"][1]["text"] == "The answer "
     assert (message["stop_reason"], message["stop_sequence"]) == ("stop_sequence", "is four")
     assert message["usage"]["output_tokens"] < len(ReasoningModel.reply.split())
+
+
+def test_pings_keep_a_held_tool_call_stream_alive(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every chunk of the call is held back until the call is complete; with the interval at
+    # zero each held chunk is followed by a ping instead of silence.
+    monkeypatch.setattr(api_anthropic_stream, "PING_EVERY_S", 0.0)
+    tool = {"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}
+    calls = ToolCallFilter(ToolPlan((tool,), required=False, forced_name=None, native=False), parallel=True)
+    sched = Scheduler(_record, lambda: LoadOptions(context_size=256), idle_unload_s=0, loader=CallingModel)
+    try:
+        names = [name for name, _ in stream_events(answer_of(sched), calls)]
+    finally:
+        sched.close()
+    held_chunks = len(CallingModel.reply.split(" "))
+    assert names[:2] == ["message_start", "ping"]
+    assert names[2:2 + held_chunks] == ["ping"] * held_chunks
+    assert names[2 + held_chunks:] == ["content_block_start", "content_block_delta", "content_block_stop",
+                                       "message_delta", "message_stop"]
 
 
 def test_an_error_after_the_stream_started_is_an_error_event(scheduler: Scheduler) -> None:
