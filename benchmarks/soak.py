@@ -251,6 +251,7 @@ def main() -> None:
             for worker in workers:
                 worker.join(600)
             engine.cache.flush()  # saved prompt states are written before counting
+            time.sleep(12)  # anyio's idle worker threads end after 10 s: count what stays
             end = process_usage()
             lost = lost_messages(engine, tally)
         finally:

@@ -220,3 +220,15 @@ def test_start_stop_and_url(engine: Engine) -> None:
     assert not server.running
     with pytest.raises(httpx.ConnectError):
         httpx.get(server.url + "/models")
+
+
+def test_engine_failures_never_carry_local_detail_to_the_client() -> None:
+    from inglenook.engine.api_errors import error_for
+    from inglenook.engine.errors import InglenookError, ModelLoadError, StoreError
+
+    secret = "/home/John Smith/my models/private notes.gguf"
+    for exc in (ModelLoadError(f"model file not found: {secret}"), StoreError(f"cannot open {secret}"),
+                InglenookError(f"internal error near {secret}")):
+        error = error_for(exc)
+        assert error.status == 500 and error.code == exc.code
+        assert "John" not in error.message and "Smith" not in error.message and "notes" not in error.message
