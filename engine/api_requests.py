@@ -20,6 +20,7 @@ from .registry import ModelRecord
 from .sampling import SamplingParams
 from .scheduler import GenerateJob
 from .tool_calls import TemplateAbilities, ToolPlan, engine_messages, plan_tools
+from .volatile_prompt import VOLATILE_LINES
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +135,8 @@ def chat_plan(request: ChatCompletionRequest, names: ModelNames) -> GenerationPl
     needs_template = bool(request.tools) or any(m.role in ("tool", "function") or m.tool_calls for m in request.messages)
     abilities = names.abilities(record) if needs_template else TemplateAbilities()
     tools = plan_tools(request.tools, request.tool_choice, abilities)
-    messages = engine_messages(request.messages, abilities, tools)
+    # A line that changes every request near the top would defeat the prefix cache.
+    messages = VOLATILE_LINES.steady(record.id, engine_messages(request.messages, abilities, tools))
     grammar = tools.grammar() if tools is not None else None
     if grammar is None:
         grammar = _response_grammar(request)
