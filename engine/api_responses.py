@@ -38,7 +38,7 @@ from .protocol import (
     UsageInfo,
 )
 from .runtime import TokenLogprob
-from .tool_calls import ToolPlan, may_be_call, parse_calls
+from .tool_calls import ToolCallFilter, ToolPlan
 
 DONE = "data: [DONE]\n\n"
 
@@ -91,43 +91,6 @@ def chat_logprobs(entries: Sequence[TokenLogprob]) -> ChoiceLogprobs:
 
 
 # -- chat ---------------------------------------------------------------------------------
-
-
-class ToolCallFilter:
-    """Holds back streamed text that may be a function call until it is known."""
-
-    def __init__(self, plan: ToolPlan, parallel: bool) -> None:
-        self.plan = plan
-        self.parallel = parallel
-        self.held = ""
-        self.holding: bool | None = True if plan.required else None  # None: undecided
-
-    def feed(self, text: str) -> str:
-        """The part of ``text`` that can be streamed as content now."""
-        if self.holding is False:
-            return text
-        self.held += text
-        if self.holding is None:
-            self.holding = may_be_call(self.held)
-            if self.holding is False:
-                released, self.held = self.held, ""
-                return released
-        return ""
-
-    def finish(self) -> tuple[list[ResponseToolCall], str]:
-        """The calls found in the held text, or the held text as content when there are none."""
-        if not self.held:
-            return [], ""
-        calls = parse_calls(self.held, self.plan)
-        if calls:
-            return (calls if self.parallel else calls[:1]), ""
-        return [], self.held
-
-    def finish_text(self, text: str) -> tuple[list[ResponseToolCall], str]:
-        """``feed`` and ``finish`` in one step, for a whole (not streamed) answer."""
-        released = self.feed(text)
-        calls, rest = self.finish()
-        return calls, released + rest
 
 
 def chat_completion(plan: GenerationPlan, runs: Sequence[Run], meta: Meta, parallel_calls: bool) -> ChatCompletion:

@@ -11,18 +11,15 @@ model wrote it as bare JSON or inside ``<tool_call>`` tags.
 from __future__ import annotations
 
 import json
-import re
 import secrets
 from dataclasses import dataclass
 from typing import Any
 
 from .errors import InvalidRequest
 from .json_grammar import grammar_for_schema
-from .protocol import ChatMessage, NamedToolChoice, ResponseFunctionCall, ResponseToolCall, Tool
+from .protocol import ChatMessage, NamedToolChoice, ResponseToolCall, Tool
+from .tool_call_parser import CallDone, Event, TextPiece, ToolCallParser, parameter_types
 
-_TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
-_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
-_CALL_OPENERS = ("{", "[", "<tool_call>", "```")
 
 
 @dataclass(frozen=True)
@@ -171,57 +168,55 @@ def _loads_or_keep(arguments: str) -> Any:
 # -- answers out --------------------------------------------------------------------------
 
 
-def may_be_call(text: str) -> bool | None:
-    """Whether streamed ``text`` could be the start of a call: None while undecided."""
-    start = text.lstrip()
-    if not start:
-        return None
-    for opener in _CALL_OPENERS:
-        if start.startswith(opener):
-            return True
-        if opener.startswith(start):
-            return None
-    return False
+class ToolCallFilter:
+    """Streams an answer's text while taking out the function calls written in it.
+
+    ``feed`` returns the text that can be shown now (never the start of a call); ``finish``
+    returns the calls found and the text still held. ``events`` keeps every call event
+    (started, argument pieces, done) for front ends that stream arguments as they come."""
+
+    def __init__(self, plan: ToolPlan, parallel: bool) -> None:
+        self.plan = plan
+        self.parallel = parallel
+        self.parser = call_parser(plan)
+        self.calls: list[ResponseToolCall] = []
+        self.events: list[Event] = []
+
+    def feed(self, text: str) -> str:
+        return self._take(self.parser.feed(text))
+
+    def finish(self) -> tuple[list[ResponseToolCall], str]:
+        text = self._take(self.parser.finish())
+        return (self.calls if self.parallel else self.calls[:1]), text
+
+    def finish_text(self, text: str) -> tuple[list[ResponseToolCall], str]:
+        """``feed`` and ``finish`` in one step, for a whole (not streamed) answer."""
+        released = self.feed(text)
+        calls, rest = self.finish()
+        return calls, released + rest
+
+    def _take(self, events: list[Event]) -> str:
+        texts = []
+        for event in events:
+            if isinstance(event, TextPiece):
+                texts.append(event.text)
+            else:
+                if isinstance(event, CallDone):
+                    self.calls.append(event.call)
+                if self.parallel or event.index == 0:
+                    self.events.append(event)
+        return "".join(texts)
+
+
+def call_parser(plan: ToolPlan) -> ToolCallParser:
+    return ToolCallParser(plan.names, new_call_id, parameter_types(plan.tools))
 
 
 def parse_calls(text: str, plan: ToolPlan) -> list[ResponseToolCall]:
-    """The calls written in ``text`` (empty when it is an ordinary answer)."""
-    candidates: list[Any] = []
-    tagged = _TAGGED.findall(text)
-    if tagged:
-        candidates = [_json_or_none(t) for t in tagged]
-    else:
-        body = text.strip()
-        fenced = _FENCE.match(body)
-        parsed = _json_or_none(fenced.group(1) if fenced else body)
-        if isinstance(parsed, dict) and isinstance(parsed.get("tool_calls"), list):
-            parsed = parsed["tool_calls"]
-        candidates = parsed if isinstance(parsed, list) else [parsed]
-    calls = [_as_call(c, plan) for c in candidates]
-    if not calls or any(c is None for c in calls):
-        return []
-    return [c for c in calls if c is not None]
-
-
-def _as_call(value: Any, plan: ToolPlan) -> ResponseToolCall | None:
-    if not isinstance(value, dict):
-        return None
-    if isinstance(value.get("function"), dict):  # the OpenAI shape, written out by the model
-        value = value["function"]
-    name = value.get("name")
-    if name not in plan.names:
-        return None
-    arguments = value.get("arguments", value.get("parameters", {}))
-    if not isinstance(arguments, str):
-        arguments = json.dumps(arguments, ensure_ascii=False)
-    return ResponseToolCall(id=new_call_id(), function=ResponseFunctionCall(name=name, arguments=arguments))
-
-
-def _json_or_none(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
+    """The calls written in a whole answer (empty when it is an ordinary answer)."""
+    parser = call_parser(plan)
+    events = parser.feed(text) + parser.finish()
+    return [e.call for e in events if isinstance(e, CallDone)]
 
 
 def new_call_id() -> str:

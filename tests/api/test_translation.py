@@ -11,7 +11,7 @@ from inglenook.engine.api_security import is_loopback_host, split_host
 from inglenook.engine.errors import ContextLengthExceeded, InvalidRequest, ModelLoadError, ModelNotFound, QueueFull
 from inglenook.engine.json_grammar import grammar_for_schema
 from inglenook.engine.protocol import ChatCompletionRequest, NamedToolChoice, Tool
-from inglenook.engine.tool_calls import TemplateAbilities, engine_messages, may_be_call, parse_calls, plan_tools
+from inglenook.engine.tool_calls import TemplateAbilities, ToolCallFilter, engine_messages, parse_calls, plan_tools
 
 TOOLS = [Tool.model_validate({"type": "function", "function": {"name": "add", "parameters": {
     "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}}})]
@@ -42,9 +42,14 @@ def test_text_and_unknown_functions_are_not_calls() -> None:
 
 
 def test_streaming_holds_back_only_what_may_be_a_call() -> None:
-    assert may_be_call("  ") is None and may_be_call("<tool") is None
-    assert may_be_call(' {"na') is True and may_be_call("<tool_call>{") is True
-    assert may_be_call("Sure") is False
+    held = ToolCallFilter(auto_plan(), parallel=True)
+    assert held.feed("  ") == "" and held.feed("<tool") == "", "undecided: could be a call"
+    assert held.feed("kit> is a word") == "  <toolkit> is a word"
+    held = ToolCallFilter(auto_plan(), parallel=True)
+    assert held.feed("Sure. <tool_call>{") == "Sure. "
+    assert held.feed('"name": "add", "arguments": {"a": 1, "b": 2}}</tool_call> Done.') == " Done."
+    calls, rest = held.finish()
+    assert [c.function.name for c in calls] == ["add"] and rest == ""
 
 
 def test_messages_for_a_template_without_tools() -> None:
