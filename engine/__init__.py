@@ -33,6 +33,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "store": ("Conversation", "Message", "Store"),
     "registry": ("ModelRecord", "ModelRegistry"),
     "settings": ("Settings",),
+    "aliases": ("with_alias", "without_alias"),
+    "client_configs": ("CLIENTS", "ClientConfigError", "ClientSetup", "Endpoint", "client_setup", "write_client_config"),
     "paths": ("Paths",),
     "cache": ("CacheUsage",),
     "crashguard": ("CrashGuard", "LastCrash"),
@@ -163,6 +165,15 @@ if TYPE_CHECKING:
     )
     from .server import ApiServer as ApiServer
     from .settings import Settings as Settings
+    from .aliases import with_alias as with_alias, without_alias as without_alias
+    from .client_configs import (
+        CLIENTS as CLIENTS,
+        ClientConfigError as ClientConfigError,
+        ClientSetup as ClientSetup,
+        Endpoint as Endpoint,
+        client_setup as client_setup,
+        write_client_config as write_client_config,
+    )
     from .starter import STARTER_ID as STARTER_ID, find_starter_model as find_starter_model
     from .store import Conversation as Conversation, Message as Message, Store as Store
     from .units import human_count as human_count, human_size as human_size

@@ -11,6 +11,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from .aliases import resolve_alias
 from .core import Engine
 from .errors import InvalidRequest, ModelNotFound
 from .gguf import read_gguf
@@ -38,7 +39,7 @@ class ModelNames:
         self._lock = threading.Lock()
 
     def resolve(self, name: str) -> ModelRecord:
-        name = (name or "").strip()
+        name = resolve_alias(self.engine.settings, (name or "").strip())  # aliases.py: "fast" → a model id
         registry = self.engine.registry
         # A remote client names models, never files: path-like names are not looked up on disk.
         if name and not looks_like_path(name):

@@ -14,11 +14,12 @@ from .cache import MIB, CacheUsage, PrefixCache
 from .chat import ChatService
 from .crashguard import CrashGuard
 from .errors import ModelNotFound
+from .model_context import context_loader
 from .paths import Paths
 from .registry import ModelRegistry
 from .runtime import LoadOptions
 from .scheduler import Scheduler
-from .settings import Settings
+from .settings import NOMINAL_AUTO_CONTEXT, Settings
 from .starter import STARTER_ID
 from .store import Store
 
@@ -47,6 +48,8 @@ class Engine:
             cache=self.cache,
             activity=crash_guard.doing if crash_guard is not None else None,
             prefill_chunk=self.settings.prefill_chunk,
+            # Each model gets its own context setting, or "auto" from its size and free memory.
+            loader=context_loader(lambda: self.settings),
         )
         # A model llama.cpp refuses is marked with the reason (list, Models page) until it loads.
         self.scheduler.add_listener(self._record_load_outcome)
@@ -62,7 +65,7 @@ class Engine:
     def load_options(self) -> LoadOptions:
         s = self.settings
         return LoadOptions(
-            context_size=s.context_size, threads=s.threads, gpu_layers=s.gpu_layers, kv_cache_type=s.kv_cache_type,
+            context_size=s.context_size or NOMINAL_AUTO_CONTEXT, threads=s.threads, gpu_layers=s.gpu_layers, kv_cache_type=s.kv_cache_type,
             parallel=max(1, s.parallel_sequences),
         )
 

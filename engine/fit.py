@@ -242,6 +242,49 @@ def estimate_fit(
     return result(TOO_LARGE, 0, 0, all_on_cpu)
 
 
+# -- the context a model gets when none is set ----------------------------------------------
+
+# "Auto" context: the model's training context, halved until it fits, never under the floor.
+AUTO_CONTEXT_FLOOR = 2048
+AUTO_CONTEXT_CAP = 131_072  # even a 1M-token model starts here; a setting can ask for more
+# Without a GPU to hold it, the KV cache may take this share of the RAM that is free: the
+# weights, the prompt cache's RAM tier and the rest of the desktop need the remainder.
+KV_RAM_SHARE = 0.25
+FALLBACK_TRAINED_CONTEXT = 4096  # a header without context_length
+
+
+def auto_context(
+    shape: ModelShape, machine: MachineMemory, trained_context: int | None, parallel: int = 1,
+    kv_type: str = "f16", n_ubatch: int = DEFAULT_UBATCH,
+) -> int:
+    """Tokens of context per sequence for a model loaded with no context setting.
+
+    The largest of ``trained_context``, its halves, down to ``AUTO_CONTEXT_FLOOR`` whose KV
+    cache for all ``parallel`` sequences fits: entirely on the GPU when the model fits there
+    at the floor (so "auto" never pushes layers off the GPU), else within ``KV_RAM_SHARE``
+    of the usable RAM without the whole load becoming too large.
+    """
+    ceiling = min(trained_context or FALLBACK_TRAINED_CONTEXT, AUTO_CONTEXT_CAP)
+    if ceiling <= AUTO_CONTEXT_FLOOR:
+        return max(1, ceiling)
+    sequences = max(1, parallel)
+
+    def estimate(per_sequence: int) -> FitEstimate:
+        return estimate_fit(shape, machine, context=per_sequence * sequences, kv_type=kv_type, n_ubatch=n_ubatch)
+
+    on_gpu = machine.has_gpu and estimate(AUTO_CONTEXT_FLOOR).verdict == FITS_GPU
+    kv_budget = KV_RAM_SHARE * max(0, machine.ram_available_bytes - RAM_HEADROOM)
+    candidate = ceiling
+    while candidate > AUTO_CONTEXT_FLOOR:
+        fit = estimate(candidate)
+        if on_gpu and fit.verdict == FITS_GPU:
+            return candidate
+        if not on_gpu and fit.verdict != TOO_LARGE and fit.kv_bytes <= kv_budget:
+            return candidate
+        candidate //= 2
+    return AUTO_CONTEXT_FLOOR
+
+
 # -- what this machine has ------------------------------------------------------------------
 
 
@@ -351,6 +394,7 @@ def _per_layer_mean(value: Any, default: int) -> float:
 
 
 __all__ = [
+    "AUTO_CONTEXT_CAP", "AUTO_CONTEXT_FLOOR", "auto_context",
     "CPU_ONLY", "FITS_GPU", "PARTIAL", "TOO_LARGE", "FitEstimate", "GpuMemory", "MachineMemory", "ModelShape",
     "compute_bytes", "detect_machine", "estimate_fit", "kv_cache_bytes", "parse_nvidia_smi",
 ]

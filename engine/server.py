@@ -34,12 +34,13 @@ from .api_errors import ApiError, error_body, error_for
 from .api_openai_responses_routes import responses_router
 from .api_anthropic_errors import anthropic_error_response, is_messages_path
 from .api_anthropic_routes import messages_router
-from .api_requests import GenerationPlan, ModelNames, looks_like_path, chat_plan, completion_plan
+from .api_requests import GenerationPlan, ModelNames, chat_plan, completion_plan
 from .api_responses import Meta, chat_completion, chat_stream, completion, completion_stream
 from .api_runs import Run, RunSet, cancelled_on_disconnect
 from .api_security import Gate, is_loopback_host
 from .core import Engine
-from .errors import InglenookError, InvalidRequest, ModelNotFound, PortInUse, ServerError
+from .model_cards import ModelCatalogue
+from .errors import InglenookError, InvalidRequest, PortInUse, ServerError
 from .protocol import (
     ChatCompletionRequest,
     CompletionRequest,
@@ -47,8 +48,6 @@ from .protocol import (
     EmbeddingList,
     EmbeddingRequest,
     EmbeddingUsage,
-    ModelCard,
-    ModelList,
     RequestModel,
 )
 from .scheduler import EmbedJob
@@ -155,18 +154,15 @@ def create_app(service: ApiService) -> FastAPI:
             return JSONResponse(body, status_code=503)
         return JSONResponse(body)
 
+    catalogue = ModelCatalogue(engine)  # model_cards.py: the fields, aliases, unusable models
+
     @app.get("/v1/models")
     async def list_models() -> dict:
-        records = await anyio.to_thread.run_sync(engine.registry.list)
-        cards = [ModelCard(id=r.id, created=int(r.added_at), owned_by="local") for r in records]
-        return ModelList(data=cards).model_dump()
+        return {"object": "list", "data": await anyio.to_thread.run_sync(catalogue.list_cards)}
 
     @app.get("/v1/models/{model_id:path}")
     async def retrieve_model(model_id: str) -> dict:
-        if looks_like_path(model_id):
-            raise ModelNotFound(f"the model {model_id!r} does not exist")
-        record = await anyio.to_thread.run_sync(engine.registry.resolve, model_id)
-        return ModelCard(id=record.id, created=int(record.added_at), owned_by="local").model_dump()
+        return await anyio.to_thread.run_sync(catalogue.card, model_id)
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Any:

@@ -8,11 +8,19 @@ from typing import Any
 
 from .store import Store
 
+AUTO_CONTEXT = 0  # context_size: chosen per model at load time from its size and free memory
+# What an estimate made before any load (the Models page's fit badge) assumes for "auto".
+NOMINAL_AUTO_CONTEXT = 4096
+
 
 @dataclass
 class Settings:
     # Inference
-    context_size: int = 4096
+    # Tokens of context each answer gets; 0 (auto): what the model was trained for, as far
+    # as this machine's memory allows (fit.auto_context). ``model_context`` overrides it
+    # per model id.
+    context_size: int = AUTO_CONTEXT
+    model_context: dict[str, int] = field(default_factory=dict)
     threads: int = 0  # 0: one per physical core
     gpu_layers: int = -1  # -1: as many as fit (auto), 0: CPU only
     kv_cache_type: str = "f16"  # f16 | q8_0
@@ -33,6 +41,9 @@ class Settings:
     cors_origins: list[str] = field(default_factory=list)
     allowed_hosts: list[str] = field(default_factory=list)
     strict_model_names: bool = False
+    # Names clients send (``claude-sonnet-4-5``, ``fast``) mapped to installed model ids;
+    # keys are stored lower-case (see aliases.py).
+    model_aliases: dict[str, str] = field(default_factory=dict)
     # Cache
     cache_budget_mb: int = 2048  # disk budget for saved prompt states (MiB); 0 turns the disk tier off
     cache_ram_mb: int = 512  # recently used prompt states kept in memory (MiB)
@@ -45,7 +56,11 @@ class Settings:
     def kv_context(self) -> int:
         """KV cells a loaded model allocates: the context for each answer it runs at once.
         Fit estimates use it, so the Models page's badge and an actual load agree."""
-        return self.context_size * max(1, self.parallel_sequences)
+        return (self.context_size or NOMINAL_AUTO_CONTEXT) * max(1, self.parallel_sequences)
+
+    def context_for(self, model_id: str) -> int:
+        """The context setting that applies to ``model_id`` (AUTO_CONTEXT: decide at load)."""
+        return int(self.model_context.get(model_id, self.context_size))
 
     @classmethod
     def load(cls, store: Store) -> "Settings":

@@ -7,6 +7,7 @@ SIGTERM, then lets in-flight streams end cleanly and exits with status 0.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import signal
 import sys
@@ -16,6 +17,7 @@ from typing import Any
 from inglenook.engine import Paths
 
 API_KEY_VARIABLE = "INGLENOOK_API_KEY"
+MIN_CONTEXT, MAX_CONTEXT = 256, 1_048_576  # the Settings page offers the same range
 
 
 def add_commands(commands: Any) -> None:
@@ -41,6 +43,11 @@ def add_commands(commands: Any) -> None:
         "--allowed-host", dest="allowed_hosts", action="append", metavar="HOST",
         help="also answer requests addressed to this host name (repeatable)",
     )
+    serve.add_argument(
+        "--context", type=int, metavar="N",
+        help="tokens of context per answer for every model this run serves (default: each model's "
+        "setting, else what the model and free memory allow)",
+    )
     serve.add_argument("--strict-model-names", action="store_true", default=None,
                        help="answer unknown model names with 404 instead of the default model")
     serve.set_defaults(handler=cmd_serve)
@@ -49,7 +56,13 @@ def add_commands(commands: Any) -> None:
 def cmd_serve(args: argparse.Namespace, paths: Paths) -> int:
     from inglenook.engine import ApiServer, Engine  # noqa: PLC0415 — keeps --help fast
 
+    if args.context is not None and not MIN_CONTEXT <= args.context <= MAX_CONTEXT:
+        print(f"inglenook serve: error: --context must be between {MIN_CONTEXT} and {MAX_CONTEXT}", file=sys.stderr)
+        return 2
     with Engine(paths, crash_guard=args.crash_guard) as engine:
+        if args.context is not None:
+            # This run only: the saved settings (and each model's own) stay as they are.
+            engine.settings = dataclasses.replace(engine.settings, context_size=args.context, model_context={})
         default_model = engine.registry.resolve(args.model).id if args.model else None
         server = ApiServer.from_settings(
             engine,
