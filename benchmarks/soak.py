@@ -79,14 +79,18 @@ class Tally:
                 self.errors.append(f"{where}: {type(exc).__name__ if isinstance(exc, BaseException) else ''} {exc}")
 
 
-def process_usage() -> dict[str, Any]:
+def process_usage(engine: Engine | None = None) -> dict[str, Any]:
     gc.collect()
     me = psutil.Process()
-    return {
+    usage: dict[str, Any] = {
         "rss_mb": round(me.memory_info().rss / 2**20, 1),
         "open_files": len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else len(me.open_files()),
         "threads": threading.active_count(),
     }
+    if engine is not None:
+        # Saved prompt states held in RAM on purpose (within their budget), part of the RSS.
+        usage["prompt_cache_ram_mb"] = round(engine.cache_usage().ram_bytes / 2**20, 1)
+    return usage
 
 
 def chat_worker(engine: Engine, models: list[str], tally: Tally, stop: threading.Event, rnd: random.Random) -> None:
@@ -227,7 +231,7 @@ def main() -> None:
             engine.scheduler.unload_all()
             # Warm (the first load's one-time allocations made) and with no model resident,
             # as the end is measured: which model happens to be resident does not count.
-            start = process_usage()
+            start = process_usage(engine)
             started = time.monotonic()
             stop = threading.Event()
             workers = [
@@ -256,7 +260,7 @@ def main() -> None:
             engine.cache.flush()  # saved prompt states are written before counting
             time.sleep(12)  # anyio's idle worker threads end after 10 s: count what stays
             engine.scheduler.unload_all()
-            end = process_usage()
+            end = process_usage(engine)
             lost = lost_messages(engine, tally)
         finally:
             server.stop()
