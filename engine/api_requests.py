@@ -13,7 +13,7 @@ from typing import Any
 
 from .aliases import resolve_alias
 from .core import Engine
-from .errors import InvalidRequest, ModelNotFound
+from .errors import InglenookError, InvalidRequest, ModelNotFound
 from .gguf import read_gguf
 from .json_grammar import JSON_OBJECT_GRAMMAR, grammar_for_schema
 from .protocol import ChatCompletionRequest, CompletionRequest, SamplingFields
@@ -81,6 +81,7 @@ class GenerationPlan:
     capped: bool  # the client set no max_tokens: the server's default cap applies
     tools: ToolPlan | None = None
     echo_prompts: list[str] = field(default_factory=list)
+    reasoning_inside: str | None = None  # the prompt opened a reasoning block this marker closes
 
 
 def sampling_for(request: SamplingFields, max_tokens: int | None, logprobs: int | None, grammar: str | None) -> SamplingParams:
@@ -152,7 +153,15 @@ def chat_plan(request: ChatCompletionRequest, names: ModelNames) -> GenerationPl
                     use_cache=request.cache_prompt)
         for i in range(request.n)
     ]
-    return GenerationPlan(record, jobs, request.n, max_tokens is None, tools)
+    return GenerationPlan(record, jobs, request.n, max_tokens is None, tools,
+                          reasoning_inside=_reasoning_inside(names, record))
+
+
+def _reasoning_inside(names: ModelNames, record: ModelRecord) -> str | None:
+    try:
+        return names.abilities(record).opens_reasoning
+    except InglenookError:  # an unreadable file fails the job itself, with its own error
+        return None
 
 
 def _response_grammar(request: ChatCompletionRequest) -> str | None:

@@ -32,13 +32,14 @@ from .protocol import (
     DeltaToolCall,
     PromptTokensDetails,
     ResponseModel,
-    ResponseToolCall,
     TokenLogprobInfo,
     TopLogprob,
     UsageInfo,
 )
 from .runtime import TokenLogprob
-from .tool_calls import ToolCallFilter, ToolPlan
+from .answer_split import AnswerPiece, AnswerSplitter, split_answer
+from .tool_call_parser import ArgumentsDelta, CallStarted
+from .tool_calls import ToolCallFilter, ToolPlan  # noqa: F401 — ToolCallFilter: re-exported for the other front ends
 
 DONE = "data: [DONE]\n\n"
 
@@ -96,14 +97,11 @@ def chat_logprobs(entries: Sequence[TokenLogprob]) -> ChoiceLogprobs:
 def chat_completion(plan: GenerationPlan, runs: Sequence[Run], meta: Meta, parallel_calls: bool) -> ChatCompletion:
     choices = []
     for index, run in enumerate(runs):
-        content: str | None = run.text
-        calls: list[ResponseToolCall] = []
-        if plan.tools is not None:
-            calls, rest = ToolCallFilter(plan.tools, parallel_calls).finish_text(run.text)
-            content = rest if not calls else (rest or None)
+        reasoning, content, calls = split_answer(run.text, plan.tools, parallel_calls, plan.reasoning_inside)
         reason = "tool_calls" if calls else run.finish_reason
         logprobs = chat_logprobs(run.logprobs) if plan.jobs[index].sampling.logprobs is not None else None
-        message = AssistantMessage(content=content, tool_calls=calls or None)
+        message = AssistantMessage(content=content if content or not calls else None, tool_calls=calls or None,
+                                   reasoning_content=reasoning or None)
         choices.append(ChatChoice(index=index, message=message, logprobs=logprobs, finish_reason=reason))
     return ChatCompletion(
         id=meta.id, created=meta.created, model=meta.model, choices=choices,
@@ -121,27 +119,24 @@ async def chat_stream(
         ))
 
     try:
-        holds = [ToolCallFilter(plan.tools, parallel_calls) if plan.tools is not None else None for _ in runs]
+        splitters = [AnswerSplitter(plan.tools, parallel_calls, plan.reasoning_inside) for _ in runs]
         for index in range(len(runs)):
             yield chunk(index, ChoiceDelta(role="assistant", content=""))
         async for index, piece in interleaved(runs):
-            held = holds[index]
+            splitter = splitters[index]
             if piece is not None:
                 want_logprobs = plan.jobs[index].sampling.logprobs is not None
-                text = held.feed(piece.text) if held is not None else piece.text
+                part = splitter.feed(piece.text)
                 logprobs = chat_logprobs(piece.logprobs) if want_logprobs and piece.logprobs else None
-                if text or logprobs is not None:
-                    yield chunk(index, ChoiceDelta(content=text), logprobs=logprobs)
+                for delta in _answer_deltas(part):
+                    yield chunk(index, delta, logprobs=logprobs)
+                    logprobs = None
+                if logprobs is not None:
+                    yield chunk(index, ChoiceDelta(content=""), logprobs=logprobs)
                 continue
-            calls, rest = held.finish() if held is not None else ([], "")
-            if rest:
-                yield chunk(index, ChoiceDelta(content=rest))
-            for n, call in enumerate(calls):
-                opening = DeltaToolCall(index=n, id=call.id, type="function", function=DeltaFunctionCall(name=call.function.name, arguments=""))
-                yield chunk(index, ChoiceDelta(tool_calls=[opening]))
-                arguments = DeltaToolCall(index=n, function=DeltaFunctionCall(arguments=call.function.arguments))
-                yield chunk(index, ChoiceDelta(tool_calls=[arguments]))
-            yield chunk(index, ChoiceDelta(), reason="tool_calls" if calls else runs[index].finish_reason)
+            for delta in _answer_deltas(splitter.finish()):
+                yield chunk(index, delta)
+            yield chunk(index, ChoiceDelta(), reason="tool_calls" if splitter.calls else runs[index].finish_reason)
         if include_usage:
             yield sse(ChatCompletionChunk(
                 id=meta.id, created=meta.created, model=meta.model, choices=[],
@@ -153,6 +148,25 @@ async def chat_stream(
     finally:
         for run in runs:
             run.close()
+
+
+def _answer_deltas(part: AnswerPiece) -> list[ChoiceDelta]:
+    """A streamed piece of an answer as chat deltas: reasoning, text, then call pieces as
+    they are written (a call's id and name first, its arguments in the pieces that follow)."""
+    deltas = []
+    if part.reasoning:
+        deltas.append(ChoiceDelta(reasoning_content=part.reasoning))
+    if part.text:
+        deltas.append(ChoiceDelta(content=part.text))
+    for event in part.call_events:
+        if isinstance(event, CallStarted):
+            opening = DeltaToolCall(index=event.index, id=event.id, type="function",
+                                    function=DeltaFunctionCall(name=event.name, arguments=""))
+            deltas.append(ChoiceDelta(tool_calls=[opening]))
+        elif isinstance(event, ArgumentsDelta):
+            piece = DeltaToolCall(index=event.index, function=DeltaFunctionCall(arguments=event.text))
+            deltas.append(ChoiceDelta(tool_calls=[piece]))
+    return deltas
 
 
 # -- text completions ---------------------------------------------------------------------

@@ -187,6 +187,14 @@ class AssistantMessage(ResponseModel):
     content: str | None
     refusal: str | None = None
     tool_calls: list[ResponseToolCall] | None = None
+    reasoning_content: str | None = None  # what a reasoning model thought (llama-server's and DeepSeek's field)
+
+    @model_serializer(mode="wrap")
+    def _drop_absent_reasoning(self, handler: Any) -> dict[str, Any]:
+        data = handler(self)
+        if data.get("reasoning_content") is None:
+            data.pop("reasoning_content", None)
+        return data
 
 
 class ChatChoice(ResponseModel):
@@ -221,6 +229,7 @@ class DeltaToolCall(CompactModel):
 class ChoiceDelta(CompactModel):
     role: Literal["assistant"] | None = None
     content: str | None = None
+    reasoning_content: str | None = None
     tool_calls: list[DeltaToolCall] | None = None
 
 

@@ -9,6 +9,7 @@ are asked for. ``benchmarks/decode.py`` measures the difference.
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
 import math
 import threading
@@ -24,10 +25,12 @@ from .errors import ContextLengthExceeded, InvalidRequest, JobCancelled, ModelLo
 from .fit import ModelShape, detect_machine, estimate_fit
 from .gguf import GGUFInfo, read_gguf
 from .native import llama, physical_cores
+from .reasoning import REASONING_MARKERS
 from .registry import ModelRecord
 from .sampling import SamplingParams
 from .sequence import DECODE, DONE, PREFILL, KvSlot, Sequence, SlotView
 from .special_split import PieceCutter
+from .tool_call_parser import PRESERVED_MARKERS
 
 log = logging.getLogger(__name__)
 
@@ -339,14 +342,27 @@ class LoadedModel:
     def token_bytes(self, token: int) -> bytes:
         piece = self._pieces.get(token)
         if piece is None:
+            special = token in self._preserved_markers
             buffer = ctypes.create_string_buffer(64)
-            n = self._lib.llama_token_to_piece(self._vocab, token, buffer, 64, 0, False)
+            n = self._lib.llama_token_to_piece(self._vocab, token, buffer, 64, 0, special)
             if n < 0:
                 buffer = ctypes.create_string_buffer(-n)
-                n = self._lib.llama_token_to_piece(self._vocab, token, buffer, -n, 0, False)
+                n = self._lib.llama_token_to_piece(self._vocab, token, buffer, -n, 0, special)
             piece = buffer.raw[:n]
             self._pieces[token] = piece
         return piece
+
+    @functools.cached_property
+    def _preserved_markers(self) -> frozenset[int]:
+        """Control tokens that mark tool calls or reasoning (``[TOOL_CALLS]``, ``<think>``, …):
+        written into the text, where the parsers look for them, not dropped like other
+        control tokens."""
+        ids = set()
+        for marker in (*PRESERVED_MARKERS, *REASONING_MARKERS):
+            tokens = self.tokenize(marker, add_special=False, parse_special=True)
+            if len(tokens) == 1:
+                ids.add(tokens[0])
+        return frozenset(ids)
 
     def detokenize(self, tokens: list[int]) -> str:
         return b"".join(self.token_bytes(t) for t in tokens).decode("utf-8", errors="replace")

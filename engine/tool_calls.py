@@ -17,7 +17,9 @@ from typing import Any
 
 from .errors import InvalidRequest
 from .json_grammar import grammar_for_schema
+from .chat_template import ChatTemplate
 from .protocol import ChatMessage, NamedToolChoice, ResponseToolCall, Tool
+from .reasoning import REASONING_MARKERS, opened_in_prompt
 from .tool_call_parser import CallDone, Event, TextPiece, ToolCallParser, parameter_types
 
 
@@ -28,11 +30,23 @@ class TemplateAbilities:
 
     tools: bool = False  # a ``tools`` list
     tool_calls: bool = False  # assistant ``tool_calls`` and ``tool`` results in the history
+    opens_reasoning: str | None = None  # the closing marker, when the prompt opens a reasoning block
 
     @classmethod
     def of(cls, source: str | None) -> "TemplateAbilities":
-        source = source or ""
-        return cls(tools="tools" in source, tool_calls="tool_calls" in source)
+        text = source or ""
+        return cls(tools="tools" in text, tool_calls="tool_calls" in text, opens_reasoning=_opens_reasoning(source))
+
+
+def _opens_reasoning(source: str | None) -> str | None:
+    """Whether the template's generation prompt ends inside a reasoning block (``<think>\n``)."""
+    if not source or not any(m in source for m in REASONING_MARKERS):
+        return None
+    try:
+        prompt = ChatTemplate(source).render([{"role": "user", "content": "Hello"}], add_generation_prompt=True)
+    except Exception:  # noqa: BLE001 — a template that cannot render a greeting fails later, with its own error
+        return None
+    return opened_in_prompt(prompt)
 
 
 @dataclass(frozen=True)

@@ -182,15 +182,17 @@ def test_required_tool_call_in_response_and_stream(client: openai.OpenAI) -> Non
     stream = client.chat.completions.create(
         model=STARTER, messages=messages, tools=[WEATHER_TOOL], tool_choice=named, temperature=0, max_tokens=40, stream=True
     )
-    names, arguments, reasons = [], "", []
+    names, arguments, reasons, pieces = [], "", [], 0
     for chunk in stream:
         choice = chunk.choices[0]
         for delta in choice.delta.tool_calls or []:
             names += [delta.function.name] if delta.function.name else []
             arguments += delta.function.arguments or ""
+            pieces += bool(delta.function.arguments)
         reasons += [choice.finish_reason] if choice.finish_reason else []
     assert names == ["get_weather"] and reasons == ["tool_calls"]
     assert set(json.loads(arguments)) == {"city"}
+    assert pieces > 1, "the arguments stream as the model writes them, not in one piece at the end"
 
     # The tool's result goes back in, in OpenAI's shape, and the model answers in text.
     history = messages + [
