@@ -111,7 +111,7 @@ def run_case(base_url: str, model_name: str, model: type[BaseModel], prompt: str
     defs = schema.get("$defs", {})
     counts = {"finished": 0, "length": 0, "invalid_json": 0, "schema_mismatch": 0, "out_of_order": 0, "errors": 0}
     tokens: list[int] = []
-    with httpx.Client(base_url=base_url, timeout=300) as client:
+    with httpx.Client(base_url=base_url, timeout=1200) as client:
         for seed in range(args.runs):
             body = {
                 "model": model_name,
@@ -148,6 +148,7 @@ def run_case(base_url: str, model_name: str, model: type[BaseModel], prompt: str
                 counts["out_of_order"] += 1
                 continue
             counts["finished"] += 1
+    print(f"{model.__name__}: {counts}", file=sys.stderr, flush=True)  # progress; the JSON goes to stdout
     return {
         "schema": model.__name__,
         "finished_share": round(counts["finished"] / args.runs, 3),
