@@ -65,7 +65,14 @@ def responses_router(service: "ApiService") -> APIRouter:
     router = APIRouter()
     stored = ResponseStore(service.engine.store)
 
-    async def keep(response: ResponseObject, input_items: list[dict[str, Any]]) -> None:
+    async def finish(response: ResponseObject, input_items: list[dict[str, Any]]) -> None:
+        """Log the usage (agents' cached share shows here) and store the response if asked."""
+        usage = response.usage
+        if usage is not None:
+            log.info(
+                "responses: %s %s: %d input tokens (%d cached), %d output", response.id, response.status,
+                usage.input_tokens, usage.input_tokens_details.cached_tokens, usage.output_tokens,
+            )
         if not response.store:
             return
         try:
@@ -88,11 +95,11 @@ def responses_router(service: "ApiService") -> APIRouter:
         meta = ResponseMeta(body, plan.record.id)
         if body.stream:
             async def on_done(final: ResponseObject) -> None:
-                await keep(final, translated.input_items)
+                await finish(final, translated.input_items)
 
             return event_stream(response_stream(meta, runs[0], plan.tools, on_done))
         response = whole_response(meta, runs[0], plan.tools)
-        await keep(response, translated.input_items)
+        await finish(response, translated.input_items)
         return response.model_dump(mode="json")
 
     @router.get("/v1/responses/{response_id}")
