@@ -112,8 +112,9 @@ class ChatSettingsPanel(QFrame):
         self.max_tokens.setSingleStep(64)
         self.max_tokens.setSpecialValueText("Until done")
         self.context_size = QSpinBox(body)
-        self.context_size.setRange(256, 1_048_576)
+        self.context_size.setRange(0, 1_048_576)
         self.context_size.setSingleStep(1024)
+        self.context_size.setSpecialValueText("Auto")  # 0: the model's own context, as memory allows
         self.context_size.setToolTip("The model's context window, in tokens")
         for label, widget in (
             ("Temperature", self.temperature), ("Top P", self.top_p), ("Top K", self.top_k),

@@ -1,7 +1,8 @@
 """The Settings dialog: a page list on the left, one page per topic on the right.
 
 Pages: General (models folders, default model), Performance (threads, context, GPU
-layers), API server, Appearance, Cache, Quantization (the lab), and About (the doctor
+layers), Models & context (aliases, per-model context), API server (with the coding agents'
+settings), Appearance, Cache, Quantization (the lab), and About (the doctor
 report: versions, CPU variant, backends, GPUs, a self-test).
 ``Save`` emits the changed fields; the window applies them off the GUI thread.
 """
@@ -36,10 +37,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inglenook.engine import CacheUsage, Engine, ModelRecord, Settings
+from inglenook.engine import CacheUsage, Endpoint, Engine, InglenookError, ModelRecord, Settings
 
 from .about_page import AboutPage
+from .api_clients_page import ApiClientsCard
 from .formatting import human_size
+from .model_names_page import ModelNamesPage
 from .workers import Workers
 
 if TYPE_CHECKING:
@@ -87,7 +90,7 @@ def cache_usage_text(usage: CacheUsage) -> str:
 
 class SettingsDialog(QDialog):
     saved = Signal(dict)  # the changed Settings fields
-    PAGES = ("General", "Performance", "API server", "Appearance", "Cache", "Quantization", "About")
+    PAGES = ("General", "Performance", "Models & context", "API server", "Appearance", "Cache", "Quantization", "About")
 
     def __init__(
         self,
@@ -120,7 +123,7 @@ class SettingsDialog(QDialog):
         self.stack = QStackedWidget(self)
         self.stack.setObjectName("SettingsStack")
         self.about_page: AboutPage | None = None
-        for builder in (self._general, self._performance, self._api, self._appearance, self._cache,
+        for builder in (self._general, self._performance, self._model_names, self._api, self._appearance, self._cache,
                         self._lab_placeholder, self._about):
             page = builder()
             scroll = QScrollArea(self.stack)
@@ -202,8 +205,10 @@ class SettingsDialog(QDialog):
         self.threads.setValue(s.threads)
         form.addRow("CPU threads", self.threads)
         self.context_size = QSpinBox(card)
-        self.context_size.setRange(256, 1_048_576)
+        self.context_size.setRange(0, 1_048_576)
         self.context_size.setSingleStep(1024)
+        # 0: each model gets its training context, as far as free memory allows (fit.auto_context).
+        self.context_size.setSpecialValueText("Automatic (the model's own, as memory allows)")
         self.context_size.setValue(s.context_size)
         self.context_size.setSuffix(" tokens")
         form.addRow("Context size", self.context_size)
@@ -278,6 +283,31 @@ class SettingsDialog(QDialog):
         form.addRow("Status", self.api_status)
         self.api_port.valueChanged.connect(lambda _v: self.api_url.setText(self._url()))
         layout.addWidget(card)
+        self.api_clients = ApiClientsCard(page)  # api_clients_page.py: Codex, Claude Code, opencode
+        self.api_port.valueChanged.connect(lambda _v: self._show_clients())
+        self.api_key.textChanged.connect(lambda _t: self._show_clients())
+        self._show_clients()
+        layout.addWidget(self.api_clients)
+        layout.addStretch(1)
+        return page
+
+    def _show_clients(self) -> None:
+        try:
+            model = self.engine.default_model_id()
+        except InglenookError:  # nothing installed yet: the settings still show where things go
+            model = "MODEL"
+        key = self.api_key.text().strip() or None
+        self.api_clients.show_endpoint(Endpoint.of(self.original.api_host, self.api_port.value(), model, key))
+
+    def _model_names(self) -> QWidget:
+        page, layout = _page(
+            "Models & context",
+            "Names that clients such as coding agents send (claude-sonnet-4-5, gpt-5-codex, fast), answered "
+            "by an installed model; names without an alias go to the default model. And a context size "
+            "for a model of its own. Changes apply to the next request, and to the next load of a model.",
+        )
+        self.model_names = ModelNamesPage(self.original, self.models, page)
+        layout.addWidget(self.model_names)
         layout.addStretch(1)
         return page
 
@@ -389,6 +419,8 @@ class SettingsDialog(QDialog):
             "api_key": key,
             "cors_origins": [line.strip() for line in self.cors.toPlainText().splitlines() if line.strip()],
             "cache_budget_mb": self.cache_budget.value(),
+            "model_aliases": self.model_names.alias_map(),
+            "model_context": self.model_names.context_map(),
             "theme": checked.property("theme") if checked is not None else self.original.theme,
         }
         return {k: v for k, v in wanted.items() if getattr(self.original, k) != v}

@@ -33,7 +33,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "store": ("Conversation", "Message", "Store"),
     "registry": ("ModelRecord", "ModelRegistry"),
     "settings": ("Settings",),
-    "aliases": ("with_alias", "without_alias"),
+    "aliases": ("validated_name", "with_alias", "without_alias"),
     "client_configs": ("CLIENTS", "ClientConfigError", "ClientSetup", "Endpoint", "client_setup", "write_client_config"),
     "paths": ("Paths",),
     "cache": ("CacheUsage",),
@@ -165,7 +165,7 @@ if TYPE_CHECKING:
     )
     from .server import ApiServer as ApiServer
     from .settings import Settings as Settings
-    from .aliases import with_alias as with_alias, without_alias as without_alias
+    from .aliases import validated_name as validated_name, with_alias as with_alias, without_alias as without_alias
     from .client_configs import (
         CLIENTS as CLIENTS,
         ClientConfigError as ClientConfigError,

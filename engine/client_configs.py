@@ -86,6 +86,14 @@ class ClientSetup:
     def shell_lines(self) -> list[str]:
         return [f"export {name}={_shell_quote(value)}" for name, value in self.env.items()]
 
+    def copy_text(self) -> str:
+        """What a person pastes: Claude Code's variables as shell lines, else the file's
+        section (with the key's variable for Codex, when a key is set)."""
+        if self.client == "claude":
+            return "\n".join(self.shell_lines()) + "\n"
+        extra = "".join(f"# {line}\n" for line in self.shell_lines())
+        return self.snippet + (f"\n{extra}" if extra else "")
+
 
 def client_setup(client: str, endpoint: Endpoint, home: Path | None = None) -> ClientSetup:
     if client not in CLIENTS:
@@ -163,7 +171,10 @@ def _merge_codex(setup: ClientSetup, existing: str | None) -> str:
         parts.append("\n".join(tables))
     parts.append(ours_table.rstrip("\n"))
     merged = "\n\n".join(parts) + "\n"
-    parsed = tomllib.loads(merged)  # what we write must read back as the client will read it
+    try:  # what we write must read back as the client will read it
+        parsed = tomllib.loads(merged)
+    except tomllib.TOMLDecodeError:  # e.g. the provider also set with dotted keys elsewhere
+        parsed = {}
     if parsed.get("model_provider") != PROVIDER_ID or PROVIDER_ID not in parsed.get("model_providers", {}):
         raise ClientConfigError(f"{setup.path} has a layout this merge does not handle; it was left as it is")
     return merged
