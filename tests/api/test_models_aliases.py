@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpx
 import openai
 import pytest
 
@@ -108,3 +109,17 @@ def test_an_overflow_names_the_prompt_and_the_per_model_context(engine: Engine) 
     assert caught.value.code == "context_length_exceeded"
     message = caught.value.body["message"]  # type: ignore[index]
     assert "512" in message and any(int(word) > 512 for word in message.split() if word.isdigit())
+
+
+def test_the_other_front_ends_name_both_numbers_too(engine: Engine) -> None:
+    engine.update_settings(model_context={STARTER: 512}, model_aliases={"claude-sonnet-4-5": STARTER})
+    long_text = "word " * 700
+    with serving(engine) as server:
+        root = server.url.removesuffix("/v1")
+        messages = httpx.post(root + "/v1/messages", timeout=300, json={
+            "model": "claude-sonnet-4-5", "max_tokens": 4, "messages": [{"role": "user", "content": long_text}]})
+        responses = httpx.post(server.url + "/responses", timeout=300, json={"model": "gpt-5-codex", "input": long_text})
+    assert messages.status_code == 400 and messages.json()["error"]["type"] == "invalid_request_error"
+    assert responses.status_code == 400 and responses.json()["error"]["code"] == "context_length_exceeded"
+    for message in (messages.json()["error"]["message"], responses.json()["error"]["message"]):
+        assert "512" in message and any(int(word) > 512 for word in message.split() if word.isdigit()), message
