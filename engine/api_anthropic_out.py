@@ -83,8 +83,9 @@ class TokenCounts:
 class Answer:
     """One run as the Messages API reads it: text up to a stop sequence, then the totals."""
 
-    def __init__(self, run: Run, stops: tuple[str, ...]) -> None:
+    def __init__(self, run: Run, stops: tuple[str, ...], reasoning_inside: str | None = None) -> None:
         self.run = run
+        self.reasoning_inside = reasoning_inside  # the template opened a reasoning block in the prompt
         self.watch = StopWatch(stops)
         self.output_tokens = 0
 
@@ -163,7 +164,7 @@ def message(message_id: str, model: str, content: list[dict[str, Any]], stop_rea
 
 async def whole_message(answer: Answer, calls_filter: ToolCallFilter | None, model: str) -> dict[str, Any]:
     """Read the whole answer and build the Message object."""
-    split = ThinkSplit()
+    split = ThinkSplit(answer.reasoning_inside)
     pieces = [p async for piece in answer.pieces() for p in split.feed(piece)] + split.finish()
     thinking = "".join(text for kind, text in pieces if kind == "thinking")
     text = "".join(text for kind, text in pieces if kind == "text")

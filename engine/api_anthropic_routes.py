@@ -68,7 +68,7 @@ def messages_router(service: "ApiService") -> APIRouter:
         stops = stop_sequences(body)
         plan = await anyio.to_thread.run_sync(chat_plan, chat_request(body), names)
         run = start_run(service, plan, cap=body.max_tokens)
-        answer = Answer(run, stops)
+        answer = Answer(run, stops, plan.reasoning_inside)
         calls = ToolCallFilter(plan.tools, parallel=_parallel(body)) if plan.tools else None
         try:
             async with cancelled_on_disconnect(request, [run]):

@@ -80,7 +80,7 @@ async def message_stream(answer: Answer, calls_filter: ToolCallFilter | None, mo
         yield event("message_start", {"message": message(new_message_id(), model, [], None, None, start_usage)})
         yield event("ping", {})
         blocks = _Blocks()
-        split = ThinkSplit()
+        split = ThinkSplit(answer.reasoning_inside)
         last_sent = time.monotonic()
         async for piece in answer.pieces():
             items = _deltas(blocks, split.feed(piece), calls_filter)

@@ -41,6 +41,7 @@ class ReasoningSplitter:
         self._at_start = inside is None
         self.seen = inside is not None  # whether any reasoning block was found
         self._after_block = False
+        self._block_start = inside is not None
 
     def feed(self, text: str) -> Split:
         self._held += text
@@ -53,6 +54,11 @@ class ReasoningSplitter:
         reasoning, answer = [], []
         while self._held:
             if self._closer is not None:
+                if self._block_start:  # the line break after the opening marker is layout
+                    self._held = self._held.lstrip()
+                    if not self._held:
+                        break
+                    self._block_start = False
                 at = self._held.find(self._closer)
                 if at >= 0:
                     reasoning.append(self._held[:at])
@@ -74,6 +80,7 @@ class ReasoningSplitter:
                 if pair is not None:
                     self._held = stripped[len(pair[0]):]
                     self._closer, self._at_start, self.seen = pair[1], False, True
+                    self._block_start = True
                     continue
                 if not final and (not stripped or any(p[0].startswith(stripped) for p in MARKER_PAIRS)):
                     break

@@ -21,7 +21,7 @@ def streamed(text: str, step: int, inside: str | None = None) -> tuple[str, str]
 @pytest.mark.parametrize(
     ("text", "reasoning", "answer"),
     [
-        ("<think>\nThe user greets me.\n</think>\n\nHello!", "\nThe user greets me.\n", "Hello!"),
+        ("<think>\nThe user greets me.\n</think>\n\nHello!", "The user greets me.\n", "Hello!"),
         ("[THINK]Short.[/THINK]Hi.", "Short.", "Hi."),
         ("<|START_THINKING|>Plan it.<|END_THINKING|>Done.", "Plan it.", "Done."),
         ("No reasoning here, and a literal <think> later stays.", "", "No reasoning here, and a literal <think> later stays."),
