@@ -1,8 +1,8 @@
 """Engine output -> OpenAI Responses objects: the response, its output items and usage.
 
-The answer's text goes through the same ``ToolCallFilter`` as chat completions, so a
-call the model wrote becomes a ``function_call`` item and everything else stays an
-assistant ``message`` item with one ``output_text`` part.
+The answer goes through the same ``answer_split`` as chat completions: what the model
+thought becomes a ``reasoning`` item (its text as ``reasoning_text``), a call it wrote a
+``function_call`` item, and the rest an assistant ``message`` with one ``output_text`` part.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from .answer_split import split_answer
 from .api_openai_responses import ResponseCreateRequest
-from .api_responses import ToolCallFilter
 from .api_runs import Run
 from .protocol import ResponseModel, ResponseToolCall
 from .runtime import TokenLogprob
@@ -70,6 +70,19 @@ class OutputMessage(ResponseModel):
     content: list[OutputText]
 
 
+class ReasoningText(ResponseModel):
+    type: Literal["reasoning_text"] = "reasoning_text"
+    text: str
+
+
+class ReasoningItem(ResponseModel):
+    id: str
+    type: Literal["reasoning"] = "reasoning"
+    status: Status
+    summary: list[Any] = Field(default_factory=list)
+    content: list[ReasoningText]
+
+
 class FunctionCallItem(ResponseModel):
     id: str
     type: Literal["function_call"] = "function_call"
@@ -79,7 +92,7 @@ class FunctionCallItem(ResponseModel):
     arguments: str
 
 
-OutputItem = OutputMessage | FunctionCallItem
+OutputItem = OutputMessage | FunctionCallItem | ReasoningItem
 
 
 def message_item(
@@ -96,21 +109,23 @@ def call_item(call: ResponseToolCall, status: Status = "completed", arguments: s
     )
 
 
-def split_answer(text: str, tools: ToolPlan | None, parallel: bool) -> tuple[list[ResponseToolCall], str]:
-    """The calls written in a whole answer, and the text that is not a call."""
-    if tools is None:
-        return [], text
-    return ToolCallFilter(tools, parallel).finish_text(text)
+def reasoning_item(text: str, status: Status, item_id: str | None = None) -> ReasoningItem:
+    return ReasoningItem(id=item_id or new_id("rs"), status=status, content=[ReasoningText(text=text)])
 
 
-def output_items(run: Run, tools: ToolPlan | None, parallel: bool, status: Status) -> list[OutputItem]:
-    calls, rest = split_answer(run.text, tools, parallel)
+def output_items(
+    run: Run, tools: ToolPlan | None, parallel: bool, status: Status, reasoning_inside: str | None = None,
+) -> list[OutputItem]:
+    """A whole answer's items: its reasoning, its text, then its calls."""
+    reasoning, text, calls = split_answer(run.text, tools, parallel, reasoning_inside)
     items: list[OutputItem] = []
-    if rest or not calls:
-        # Text that may be a call is held back and parsed, so its tokens and the text no
-        # longer line up: logprobs are given when no tools are offered (streamed or not).
-        logprobs = text_logprobs(run.logprobs) if tools is None else []
-        items.append(message_item(rest, status, logprobs=logprobs))
+    if reasoning:
+        items.append(reasoning_item(reasoning, status))
+    if text or not calls:
+        # Logprobs are the answer's tokens; they line up with the text only when nothing
+        # was taken out of it (no tools offered, no reasoning), streamed or not.
+        logprobs = text_logprobs(run.logprobs) if tools is None and not reasoning else []
+        items.append(message_item(text, status, logprobs=logprobs))
     items.extend(call_item(call) for call in calls)
     return items
 
@@ -215,8 +230,10 @@ class ResponseMeta:
         )
 
 
-def whole_response(meta: ResponseMeta, run: Run, tools: ToolPlan | None) -> ResponseObject:
+def whole_response(
+    meta: ResponseMeta, run: Run, tools: ToolPlan | None, reasoning_inside: str | None = None,
+) -> ResponseObject:
     """The response of a finished (not streamed) run."""
     status = final_status(run)
-    output = output_items(run, tools, meta.request.parallel_tool_calls, status)
+    output = output_items(run, tools, meta.request.parallel_tool_calls, status, reasoning_inside)
     return meta.snapshot(status, output, usage_of(run))

@@ -97,8 +97,8 @@ def responses_router(service: "ApiService") -> APIRouter:
             async def on_done(final: ResponseObject) -> None:
                 await finish(final, translated.input_items)
 
-            return event_stream(response_stream(meta, runs[0], plan.tools, on_done))
-        response = whole_response(meta, runs[0], plan.tools)
+            return event_stream(response_stream(meta, runs[0], plan.tools, on_done, plan.reasoning_inside))
+        response = whole_response(meta, runs[0], plan.tools, plan.reasoning_inside)
         await finish(response, translated.input_items)
         return response.model_dump(mode="json")
 

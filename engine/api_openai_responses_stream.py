@@ -1,13 +1,15 @@
 """A streamed Responses API answer: server-sent events in OpenAI's order.
 
-``response.created`` and ``response.in_progress`` open it; the answer's text is one
-assistant message (``output_item.added``, ``content_part.added``, ``output_text.delta``
-..., ``output_text.done``, ``content_part.done``, ``output_item.done``); each function call
-is an item of its own (``output_item.added``, ``function_call_arguments.delta``/``.done``,
-``output_item.done``); ``response.completed`` (or ``response.incomplete`` when the token
-budget ran out) closes it. Every event carries a ``sequence_number`` and is framed with
-its ``event:`` line, as OpenAI sends them. Text that may be a function call is held back
-by ``ToolCallFilter`` until it is known, exactly as chat completions stream it. A failure
+``response.created`` and ``response.in_progress`` open it. The answer then streams as
+output items, one open at a time, in the order the model wrote them: its reasoning
+(``output_item.added``, ``content_part.added``, ``reasoning_text.delta`` ...,
+``reasoning_text.done``, ``content_part.done``, ``output_item.done``), its text as an
+assistant message (the same with ``output_text.delta``/``.done``), and each function call
+(``output_item.added``, ``function_call_arguments.delta`` as the arguments are written,
+``function_call_arguments.done``, ``output_item.done``). ``response.completed`` (or
+``response.incomplete`` when the token budget ran out) closes it. Every event carries a
+``sequence_number`` and is framed with its ``event:`` line, as OpenAI sends them. The
+answer is sorted by ``answer_split`` exactly as chat completions stream it. A failure
 after the first event is reported as an ``error`` event followed by ``response.failed``.
 """
 
@@ -17,25 +19,30 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from .answer_split import AnswerPiece, AnswerSplitter
 from .api_errors import error_for
 from .api_openai_responses_output import (
+    FunctionCallItem,
     OutputItem,
     OutputMessage,
     OutputText,
+    ReasoningItem,
+    ReasoningText,
     ResponseError,
-    TextLogprob,
     ResponseMeta,
     ResponseObject,
-    call_item,
+    Status,
+    TextLogprob,
     final_status,
     message_item,
     new_id,
+    reasoning_item,
     text_logprobs,
     usage_of,
 )
-from .api_responses import ToolCallFilter
 from .api_runs import Run
 from .protocol import ResponseToolCall
+from .tool_call_parser import ArgumentsDelta, CallDone, CallStarted
 from .tool_calls import ToolPlan
 
 OnDone = Callable[[ResponseObject], Awaitable[None]]
@@ -53,99 +60,178 @@ class EventWriter:
         return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
-class MessageStream:
-    """The assistant message being streamed: opened by its first text, closed at the end."""
+class TextItemStream:
+    """A message or reasoning item being streamed: one text part, growing by deltas."""
 
-    def __init__(self, event: EventWriter, output_index: int) -> None:
+    def __init__(self, event: EventWriter, output_index: int, reasoning: bool) -> None:
         self.event = event
         self.output_index = output_index
-        self.id = new_id("msg")
+        self.reasoning = reasoning
+        self.id = new_id("rs" if reasoning else "msg")
         self.text = ""
         self.logprobs: list[TextLogprob] = []
+        self.kind = "reasoning_text" if reasoning else "output_text"
 
     def open(self) -> list[str]:
-        item = OutputMessage(id=self.id, status="in_progress", content=[])
+        empty: OutputItem = (
+            ReasoningItem(id=self.id, status="in_progress", content=[]) if self.reasoning
+            else OutputMessage(id=self.id, status="in_progress", content=[])
+        )
         return [
-            self.event("response.output_item.added", output_index=self.output_index, item=item.model_dump()),
-            self.event("response.content_part.added", **self._where(), part=OutputText(text="").model_dump()),
+            self.event("response.output_item.added", output_index=self.output_index, item=empty.model_dump()),
+            self.event("response.content_part.added", **self._where(), part=self._part("").model_dump()),
         ]
 
-    def delta(self, text: str, logprobs: list[TextLogprob] | None = None) -> str:
+    def delta(self, text: str, logprobs: list[TextLogprob]) -> str:
         self.text += text
-        self.logprobs.extend(logprobs or [])
-        dumped = [entry.model_dump() for entry in logprobs or []]
-        return self.event("response.output_text.delta", **self._where(), delta=text, logprobs=dumped)
+        fields: dict[str, Any] = {"delta": text}
+        if not self.reasoning:
+            self.logprobs.extend(logprobs)
+            fields["logprobs"] = [entry.model_dump() for entry in logprobs]
+        return self.event(f"response.{self.kind}.delta", **self._where(), **fields)
 
-    def close(self, status: str) -> tuple[list[str], OutputMessage]:
-        part = OutputText(text=self.text, logprobs=self.logprobs)
-        item = message_item(self.text, "incomplete" if status == "incomplete" else "completed", self.id, self.logprobs)
-        logprobs = [entry.model_dump() for entry in self.logprobs]
+    def close(self, status: Status) -> tuple[list[str], OutputItem]:
+        item: OutputItem = (
+            reasoning_item(self.text, status, self.id) if self.reasoning
+            else message_item(self.text, status, self.id, self.logprobs)
+        )
+        done: dict[str, Any] = {"text": self.text}
+        if not self.reasoning:
+            done["logprobs"] = [entry.model_dump() for entry in self.logprobs]
         events = [
-            self.event("response.output_text.done", **self._where(), text=self.text, logprobs=logprobs),
-            self.event("response.content_part.done", **self._where(), part=part.model_dump()),
+            self.event(f"response.{self.kind}.done", **self._where(), **done),
+            self.event("response.content_part.done", **self._where(), part=self._part(self.text).model_dump()),
             self.event("response.output_item.done", output_index=self.output_index, item=item.model_dump()),
         ]
         return events, item
+
+    def _part(self, text: str) -> OutputText | ReasoningText:
+        return ReasoningText(text=text) if self.reasoning else OutputText(text=text, logprobs=self.logprobs)
 
     def _where(self) -> dict[str, Any]:
         return {"item_id": self.id, "output_index": self.output_index, "content_index": 0}
 
 
-def call_events(event: EventWriter, call: ResponseToolCall, output_index: int) -> tuple[list[str], OutputItem]:
-    opening = call_item(call, status="in_progress", arguments="")
-    done = opening.model_copy(update={"status": "completed", "arguments": call.function.arguments})
-    where = {"item_id": opening.id, "output_index": output_index}
-    events = [
-        event("response.output_item.added", output_index=output_index, item=opening.model_dump()),
-        event("response.function_call_arguments.delta", **where, delta=call.function.arguments),
-        event("response.function_call_arguments.done", **where, name=call.function.name, arguments=call.function.arguments),
-        event("response.output_item.done", output_index=output_index, item=done.model_dump()),
-    ]
-    return events, done
+class CallItemStream:
+    """A function call being streamed: opened by its name, its arguments as they come."""
+
+    def __init__(self, event: EventWriter, output_index: int, call_id: str, name: str) -> None:
+        self.event = event
+        self.output_index = output_index
+        self.item = FunctionCallItem(id=new_id("fc"), status="in_progress", call_id=call_id, name=name, arguments="")
+
+    def open(self) -> list[str]:
+        return [self.event("response.output_item.added", output_index=self.output_index, item=self.item.model_dump())]
+
+    def delta(self, text: str) -> str:
+        self.item = self.item.model_copy(update={"arguments": self.item.arguments + text})
+        return self.event("response.function_call_arguments.delta", **self._where(), delta=text)
+
+    def close(self, status: Status, call: ResponseToolCall | None = None) -> tuple[list[str], OutputItem]:
+        arguments = call.function.arguments if call is not None else self.item.arguments
+        done = self.item.model_copy(update={"status": status, "arguments": arguments})
+        events = [
+            self.event("response.function_call_arguments.done", **self._where(), name=done.name, arguments=arguments),
+            self.event("response.output_item.done", output_index=self.output_index, item=done.model_dump()),
+        ]
+        return events, done
+
+    def _where(self) -> dict[str, Any]:
+        return {"item_id": self.item.id, "output_index": self.output_index}
+
+
+class OutputStreams:
+    """The response's output items as they stream: at most one open, the closed ones kept."""
+
+    def __init__(self, event: EventWriter) -> None:
+        self.event = event
+        self.items: list[OutputItem] = []
+        self.current: TextItemStream | CallItemStream | None = None
+        self.calls: dict[int, CallItemStream] = {}
+
+    def piece(self, piece: AnswerPiece, logprobs: list[TextLogprob]) -> list[str]:
+        frames: list[str] = []
+        if piece.reasoning:
+            frames += self._text(piece.reasoning, reasoning=True, logprobs=[])
+        if piece.text:
+            frames += self._text(piece.text, reasoning=False, logprobs=logprobs)
+        for call_event in piece.call_events:
+            if isinstance(call_event, CallStarted):
+                frames += self._start_call(call_event.index, call_event.id, call_event.name)
+            elif isinstance(call_event, ArgumentsDelta):
+                stream = self.calls.get(call_event.index)
+                if stream is not None:
+                    frames.append(stream.delta(call_event.text))
+            elif isinstance(call_event, CallDone):
+                if call_event.index not in self.calls:
+                    frames += self._start_call(call_event.index, call_event.call.id, call_event.call.function.name)
+                frames += self._close(self.calls.pop(call_event.index), "completed", call_event.call)
+        return frames
+
+    def finish(self, status: Status) -> list[str]:
+        """Close what is open; an answer with no items at all is still one (empty) message."""
+        frames = self._close(self.current, status) if self.current is not None else []
+        if not self.items:
+            empty = self.current = TextItemStream(self.event, 0, reasoning=False)
+            frames += empty.open() + self._close(empty, status)
+        return frames
+
+    def _text(self, text: str, reasoning: bool, logprobs: list[TextLogprob]) -> list[str]:
+        frames: list[str] = []
+        current = self.current
+        if not (isinstance(current, TextItemStream) and current.reasoning == reasoning):
+            if current is not None:
+                frames += self._close(current, "completed")
+            current = self.current = TextItemStream(self.event, len(self.items), reasoning)
+            frames += current.open()
+        frames.append(current.delta(text, logprobs))
+        return frames
+
+    def _start_call(self, index: int, call_id: str, name: str) -> list[str]:
+        frames = self._close(self.current, "completed") if self.current is not None else []
+        stream = self.current = self.calls[index] = CallItemStream(self.event, len(self.items), call_id, name)
+        return frames + stream.open()
+
+    def _close(
+        self, stream: TextItemStream | CallItemStream, status: Status, call: ResponseToolCall | None = None,
+    ) -> list[str]:
+        if isinstance(stream, CallItemStream):
+            frames, item = stream.close(status, call)
+            self.calls = {i: s for i, s in self.calls.items() if s is not stream}
+        else:
+            frames, item = stream.close(status)
+        self.items.append(item)
+        if self.current is stream:
+            self.current = None
+        return frames
 
 
 async def response_stream(
-    meta: ResponseMeta, run: Run, tools: ToolPlan | None, on_done: OnDone
+    meta: ResponseMeta, run: Run, tools: ToolPlan | None, on_done: OnDone, reasoning_inside: str | None = None,
 ) -> AsyncIterator[str]:
     """The events of one streamed response; ``on_done`` (storage) hears the final object."""
     event = EventWriter()
-    output: list[OutputItem] = []
+    streams = OutputStreams(event)
     try:
         opening = meta.snapshot("in_progress", []).model_dump(mode="json")
         yield event("response.created", response=opening)
         yield event("response.in_progress", response=opening)
-        held = ToolCallFilter(tools, meta.request.parallel_tool_calls) if tools is not None else None
-        message: MessageStream | None = None
+        splitter = AnswerSplitter(tools, meta.request.parallel_tool_calls, reasoning_inside)
+        pending: list[TextLogprob] = []  # logprobs of tokens whose text has not been sent yet
         async for chunk in run.chunks():
-            text = held.feed(chunk.text) if held is not None else chunk.text
-            if not text:
-                continue
-            if message is None:
-                message = MessageStream(event, len(output))
-                for framed in message.open():
-                    yield framed
-            # As in a whole response, logprobs come only when no tools are offered.
-            logprobs = text_logprobs(chunk.logprobs) if held is None and chunk.logprobs else None
-            yield message.delta(text, logprobs)
-        calls, rest = held.finish() if held is not None else ([], "")
+            piece = splitter.feed(chunk.text)
+            if tools is None and chunk.logprobs:  # as in a whole response: only without tools
+                pending += text_logprobs(chunk.logprobs)
+            if piece.reasoning:
+                pending = []  # reasoning tokens: their logprobs do not belong to the answer
+            for framed in streams.piece(piece, pending if piece.text else []):
+                yield framed
+            if piece.text:
+                pending = []
         status = final_status(run)
-        if message is None and (rest or not calls):
-            message = MessageStream(event, len(output))
-            for framed in message.open():
-                yield framed
-        if message is not None:
-            if rest:
-                yield message.delta(rest)
-            events, item = message.close(status)
-            for framed in events:
-                yield framed
-            output.append(item)
-        for call in calls:
-            events, call_done = call_events(event, call, len(output))
-            for framed in events:
-                yield framed
-            output.append(call_done)
-        final = meta.snapshot(status, output, usage_of(run))
+        for framed in streams.piece(splitter.finish(), []) + streams.finish(status):
+            yield framed
+        final = meta.snapshot(status, streams.items, usage_of(run))
         # Stored before the client hears the end, so a next request naming it finds it.
         await on_done(final)
         kind = "response.incomplete" if status == "incomplete" else "response.completed"
@@ -154,7 +240,7 @@ async def response_stream(
         error = error_for(exc)
         code = error.code or error.type
         yield event("error", code=code, message=error.message, param=error.param)
-        failed = meta.snapshot("failed", output, error=ResponseError(code=code, message=error.message))
+        failed = meta.snapshot("failed", streams.items, error=ResponseError(code=code, message=error.message))
         yield event("response.failed", response=failed.model_dump(mode="json"))
     finally:
         run.close()
