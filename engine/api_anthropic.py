@@ -136,6 +136,8 @@ def chat_request(body: MessagesInput) -> ChatCompletionRequest:
     }
     if isinstance(body, MessagesRequest):
         fields.update(temperature=body.temperature, top_p=body.top_p, top_k=body.top_k)
+        if isinstance(body.thinking, dict) and body.thinking.get("type") == "disabled":
+            fields["reasoning_effort"] = "none"
     return ChatCompletionRequest(**fields)
 
 

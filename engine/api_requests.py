@@ -150,11 +150,30 @@ def chat_plan(request: ChatCompletionRequest, names: ModelNames) -> GenerationPl
     native_tools = list(tools.tools) if tools is not None and tools.native else None
     jobs = [
         GenerateJob(model_id=record.id, sampling=_seeded(sampling, i), messages=messages, tools=native_tools,
-                    use_cache=request.cache_prompt)
+                    use_cache=request.cache_prompt, template_options=template_options(request))
         for i in range(request.n)
     ]
     return GenerationPlan(record, jobs, request.n, max_tokens is None, tools,
                           reasoning_inside=_reasoning_inside(names, record))
+
+
+# Template variables a request may set; others could change a template's behaviour in ways
+# nobody tested (and are a way into the sandbox), so they are refused.
+TEMPLATE_OPTIONS = frozenset({"enable_thinking", "thinking", "reasoning_effort"})
+
+
+def template_options(request: ChatCompletionRequest) -> dict[str, Any]:
+    """What the chat template is told besides the messages: reasoning on or off."""
+    options = dict(request.chat_template_kwargs or {})
+    unknown = set(options) - TEMPLATE_OPTIONS
+    if unknown:
+        raise InvalidRequest(f"chat_template_kwargs may set only {', '.join(sorted(TEMPLATE_OPTIONS))}",
+                             param="chat_template_kwargs")
+    if request.reasoning_effort == "none":
+        options.setdefault("enable_thinking", False)  # Qwen 3's and most reasoning templates' switch
+    if request.reasoning_effort is not None:
+        options.setdefault("reasoning_effort", request.reasoning_effort)
+    return options
 
 
 def _reasoning_inside(names: ModelNames, record: ModelRecord) -> str | None:

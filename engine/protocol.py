@@ -149,6 +149,10 @@ class ChatCompletionRequest(SamplingFields):
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     tools: list[Tool] | None = None
     top_logprobs: int | None = None
+    # "none" turns a reasoning model's thinking off where its template supports that.
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high"] | None = None
+    # Values the chat template reads besides the messages (llama-server's and vLLM's field).
+    chat_template_kwargs: dict[str, Any] | None = None
 
 
 # -- chat completions: response -----------------------------------------------------------

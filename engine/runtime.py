@@ -371,12 +371,13 @@ class LoadedModel:
         return bool(self._lib.llama_vocab_is_eog(self._vocab, token))
 
     def chat_tokens(self, messages: list[dict], tools: list[dict] | None = None,
-                    cancel: threading.Event | None = None) -> list[int]:
+                    cancel: threading.Event | None = None, options: dict[str, Any] | None = None) -> list[int]:
         """Render messages with the model's template and tokenize the result.
 
         A prompt that cannot fit this model's context fails as soon as that is known, and
         ``cancel`` stops the work between pieces (see ``prompt_tokens``)."""
-        text = self.chat_template.render(messages, add_generation_prompt=True, tools=tools, cancel=cancel)
+        text = self.chat_template.render(messages, add_generation_prompt=True, tools=tools, cancel=cancel,
+                                         **(options or {}))
         bos = self.chat_template.bos_token
         # Templates that write the BOS token themselves must not get a second one.
         add_special = self.add_bos and not (bos and text.startswith(bos))

@@ -53,6 +53,8 @@ class GenerateJob:
     # A chat turn's conversation: its saved state is keyed by it. Jobs without one (the
     # HTTP API) use the content-addressed prefix cache instead.
     conversation_id: int | None = None
+    # Values the chat template reads besides the messages, e.g. ``enable_thinking``.
+    template_options: dict[str, Any] = field(default_factory=dict)
 
     @property
     def load_only(self) -> bool:
@@ -193,7 +195,7 @@ class BatchedModel(Protocol):
     def tokenize(self, text: str, add_special: bool = True, parse_special: bool = True) -> list[int]: ...
 
     def chat_tokens(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
-                    cancel: threading.Event | None = None) -> list[int]: ...
+                    cancel: threading.Event | None = None, options: dict[str, Any] | None = None) -> list[int]: ...
 
     def prompt_tokens(self, text: str, cancel: threading.Event | None = None) -> list[int]: ...
 
@@ -580,7 +582,7 @@ class Scheduler:
         """The job's prompt as tokens. The model stops early (and says so) once a prompt
         cannot fit its context, and ``cancel`` ends the preparation of a huge one."""
         if job.messages is not None:
-            return model.chat_tokens(job.messages, tools=job.tools, cancel=cancel)
+            return model.chat_tokens(job.messages, tools=job.tools, cancel=cancel, options=job.template_options)
         if job.text is not None:
             return model.prompt_tokens(job.text, cancel=cancel)
         return list(job.tokens or [])

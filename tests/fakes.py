@@ -78,7 +78,7 @@ class FakeModel:
     def tokenize(self, text: str, add_special: bool = True, parse_special: bool = True) -> list[int]:
         return [ord(c) % 256 for c in text]
 
-    def chat_tokens(self, messages: list[dict], tools=None, cancel=None) -> list[int]:  # noqa: ANN001
+    def chat_tokens(self, messages: list[dict], tools=None, cancel=None, options=None) -> list[int]:  # noqa: ANN001
         text = "".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>"
         return self.tokenize(text)
 

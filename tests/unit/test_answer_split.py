@@ -35,3 +35,33 @@ def test_a_template_that_opens_reasoning_in_the_prompt_is_recognised() -> None:
                 "{% if add_generation_prompt %}<|assistant|><think>\n{% endif %}")
     assert TemplateAbilities.of(template).opens_reasoning == "</think>"
     assert TemplateAbilities.of("{% for m in messages %}{{ m.content }}{% endfor %}").opens_reasoning is None
+
+
+QWEN3_LIKE = (
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n"
+    "{% if enable_thinking is defined and enable_thinking is false %}<think>\n\n</think>\n\n{% endif %}{% endif %}"
+)
+
+
+def test_reasoning_can_be_turned_off_where_the_template_supports_it() -> None:
+    import pytest
+
+    from inglenook.engine.api_requests import template_options
+    from inglenook.engine.chat_template import ChatTemplate
+    from inglenook.engine.errors import InvalidRequest
+    from inglenook.engine.protocol import ChatCompletionRequest
+
+    def request(**extra: object) -> ChatCompletionRequest:
+        return ChatCompletionRequest.model_validate({"messages": [{"role": "user", "content": "hi"}], **extra})
+
+    off = template_options(request(reasoning_effort="none"))
+    assert off["enable_thinking"] is False
+    assert template_options(request(chat_template_kwargs={"enable_thinking": False})) == {"enable_thinking": False}
+    assert template_options(request()) == {}
+    with pytest.raises(InvalidRequest):
+        template_options(request(chat_template_kwargs={"messages": []}))
+    template = ChatTemplate(QWEN3_LIKE)
+    prompt = template.render([{"role": "user", "content": "hi"}], **off)
+    assert prompt.endswith("<think>\n\n</think>\n\n"), "the template closes the block: the model answers directly"
+    assert not template.render([{"role": "user", "content": "hi"}]).endswith("</think>\n\n")
