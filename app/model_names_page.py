@@ -91,7 +91,8 @@ class ModelNamesPage(QWidget):
     def add_alias(self, name: str, target: str | None) -> None:
         row = self.aliases.rowCount()
         self.aliases.insertRow(row)
-        self.aliases.setItem(row, 0, QTableWidgetItem(name))
+        name_item = QTableWidgetItem(name)
+        self.aliases.setItem(row, 0, name_item)
         combo = QComboBox(self.aliases)
         for record in self.models:
             combo.addItem(record.id, record.id)
@@ -100,7 +101,7 @@ class ModelNamesPage(QWidget):
         combo.setCurrentIndex(max(0, combo.findData(target)))
         self.aliases.setCellWidget(row, 1, combo)
         if not name:
-            self.aliases.editItem(self.aliases.item(row, 0))
+            self.aliases.editItem(name_item)
 
     def _remove_selected(self) -> None:
         for row in sorted({i.row() for i in self.aliases.selectedIndexes()}, reverse=True):
