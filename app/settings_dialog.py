@@ -110,6 +110,7 @@ class SettingsDialog(QDialog):
         self.models = models
         self.api_state = api_state
         self.lab_page: LabPage | None = None
+        self._client_model: str | None = None  # the model the coding agents' settings name
 
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
@@ -292,12 +293,14 @@ class SettingsDialog(QDialog):
         return page
 
     def _show_clients(self) -> None:
-        try:
-            model = self.engine.default_model_id()
-        except InglenookError:  # nothing installed yet: the settings still show where things go
-            model = "MODEL"
+        if self._client_model is None:  # looked up once, not on every keystroke in the key field
+            try:
+                self._client_model = self.engine.default_model_id()
+            except InglenookError:  # nothing installed yet: the settings still show where things go
+                self._client_model = "MODEL"
         key = self.api_key.text().strip() or None
-        self.api_clients.show_endpoint(Endpoint.of(self.original.api_host, self.api_port.value(), model, key))
+        endpoint = Endpoint.of(self.original.api_host, self.api_port.value(), self._client_model, key)
+        self.api_clients.show_endpoint(endpoint)
 
     def _model_names(self) -> QWidget:
         page, layout = _page(
