@@ -58,7 +58,8 @@ def load_details(engine: Engine, repo: str) -> RepoDetails:
     hub = downloader_for(engine).hub
     listing = hub.list_files(repo)
     settings = engine.settings
-    details = RepoDetails(listing, context=settings.context_size)
+    # Per answer; with 'auto' (0) the estimate assumes the nominal size kv_context uses.
+    details = RepoDetails(listing, context=settings.kv_context // max(1, settings.parallel_sequences))
     if not listing.options:
         return details
     try:
