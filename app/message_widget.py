@@ -18,7 +18,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from inglenook.engine import split_whole
+
 from .markdown_view import MarkdownBody, RichText
+from .reasoning_view import ReasoningView
 from .resources import resource_path
 
 
@@ -55,6 +58,7 @@ class MessageWidget(QWidget):
         self.role = role
         self.message: Message | None = None
         self._text = ""
+        self._answer = ""
         self.streaming = False
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
@@ -127,6 +131,7 @@ class MessageWidget(QWidget):
         self.author_label = QLabel(author or "Assistant", self)
         self.author_label.setObjectName("Author")
         self.body = MarkdownBody(self)
+        self.reasoning = ReasoningView(self)
         self.typing = QLabel("Thinking…", self)
         self.typing.setObjectName("StatusNote")
         self.typing.hide()
@@ -135,6 +140,7 @@ class MessageWidget(QWidget):
         self.note.hide()
         column.addWidget(self.author_label)
         column.addWidget(self.typing)
+        column.addWidget(self.reasoning)
         column.addWidget(self.body)
         column.addWidget(self.note)
         footer = QHBoxLayout()
@@ -182,6 +188,7 @@ class MessageWidget(QWidget):
         self.streaming = True
         self.typing.show()
         self.footer.hide()
+        self.reasoning.start()
 
     def set_text(self, text: str) -> None:
         if text == self._text and (self.role != "user" or self.body_text.document().toPlainText()):
@@ -193,14 +200,26 @@ class MessageWidget(QWidget):
         else:
             if text:
                 self.typing.hide()
-            self.body.set_markdown(text)
+            split = split_whole(text)
+            answer_begun = bool(split.answer) or not self.streaming
+            self.reasoning.update(split.reasoning, answer_begun, self._reasoning_estimate(split.reasoning, text))
+            self._answer = split.answer
+            self.body.set_markdown(split.answer)
+
+    def _reasoning_estimate(self, reasoning: str, text: str) -> float | None:
+        """For a saved answer: its reasoning's share of the generation time."""
+        message = self.message
+        if not reasoning or message is None or not message.tokens_per_s or not message.completion_tokens:
+            return None
+        return message.completion_tokens / message.tokens_per_s * len(reasoning) / max(1, len(text))
 
     def set_last_answer(self, last: bool) -> None:
         if self.role != "user":
             self.regenerate_button.setVisible(last)
 
     def copy(self) -> None:
-        QGuiApplication.clipboard().setText(self._text)
+        # An answer is copied without its reasoning.
+        QGuiApplication.clipboard().setText(self._text if self.role == "user" else self._answer)
 
     # -- editing (user messages) ------------------------------------------------------
 
