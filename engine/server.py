@@ -31,9 +31,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from .api_bodies import parse_json_body
 from .api_connections import DEFAULT_MAX_CONNECTIONS, DEFAULT_READ_TIMEOUT_S, guarded_h11
 from .api_errors import ApiError, error_body, error_for
-from .api_openai_responses_routes import responses_router
 from .api_anthropic_errors import anthropic_error_response, is_messages_path
 from .api_anthropic_routes import messages_router
+from .api_openai_responses_routes import responses_router
 from .api_requests import GenerationPlan, ModelNames, chat_plan, completion_plan
 from .api_responses import Meta, chat_completion, chat_stream, completion, completion_stream
 from .api_runs import Run, RunSet, cancelled_on_disconnect
