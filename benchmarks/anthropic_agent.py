@@ -48,12 +48,23 @@ def turn_messages(turn: int) -> list[dict[str, Any]]:
     return messages
 
 
-def run(client: Any, model: str, turns: int, system_words: int, volatile: bool) -> list[dict[str, Any]]:
+def header_line(kind: str, turn: int) -> str:
+    """The first system line: fixed, a timestamped request header, or Claude Code's billing header."""
+    if kind == "timestamp":
+        return f"x-request-header: cc_version=2.0.{turn}; request={time.time_ns()}"
+    if kind == "claude-code":
+        nonce = f"{(turn * 7919 + 12345) % 0xFFFFF:05x}"
+        return f"x-anthropic-billing-header: cc_version=2.1.37.{turn * 37 % 0xFFF:03x}; cc_entrypoint=cli; cch={nonce};"
+    return "x-request-header: fixed"
+
+
+def run(client: Any, model: str, turns: int, system_words: int, header: str) -> list[dict[str, Any]]:
     rows = []
     base = system_prompt(system_words)
     for turn in range(turns):
-        header = f"x-request-header: cc_version=2.0.{turn}; request={time.time_ns()}" if volatile else "x-request-header: fixed"
-        system = [{"type": "text", "text": header}, {"type": "text", "text": base, "cache_control": {"type": "ephemeral"}}]
+        header_text = header_line(header, turn)
+        system = [{"type": "text", "text": header_text},
+                  {"type": "text", "text": base, "cache_control": {"type": "ephemeral"}}]
         started = time.perf_counter()
         reply = client.messages.create(model=model, max_tokens=16, temperature=0, system=system, tools=TOOLS,
                                        messages=turn_messages(turn))
@@ -89,17 +100,19 @@ def main() -> None:
     try:
         client = anthropic.Anthropic(base_url=server.url.removesuffix("/v1"), api_key="x", max_retries=0, timeout=600)
         model = engine.default_model_id()
-        stable = run(client, model, args.turns, args.system_words, volatile=False)
-        volatile = run(client, model, args.turns, args.system_words, volatile=True)
+        stable = run(client, model, args.turns, args.system_words, "fixed")
+        volatile = run(client, model, args.turns, args.system_words, "timestamp")
+        claude = run(client, model, args.turns, args.system_words, "claude-code")
     finally:
         server.stop()
         engine.close()
     later = lambda rows: [r["cached_share"] for r in rows[1:]]  # noqa: E731
     json.dump({
         "model": model, "context": args.context, "turns": args.turns,
-        "stable_system": stable, "volatile_first_line": volatile,
+        "stable_system": stable, "volatile_first_line": volatile, "claude_code_header": claude,
         "min_cached_share_after_turn_0": {"stable": min(later(stable), default=0.0),
-                                          "volatile": min(later(volatile), default=0.0)},
+                                          "volatile": min(later(volatile), default=0.0),
+                                          "claude_code_header": min(later(claude), default=0.0)},
     }, sys.stdout, indent=2)
     print()
 

@@ -39,9 +39,13 @@ _NONCE = re.compile(
     r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"  # UUID
     r"|\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{5,}\b"  # hex nonce (cch=fa690)
     r"|\b(?=[A-Za-z0-9_-]*[0-9])(?=[A-Za-z0-9_-]*[a-z])(?=[A-Za-z0-9_-]*[A-Z])[A-Za-z0-9_-]{20,}\b"  # base64 id
-    r"|\b1[6-9]\d{8}(?:\d{3})?\b"  # epoch seconds or milliseconds (2020s–2030s)
+    r"|\b1[6-9]\d{8}(?:\d{3}){0,3}\b"  # epoch seconds to nanoseconds (2020s–2030s)
     r"|\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}"  # timestamp with seconds
 )
+
+
+_PAIR = re.compile(r"([A-Za-z_][\w-]*)=([^;,\s]+)")
+_HEXISH = re.compile(r"[0-9a-fA-F]{5,}")
 
 
 class VolatileLines:
@@ -103,7 +107,14 @@ def _volatile(line: str, learned: list[str], top: bool) -> bool:
     if any(line.startswith(start) for start in learned):
         return True
     # Headers sit at the top; further down a hex run is more likely content (a colour, a hash).
-    return top and _NONCE.search(line) is not None
+    return top and (_NONCE.search(line) is not None or _metadata_nonce(line))
+
+
+def _metadata_nonce(line: str) -> bool:
+    """A metadata line (``a=1; b=x; c=0f3a2``) with a value that is a bare hex or digit run:
+    a nonce even when this request's happens to hold no letter."""
+    pairs = _PAIR.findall(line)
+    return len(pairs) >= 2 and any(_HEXISH.fullmatch(value) for _, value in pairs)
 
 
 def _common_start(a: str, b: str) -> str:
