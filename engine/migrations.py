@@ -10,9 +10,11 @@ from collections.abc import Callable
 
 import sqlite_utils
 
+from .sqlite_tables import table_named
+
 
 def m001_initial(db: sqlite_utils.Database) -> None:
-    db["conversations"].create(
+    table_named(db, "conversations").create(
         {
             "id": int,
             "title": str,
@@ -24,7 +26,7 @@ def m001_initial(db: sqlite_utils.Database) -> None:
         },
         pk="id",
     )
-    db["messages"].create(
+    table_named(db, "messages").create(
         {
             "id": int,
             "conversation_id": int,
@@ -46,8 +48,8 @@ def m001_initial(db: sqlite_utils.Database) -> None:
         not_null={"conversation_id", "role", "content", "status"},
         defaults={"status": "complete"},
     )
-    db["messages"].create_index(["conversation_id", "id"])
-    db["models"].create(
+    table_named(db, "messages").create_index(["conversation_id", "id"])
+    table_named(db, "models").create(
         {
             "id": str,
             "path": str,
@@ -65,13 +67,13 @@ def m001_initial(db: sqlite_utils.Database) -> None:
         },
         pk="id",
     )
-    db["models"].create_index(["path"], unique=True)
-    db["settings"].create({"key": str, "value": str}, pk="key")
+    table_named(db, "models").create_index(["path"], unique=True)
+    table_named(db, "settings").create({"key": str, "value": str}, pk="key")
 
 
 def m003_lab_results(db: sqlite_utils.Database) -> None:
     """Quantization lab measurements: one row per file version, machine and settings."""
-    db["lab_results"].create(
+    table_named(db, "lab_results").create(
         {
             "path": str,
             "fingerprint": str,
@@ -84,12 +86,12 @@ def m003_lab_results(db: sqlite_utils.Database) -> None:
         },
         pk=("path", "fingerprint", "machine", "settings"),
     )
-    db["lab_results"].create_index(["path", "machine", "measured_at"])
+    table_named(db, "lab_results").create_index(["path", "machine", "measured_at"])
 
 
 def m004_api_responses(db: sqlite_utils.Database) -> None:
     """Responses API results kept for ``previous_response_id`` and ``GET /v1/responses/{id}``."""
-    db["api_responses"].create(
+    table_named(db, "api_responses").create(
         {
             "id": str,
             "previous_response_id": str,
@@ -100,13 +102,13 @@ def m004_api_responses(db: sqlite_utils.Database) -> None:
         },
         pk="id",
     )
-    db["api_responses"].create_index(["created_at"])
+    table_named(db, "api_responses").create_index(["created_at"])
 
 
 def m005_model_paths_and_problems(db: sqlite_utils.Database) -> None:
     """One record per file content: other paths to the same content; and why a model cannot run."""
-    db["model_paths"].create({"path": str, "model_id": str}, pk="path")
-    db["model_paths"].create_index(["model_id"])
+    table_named(db, "model_paths").create({"path": str, "model_id": str}, pk="path")
+    table_named(db, "model_paths").create_index(["model_id"])
     # Raw SQL: sqlite-utils' add_column may commit on its own, and this must stay one transaction.
     db.conn.execute("ALTER TABLE models ADD COLUMN problem TEXT")
 

@@ -25,8 +25,9 @@ class NativeSampler:
     def __init__(self, lib: ModuleType, vocab: ctypes.c_void_p, n_vocab: int, sampling: SamplingParams) -> None:
         self._lib = lib
         self._n_vocab = n_vocab
-        self.chain = _build_chain(lib, n_vocab, sampling)
-        self.grammar = None
+        # Both are None once free() has given them back to llama.cpp.
+        self.chain: ctypes.c_void_p | None = _build_chain(lib, n_vocab, sampling)
+        self.grammar: ctypes.c_void_p | None = None
         if sampling.grammar:
             self.grammar = lib.llama_sampler_init_grammar(vocab, sampling.grammar.encode(), b"root")
             if not self.grammar:

@@ -26,6 +26,7 @@ import time
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from io import BufferedReader
 from typing import Any, BinaryIO
 
 import numpy as np
@@ -83,13 +84,15 @@ def write_state_file(path: Path, header: StateHeader, payload: bytes | bytearray
     tokens = np.asarray(header.tokens, dtype="<i4").tobytes()
     meta = json.dumps(header.meta(), separators=(",", ":")).encode("utf-8")
     header_crc = zlib.crc32(tokens, zlib.crc32(meta))
-    payload_crc = zlib.crc32(payload)
+    # numpy's stubs do not declare the buffer protocol on ndarray; its .data is the same bytes.
+    payload_bytes = payload.data if isinstance(payload, np.ndarray) else payload
+    payload_crc = zlib.crc32(payload_bytes)
     fixed = _FIXED.pack(MAGIC, FORMAT_VERSION, 0, len(meta), len(header.tokens), len(payload), header_crc, payload_crc)
     with atomic_writer(path) as handle:
         handle.write(fixed)
         handle.write(meta)
         handle.write(tokens)
-        handle.write(payload)
+        handle.write(payload_bytes)
     header.payload_size, header.payload_crc = len(payload), payload_crc
     return _FIXED.size + len(meta) + len(tokens) + len(payload)
 
@@ -118,16 +121,16 @@ def read_state_file(path: Path, expected_key: str | None = None) -> tuple[StateH
                 )
             handle.seek(offset)
             payload = np.empty(header.payload_size, dtype=np.uint8)  # no zero-fill: it is overwritten
-            if handle.readinto(memoryview(payload)) != header.payload_size:
+            if handle.readinto(payload.data) != header.payload_size:
                 raise StateFileInvalid(f"{path.name} is truncated")
     except OSError as exc:
         raise StateFileInvalid(f"cannot read {path.name}: {exc.strerror or exc}") from exc
-    if zlib.crc32(payload) != header.payload_crc:
+    if zlib.crc32(payload.data) != header.payload_crc:
         raise StateFileInvalid(f"{path.name} fails its payload checksum")
     return header, payload
 
 
-def open_regular_file(path: Path) -> BinaryIO:
+def open_regular_file(path: Path) -> BufferedReader:
     """Open ``path`` for reading only if it is a regular file: never a symlink, FIFO or device.
 
     A plain ``open()`` on a FIFO blocks until a writer appears, on the scheduler's thread, so

@@ -30,6 +30,7 @@ import sqlite_utils
 from .errors import ConversationNotFound, StorageUnavailable, StoreError
 from .migrations import MIGRATIONS
 from .salvage import salvage_into
+from .sqlite_tables import inserted_id, table_named
 
 log = logging.getLogger(__name__)
 
@@ -273,8 +274,8 @@ class Store:
             "updated_at": now,
         }
         with self.writing():
-            table = self.db["conversations"].insert(row)
-            return self.get_conversation(int(table.last_pk))
+            inserted = table_named(self.db, "conversations").insert(row)
+            return self.get_conversation(inserted_id(inserted))
 
     def get_conversation(self, conversation_id: int) -> Conversation:
         with self.reading():
@@ -316,7 +317,7 @@ class Store:
         fields["updated_at"] = time.time()
         self.get_conversation(conversation_id)
         with self.writing():
-            self.db["conversations"].update(conversation_id, fields)
+            table_named(self.db, "conversations").update(conversation_id, fields)
         return self.get_conversation(conversation_id)
 
     def delete_conversation(self, conversation_id: int) -> None:
@@ -332,8 +333,7 @@ class Store:
         row.update(stats)
         row.setdefault("status", "complete")
         with self.writing():
-            table = self.db["messages"].insert(row)
-            message_id = int(table.last_pk)
+            message_id = inserted_id(table_named(self.db, "messages").insert(row))
             self.db.conn.execute(
                 "UPDATE conversations SET updated_at = ? WHERE id = ?", [row["created_at"], conversation_id]
             )
@@ -353,7 +353,7 @@ class Store:
 
     def update_message(self, message_id: int, **fields: Any) -> Message:
         with self.writing():
-            self.db["messages"].update(message_id, fields)
+            table_named(self.db, "messages").update(message_id, fields)
         return self.get_message(message_id)
 
     def delete_messages_from(self, conversation_id: int, message_id: int) -> int:
@@ -383,7 +383,7 @@ class Store:
 
     def set_setting(self, key: str, value: Any) -> None:
         with self.writing():
-            self.db["settings"].upsert({"key": key, "value": json.dumps(value)}, pk="key")
+            table_named(self.db, "settings").upsert({"key": key, "value": json.dumps(value)}, pk="key")
 
     def all_settings(self) -> dict[str, Any]:
         with self.reading():
@@ -394,7 +394,7 @@ class Store:
     def upsert_model(self, row: dict[str, Any]) -> None:
         with self.writing():
             self.db.conn.execute("DELETE FROM models WHERE path = ? AND id != ?", [row["path"], row["id"]])
-            self.db["models"].upsert(row, pk="id")
+            table_named(self.db, "models").upsert(row, pk="id")
 
     def model_rows(self) -> list[dict[str, Any]]:
         with self.reading():
@@ -419,7 +419,7 @@ class Store:
 
     def add_model_path(self, path: str, model_id: str) -> None:
         with self.writing():
-            self.db["model_paths"].upsert({"path": path, "model_id": model_id}, pk="path")
+            table_named(self.db, "model_paths").upsert({"path": path, "model_id": model_id}, pk="path")
 
     def model_paths(self) -> dict[str, str]:
         """{path: model id} for every extra path (a record's own path is in its row)."""

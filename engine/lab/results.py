@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..registry import ModelRecord
+from ..sqlite_tables import table_named
 from ..store import Store
 
 
@@ -105,7 +106,7 @@ class LabResults:
         # The store's lock serialises this with every other use of the shared connection;
         # writing() also maps a full or read-only disk to StorageUnavailable.
         with self.store.writing():
-            self.store.db["lab_results"].upsert(row, pk=("path", "fingerprint", "machine", "settings"))
+            table_named(self.store.db, "lab_results").upsert(row, pk=("path", "fingerprint", "machine", "settings"))
 
     def latest(
         self,
