@@ -126,8 +126,17 @@ def test_embeddings_job(scheduler: Scheduler) -> None:
 def test_close_ends_queued_jobs(scheduler: Scheduler) -> None:
     FakeModel.step_delay_s = 0.05
     running = scheduler.submit(GenerateJob("m:q4_0", text="x"))
+    first = next(iter(running))
+    assert isinstance(first, Chunk), "the first job is running"
+    queued = [scheduler.submit(GenerateJob("m:q4_0", text=f"q{i}")) for i in range(3)]
+    assert scheduler.queue_depth == 3, "one slot: the others wait"
     scheduler.close()
-    assert list(running)[-1].finish_reason in ("cancelled", "stop")
+    assert list(running)[-1].finish_reason == "cancelled"
+    for handle in queued:
+        events = list(handle)
+        assert [type(e) for e in events] == [Finished] and events[0].finish_reason == "cancelled", (
+            "a job that never started ends at once, with no text"
+        )
 
 
 # -- chat service ------------------------------------------------------------------------
