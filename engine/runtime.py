@@ -155,8 +155,14 @@ class LoadedModel:
     flash_attention: bool
     offload_note: str
     load_seconds: float
+    chat_template: ChatTemplate
+    add_bos: bool
+    # llama.cpp handles, typed Any: the bindings are reached through a module object.
     _ctx: Any
     _vocab: Any
+    _memory: Any
+    _batch: Any  # a llama_batch, None before _load and after close
+    _batch_capacity: int
 
     def __init__(self, record: ModelRecord, options: LoadOptions, progress: ProgressCallback | None = None) -> None:
         self.record = record
@@ -689,7 +695,12 @@ class LoadedModel:
             return 0
         lib = self._lib
         size = len(payload)
-        buffer = bytearray(payload) if isinstance(payload, bytes) else payload
+        # A writable buffer: bytes are copied; numpy's stubs lack the buffer protocol, its .data has it.
+        buffer: bytearray | memoryview = (
+            bytearray(payload) if isinstance(payload, bytes)
+            else payload.data if isinstance(payload, np.ndarray)
+            else payload
+        )
         view = (ctypes.c_uint8 * size).from_buffer(buffer)
         try:
             loaded = lib.llama_state_seq_set_data(self._ctx, view, size, seq_id)

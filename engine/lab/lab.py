@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -247,7 +248,8 @@ class LabRun:
         self._units = 2 * len(self.create) + len(chosen) + 1
         self._create_variants(group)
         group = lab.variants(self.model_ids[0], with_hub=False)
-        chosen = self._chosen(group) + [group.get(mid) for mid in self.report.created if group.get(mid)]
+        created = [v for mid in self.report.created if (v := group.get(mid)) is not None]
+        chosen = self._chosen(group) + created
         chosen = list({v.id: v for v in chosen}.values())
         reference = group.reference
         self._units = self._units_done + len(chosen) + (0 if reference in chosen else 1)
@@ -260,7 +262,8 @@ class LabRun:
         ref_chunks, windows = lab.exclusive(lambda: self._reference(reference, settings, xp, measure=reference in chosen))
         others = [v for v in chosen if v.id != reference.id]
         for variant in others:
-            lab.exclusive(lambda v=variant: self._measure_variant(v, reference, settings, xp, windows, ref_chunks))
+            # partial binds this variant now; a closure would see only the loop's last one.
+            lab.exclusive(partial(self._measure_variant, variant, reference, settings, xp, windows, ref_chunks))
         every = lab.results.latest([v.record for v in group.variants], lab.machine, settings, reference.record)
         chosen_ids = {v.id for v in chosen}
         self.report.results = [r for r in every if r.model_id in chosen_ids]
@@ -291,7 +294,7 @@ class LabRun:
                 message = f"creating {quant} from {source.quantization}"
                 self._progress(0.0, message)
                 quantize(source.path, target, quant, threads=threads, cancel=self._cancel,
-                         progress=lambda f, m=message: self._progress(f, m))
+                         progress=partial(self._progress, message=message))
             record = self.lab.registry.register_file(target, source="quantized")
             self.report.created.append(record.id)
             self._units_done += 1

@@ -61,7 +61,7 @@ def expected_size(source: Path, quant: str) -> int:
     """Roughly the size of the quantized file: 2-D weights at the nominal rate, the rest kept."""
     info = read_gguf(source)
     bits = CREATABLE[quant.upper()]
-    total = info.data_offset
+    total: float = info.data_offset  # fractional bits per weight make it a float
     for tensor in info.tensors:
         total += tensor.n_elements * bits / 8 if len(tensor.shape) >= 2 else tensor.n_elements * 4
     return int(total)

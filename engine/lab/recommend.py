@@ -27,19 +27,26 @@ def recommend(results: list[LabResult], available_ram: int) -> Recommendation | 
     Smaller means faster and leaves more room; "close enough" is GOOD_AGREEMENT on the top
     token. When none is close enough, the one closest to the reference that fits.
     """
-    usable = [r for r in results if not r.stale and r.same_top is not None and r.ram_bytes is not None]
-    fits = [r for r in usable if r.ram_bytes < available_ram]
+    # (result, its RAM, its agreement) for the results that measured both.
+    usable = [
+        (r, r.ram_bytes, r.same_top)
+        for r in results
+        if not r.stale and r.same_top is not None and r.ram_bytes is not None
+    ]
+    fits = [(r, ram, same_top) for r, ram, same_top in usable if ram < available_ram]
     if not fits:
         return None
-    good = [r for r in fits if r.same_top >= GOOD_AGREEMENT]
-    choice = min(good, key=lambda r: r.size_bytes) if good else max(fits, key=lambda r: r.same_top or 0.0)
-    spare = available_ram - (choice.ram_bytes or 0)
+    good = [entry for entry in fits if entry[2] >= GOOD_AGREEMENT]
+    choice, ram_bytes, same_top = (
+        min(good, key=lambda entry: entry[0].size_bytes) if good else max(fits, key=lambda entry: entry[2])
+    )
+    spare = available_ram - ram_bytes
     speed = "speed not measured"
     if choice.decode_tps:
         speed = f"{choice.decode_tps:.0f} tok/s" if choice.decode_tps >= 10 else f"{choice.decode_tps:.1f} tok/s"
     gpu = f", {_gb(choice.vram_bytes)} on the GPU" if choice.vram_bytes else ""
     line = (
-        f"{choice.quantization}: {choice.same_top * 100:.1f}% same top token, {speed}{gpu}, "
+        f"{choice.quantization}: {same_top * 100:.1f}% same top token, {speed}{gpu}, "
         f"fits in RAM with {_gb(spare)} to spare"
     )
     if not good:
