@@ -45,6 +45,7 @@ class _GuardedH11(H11Protocol):
         super().__init__(*args, **kwargs)
         self._read_deadline: asyncio.TimerHandle | None = None
 
+    # uvicorn's H11Protocol narrows asyncio's BaseTransport to Transport (and ignores the same error).
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         if len(self.connections) > self.max_connections:

@@ -224,9 +224,14 @@ def _prompts(prompt: str | list[str] | list[int] | list[list[int]]) -> list[str 
     if isinstance(prompt, str):
         prompts: list[str | list[int]] = [prompt]
     elif prompt and all(isinstance(p, int) for p in prompt):
-        prompts = [list(prompt)]  # type: ignore[arg-type]
+        # Every item is an int (checked just above); the filter only lets the type checker see it.
+        prompts = [[p for p in prompt if isinstance(p, int)]]
     else:
-        prompts = list(prompt)  # type: ignore[arg-type]
+        prompts = []
+        for p in prompt:
+            if isinstance(p, int):  # the request model admits no such mix; say so if one gets through
+                raise InvalidRequest("prompt mixes token ids with texts or token lists", param="prompt")
+            prompts.append(p)
     if not prompts or len(prompts) > MAX_PROMPTS:
         raise InvalidRequest(f"prompt must hold between 1 and {MAX_PROMPTS} prompts", param="prompt")
     for p in prompts:

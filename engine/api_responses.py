@@ -209,7 +209,7 @@ async def completion_stream(plan: GenerationPlan, runs: Sequence[Run], meta: Met
         return sse(Completion(id=meta.id, created=meta.created, model=meta.model, choices=[choice], system_fingerprint=meta.fingerprint))
 
     try:
-        offsets = []
+        offsets: list[OffsetLogprobs | None] = []  # None: that choice asked for no logprobs
         for index in range(len(runs)):
             echo = plan.echo_prompts[index // plan.n] if plan.echo_prompts else ""
             offsets.append(OffsetLogprobs(len(echo)) if plan.jobs[index].sampling.logprobs is not None else None)
@@ -219,7 +219,8 @@ async def completion_stream(plan: GenerationPlan, runs: Sequence[Run], meta: Met
             if piece is None:
                 yield chunk(index, "", reason=runs[index].finish_reason)
                 continue
-            logprobs = offsets[index].convert(piece.logprobs or []) if offsets[index] is not None else None
+            offset = offsets[index]
+            logprobs = offset.convert(piece.logprobs or []) if offset is not None else None
             yield chunk(index, piece.text, logprobs=logprobs)
         if include_usage:
             yield sse(Completion(

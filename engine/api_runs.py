@@ -15,7 +15,7 @@ import logging
 import threading
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 from starlette.requests import Request
@@ -142,8 +142,14 @@ class Run:
         self._registry.discard(self)
 
 
+class Cancellable(Protocol):
+    """What a client's disconnect stops: a ``Run``, or a bare ``JobHandle`` (embeddings)."""
+
+    def cancel(self) -> None: ...
+
+
 @asynccontextmanager
-async def cancelled_on_disconnect(request: Request, runs: Sequence[Run]) -> AsyncIterator[None]:
+async def cancelled_on_disconnect(request: Request, runs: Sequence[Cancellable]) -> AsyncIterator[None]:
     """While the body runs, a client that goes away cancels ``runs``."""
 
     async def watch() -> None:

@@ -41,7 +41,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 from urllib.parse import urlsplit
 
 import filelock
@@ -153,7 +153,7 @@ class _StagingSink:
         self.handle.flush()
 
 
-class _NoBar(hub_tqdm):  # type: ignore[misc]
+class _NoBar(hub_tqdm):
     """huggingface-hub insists on a progress bar; ours are driven by callbacks instead."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -360,7 +360,10 @@ class Downloader:
                 try:
                     if resume < remote.size:
                         with self.hub.errors(repo):
-                            http_get(url, _StagingSink(handle, cancel, report), resume_size=resume, headers=headers,
+                            # http_get types its file as BinaryIO but only writes, seeks, tells and
+                            # truncates, which the sink does; it is not a whole file object.
+                            sink = cast(BinaryIO, _StagingSink(handle, cancel, report))
+                            http_get(url, sink, resume_size=resume, headers=headers,
                                      expected_size=remote.size, displayed_filename=remote.path, tqdm_class=_NoBar)
                 finally:
                     handle.flush()

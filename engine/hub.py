@@ -23,7 +23,7 @@ from datetime import datetime
 from urllib.parse import urlsplit
 
 import httpx
-from huggingface_hub import HfApi, hf_hub_url
+from huggingface_hub import HfApi, ModelInfo, RepoFile, hf_hub_url
 from huggingface_hub.errors import (
     EntryNotFoundError,
     GatedRepoError,
@@ -307,8 +307,8 @@ class HubClient:
             raise DownloadError(f"unknown sort {sort!r}; use one of {', '.join(SORTS)}")
         with self.errors("search"):
             found = self.api.list_models(
-                search=text or None, filter="gguf", sort=SORTS[sort], limit=limit,  # type: ignore[arg-type]
-                expand=["downloads", "likes", "lastModified", "tags", "gated", "gguf"],  # type: ignore[list-item]
+                search=text or None, filter="gguf", sort=SORTS[sort], limit=limit,
+                expand=["downloads", "likes", "lastModified", "tags", "gated", "gguf"],
             )
             return [_hub_model(info) for info in found]
 
@@ -317,7 +317,8 @@ class HubClient:
         repo = check_repo_id(repo)
         with self.errors(repo):
             info = self.api.model_info(repo, revision=revision, files_metadata=True)
-        gguf = info.gguf if isinstance(getattr(info, "gguf", None), dict) else {}
+        raw_gguf = getattr(info, "gguf", None)
+        gguf = raw_gguf if isinstance(raw_gguf, dict) else {}
         parameters = gguf.get("total") if isinstance(gguf.get("total"), int) else None
         remote = [
             RemoteFile(s.rfilename, int((s.lfs.size if s.lfs else s.size) or 0), s.lfs.sha256 if s.lfs else None)
@@ -336,9 +337,9 @@ class HubClient:
             infos = self.api.get_paths_info(repo, paths, revision=revision)
         found: dict[str, RemoteFile] = {}
         for item in infos:
-            lfs = getattr(item, "lfs", None)
-            if lfs is None and not hasattr(item, "size"):
+            if not isinstance(item, RepoFile):
                 continue  # a folder
+            lfs = item.lfs
             found[item.path] = RemoteFile(item.path, int(lfs.size if lfs else item.size), lfs.sha256 if lfs else None)
         return found
 
@@ -399,11 +400,11 @@ def _licence(info: object) -> str | None:
     return None
 
 
-def _hub_model(info: object) -> HubModel:
+def _hub_model(info: ModelInfo) -> HubModel:
     gguf = getattr(info, "gguf", None)
     total = gguf.get("total") if isinstance(gguf, dict) else None
     return HubModel(
-        repo=info.id,  # type: ignore[attr-defined]
+        repo=info.id,
         downloads=getattr(info, "downloads", None),
         likes=getattr(info, "likes", None),
         last_modified=getattr(info, "last_modified", None),

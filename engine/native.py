@@ -10,6 +10,7 @@ import ctypes
 import logging
 import os
 import threading
+from dataclasses import dataclass
 from types import ModuleType
 
 import psutil
@@ -19,24 +20,35 @@ from .backends import BackendReport, load_backends, refresh_devices
 log = logging.getLogger("inglenook.llama")
 
 _init_lock = threading.Lock()
-_state: dict[str, object] = {}
+
+
+@dataclass
+class _NativeState:
+    """What the first ``llama()`` call set up; all None before it."""
+
+    module: ModuleType | None = None
+    backends: BackendReport | None = None
+    callback: object = None  # the C side keeps a pointer to the log callback: keep it alive
+
+
+_state = _NativeState()
 
 
 def llama() -> ModuleType:
     """The llama_cpp low-level module, with its backend initialised and logs routed to us."""
     with _init_lock:
-        if "module" not in _state:
+        if _state.module is None:
             import llama_cpp  # noqa: PLC0415 — heavy native import, deferred on purpose
 
             callback = llama_cpp.llama_log_callback(_forward_log)
             llama_cpp.llama_log_set(callback, ctypes.c_void_p(0))
             # The CPU variant and GPU modules are chosen here, before llama_backend_init,
             # which would otherwise look for backends beside the Python executable.
-            _state["backends"] = load_backends()
+            _state.backends = load_backends()
             llama_cpp.llama_backend_init()
-            _state["callback"] = callback  # the C side keeps a pointer: keep it alive
-            _state["module"] = llama_cpp
-        return _state["module"]  # type: ignore[return-value]
+            _state.callback = callback
+            _state.module = llama_cpp
+        return _state.module
 
 
 # ggml's log levels: NONE=0, DEBUG=1, INFO=2, WARN=3, ERROR=4, CONT=5 (continuation).
@@ -63,7 +75,8 @@ def supports_gpu_offload() -> bool:
 def backend_report(refresh: bool = False) -> BackendReport:
     """What was loaded (CPU variant, GPU backends, devices); loads llama.cpp if needed."""
     llama()
-    report: BackendReport = _state["backends"]  # type: ignore[assignment]
+    report = _state.backends
+    assert report is not None, "llama() loads the backends before it returns"
     return refresh_devices(report) if refresh else report
 
 

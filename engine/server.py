@@ -221,11 +221,12 @@ def embedding_inputs(value: str | list[str] | list[int] | list[list[int]]) -> li
     inputs = [value] if isinstance(value, str) else list(value)
     if not inputs or len(inputs) > MAX_EMBEDDING_INPUTS:
         raise InvalidRequest(f"input must hold between 1 and {MAX_EMBEDDING_INPUTS} texts", param="input")
-    if not all(isinstance(i, str) for i in inputs):
+    texts = [i for i in inputs if isinstance(i, str)]
+    if len(texts) != len(inputs):
         raise InvalidRequest("embedding inputs must be text; token ids are not supported", param="input")
-    if any(not i for i in inputs):
+    if any(not i for i in texts):
         raise InvalidRequest("an embedding input is empty", param="input")
-    return inputs  # type: ignore[return-value]
+    return texts
 
 
 def _encode(vector: list[float], encoding: str) -> list[float] | str:

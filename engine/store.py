@@ -230,7 +230,7 @@ class Store:
     def _apply(db: sqlite_utils.Database, migration: Any) -> None:
         """One migration and its record in one transaction: a crash mid-migration leaves the
         database as it was before it, and the next start applies it again, whole."""
-        conn: _Connection = db.conn  # type: ignore[assignment]
+        conn: _Connection = db.conn
         conn.execute("BEGIN IMMEDIATE")  # Python's sqlite3 opens no transaction before DDL itself
         conn.hold_commits = True
         try:

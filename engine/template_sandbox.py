@@ -128,7 +128,7 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         self.filters["replace"] = _replace
         self.filters["format"] = _format
 
-    def from_string(self, source: Any, *args: Any, **kwargs: Any) -> jinja2.Template:  # type: ignore[override]
+    def from_string(self, source: Any, *args: Any, **kwargs: Any) -> jinja2.Template:
         template = super().from_string(source, *args, **kwargs)
         # ``a ~ b`` compiles to a call of these names in the template's module; it is the one
         # concatenation the operator hooks do not see.

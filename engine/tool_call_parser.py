@@ -394,6 +394,6 @@ def parameter_types(tools: list[dict[str, Any]] | tuple[dict[str, Any], ...]) ->
         function = tool.get("function", tool)
         properties = (function.get("parameters") or {}).get("properties") or {}
         out[function.get("name", "")] = {
-            k: v.get("type") for k, v in properties.items() if isinstance(v, dict) and isinstance(v.get("type"), str)
+            k: kind for k, v in properties.items() if isinstance(v, dict) and isinstance(kind := v.get("type"), str)
         }
     return out
