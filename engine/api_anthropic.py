@@ -81,7 +81,8 @@ class ContentBlock(RequestModel):
 
 
 class InputMessage(RequestModel):
-    role: Literal["user", "assistant"]
+    # Claude Code also sends "system" messages between turns (e.g. the list of its agents).
+    role: Literal["user", "assistant", "system"]
     content: str | list[ContentBlock]
 
 
@@ -166,9 +167,25 @@ def system_text(system: str | list[ContentBlock] | None) -> str:
 def chat_messages(body: MessagesInput) -> list[ChatMessage]:
     out: list[ChatMessage] = []
     system = system_text(body.system)
+    # System messages before the first answer join the system prompt: every template takes
+    # a system prompt, not all take a system message between turns, and the prompt's start
+    # stays the same from one request to the next (the prefix cache keeps it).
+    answered = False
+    for index, message in enumerate(body.messages):
+        answered = answered or message.role == "assistant"
+        if message.role == "system" and not answered:
+            text = message.content if isinstance(message.content, str) else _system_blocks_text(message.content, index)
+            system = f"{system}\n\n{text}".strip() if text else system
     if system:
         out.append(ChatMessage(role="system", content=system))
+    answered = False
     for index, message in enumerate(body.messages):
+        answered = answered or message.role == "assistant"
+        if message.role == "system":
+            if answered:
+                text = message.content if isinstance(message.content, str) else _system_blocks_text(message.content, index)
+                out.append(ChatMessage(role="system", content=text))
+            continue
         if isinstance(message.content, str):
             out.append(ChatMessage(role=message.role, content=message.content))
         elif message.role == "assistant":
@@ -178,6 +195,15 @@ def chat_messages(body: MessagesInput) -> list[ChatMessage]:
     if len(out) == (1 if system else 0):
         raise InvalidRequest("messages hold no content", param="messages")
     return out
+
+
+def _system_blocks_text(blocks: list[ContentBlock], index: int) -> str:
+    texts = []
+    for n, block in enumerate(blocks):
+        if block.type != "text" or block.text is None:
+            raise InvalidRequest(f"messages[{index}].content[{n}]: a system message takes text blocks", param="messages")
+        texts.append(block.text)
+    return "\n\n".join(texts)
 
 
 def _assistant_turn(blocks: list[ContentBlock], index: int) -> list[ChatMessage]:

@@ -46,6 +46,7 @@ _NONCE = re.compile(
 
 _PAIR = re.compile(r"([A-Za-z_][\w-]*)=([^;,\s]+)")
 _HEXISH = re.compile(r"[0-9a-fA-F]{5,}")
+_HEADER_LINE = re.compile(r"[A-Za-z][\w-]*:\s*(?:[A-Za-z_][\w-]*=[^;\s]*;\s*){2,}(?:[A-Za-z_][\w-]*=[^;\s]*)?")
 
 
 class VolatileLines:
@@ -111,8 +112,11 @@ def _volatile(line: str, learned: list[str], top: bool) -> bool:
 
 
 def _metadata_nonce(line: str) -> bool:
-    """A metadata line (``a=1; b=x; c=0f3a2``) with a value that is a bare hex or digit run:
-    a nonce even when this request's happens to hold no letter."""
+    """A metadata line: a header of ``key=value;`` pairs (``x-client-header: v=1.2.c23; e=cli;``),
+    or pairs where a value is a bare hex or digit run (a nonce even when this request's
+    happens to hold no letter). Metadata for the client's servers, not instructions."""
+    if _HEADER_LINE.fullmatch(line.strip()):
+        return True
     pairs = _PAIR.findall(line)
     return len(pairs) >= 2 and any(_HEXISH.fullmatch(value) for _, value in pairs)
 

@@ -32,6 +32,21 @@ def test_system_blocks_become_one_system_message() -> None:
     assert [(m.role, m.content) for m in messages] == [("system", "One.\n\nTwo."), ("user", "Hi")]
 
 
+def test_system_messages_between_turns_as_claude_code_sends_them() -> None:
+    body = request(system="You are an agent.", messages=[
+        {"role": "user", "content": [{"type": "text", "text": "Say hello."}]},
+        {"role": "system", "content": "Available agent types: Explore, Plan."},
+        {"role": "assistant", "content": "Hello."},
+        {"role": "system", "content": [{"type": "text", "text": "The user is back."}]},
+        {"role": "user", "content": "Again."},
+    ])
+    messages = chat_request(body).messages
+    assert [(m.role, m.content) for m in messages] == [
+        ("system", "You are an agent.\n\nAvailable agent types: Explore, Plan."),  # before any answer: joins the prompt
+        ("user", "Say hello."), ("assistant", "Hello."), ("system", "The user is back."), ("user", "Again."),
+    ]
+
+
 def test_tool_use_and_tool_result_blocks_become_calls_and_tool_messages_in_order() -> None:
     body = request(
         tools=[WEATHER],

@@ -19,6 +19,10 @@ def test_a_nonce_header_is_moved_on_the_first_request() -> None:
     assert steady[-1]["content"] == f"hi\n\n{header}"
     other = lines.steady("m", system(header.replace("fa690", "0aaa9")))
     assert other[0] == steady[0], "the system message is the same on every request"
+    no_nonce = "x-anthropic-billing-header: cc_version=2.1.197.c23; cc_entrypoint=sdk-cli;"
+    assert VolatileLines().steady("m", system(no_nonce))[0]["content"] == INSTRUCTIONS, (
+        "a header line of key=value pairs is metadata even with no nonce in it this time"
+    )
     digits_only = "x-anthropic-billing-header: cc_version=2.1.37.0d9; cc_entrypoint=cli; cch=03039;"
     assert VolatileLines().steady("m", system(digits_only))[0]["content"] == INSTRUCTIONS, (
         "a nonce that happens to hold no letter, in a metadata line, is still a nonce"
