@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,7 +82,7 @@ class ToolCallParser:
     """Feed the answer's text as it streams; read events back."""
 
     names: list[str]
-    new_id: Any  # () -> str
+    new_id: Callable[[], str]
     parameter_types: dict[str, dict[str, str]] = field(default_factory=dict)  # function -> parameter -> JSON type
     _held: str = ""
     _call: _OpenCall | None = None
@@ -168,9 +169,9 @@ class ToolCallParser:
             self._held = rest
             self._complete(events, body, close if call.kind in ("tag", "fence") else "")
             return True
-        if call.kind in ("bare", "python", "mistral", "tag", "fence"):
+        if call.kind in ("bare", "python", "mistral"):  # no closing marker: the JSON's end ends the call
             end = _json_value_end(call.raw.lstrip())
-            if end is not None and call.kind != "tag" and call.kind != "fence":
+            if end is not None:
                 offset = len(call.raw) - len(call.raw.lstrip())
                 body, rest = call.raw[: offset + end], call.raw[offset + end:]
                 if call.kind == "mistral" and rest.lstrip().startswith(_MISTRAL_ARGS):
