@@ -156,10 +156,21 @@ def stop_sequences(body: MessagesRequest) -> tuple[str, ...]:
 def system_text(system: str | list[ContentBlock] | None) -> str:
     if system is None or isinstance(system, str):
         return system or ""
+    return _text_blocks(system, "system", "system")
+
+
+def _system_message_text(message: InputMessage, index: int) -> str:
+    if isinstance(message.content, str):
+        return message.content
+    return _text_blocks(message.content, f"messages[{index}].content", "messages")
+
+
+def _text_blocks(blocks: list[ContentBlock], where: str, param: str) -> str:
+    """Text blocks of a system prompt or system message, joined; any other block is refused."""
     texts = []
-    for i, block in enumerate(system):
+    for i, block in enumerate(blocks):
         if block.type != "text" or block.text is None:
-            raise InvalidRequest(f"system[{i}] is a {block.type!r} block; the system prompt takes text blocks", param="system")
+            raise InvalidRequest(f"{where}[{i}] is a {block.type!r} block; the system prompt takes text blocks", param=param)
         texts.append(block.text)
     return "\n\n".join(texts)
 
@@ -174,7 +185,7 @@ def chat_messages(body: MessagesInput) -> list[ChatMessage]:
     for index, message in enumerate(body.messages):
         answered = answered or message.role == "assistant"
         if message.role == "system" and not answered:
-            text = message.content if isinstance(message.content, str) else _system_blocks_text(message.content, index)
+            text = _system_message_text(message, index)
             system = f"{system}\n\n{text}".strip() if text else system
     if system:
         out.append(ChatMessage(role="system", content=system))
@@ -183,7 +194,7 @@ def chat_messages(body: MessagesInput) -> list[ChatMessage]:
         answered = answered or message.role == "assistant"
         if message.role == "system":
             if answered:
-                text = message.content if isinstance(message.content, str) else _system_blocks_text(message.content, index)
+                text = _system_message_text(message, index)
                 out.append(ChatMessage(role="system", content=text))
             continue
         if isinstance(message.content, str):
@@ -196,14 +207,6 @@ def chat_messages(body: MessagesInput) -> list[ChatMessage]:
         raise InvalidRequest("messages hold no content", param="messages")
     return out
 
-
-def _system_blocks_text(blocks: list[ContentBlock], index: int) -> str:
-    texts = []
-    for n, block in enumerate(blocks):
-        if block.type != "text" or block.text is None:
-            raise InvalidRequest(f"messages[{index}].content[{n}]: a system message takes text blocks", param="messages")
-        texts.append(block.text)
-    return "\n\n".join(texts)
 
 
 def _assistant_turn(blocks: list[ContentBlock], index: int) -> list[ChatMessage]:

@@ -19,6 +19,7 @@ from .api_anthropic_thinking import ThinkSplit
 from .api_responses import ToolCallFilter
 from .api_runs import Run
 from .protocol import ResponseToolCall
+from .textstream import longest_partial_match
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,7 @@ class StopWatch:
             cut, self.matched = min(hits)
             self._held = ""
             return text[:cut]
-        keep = _partial_stop_length(text, self.stops)
+        keep = longest_partial_match(text, self.stops)
         self._held = text[len(text) - keep:]
         return text[: len(text) - keep]
 
@@ -52,16 +53,6 @@ class StopWatch:
         text, self._held = self._held, ""
         return text if self.matched is None else ""
 
-
-def _partial_stop_length(text: str, stops: tuple[str, ...]) -> int:
-    """The longest end of ``text`` that is the start of a stop sequence."""
-    best = 0
-    for stop in stops:
-        for length in range(min(len(stop) - 1, len(text)), best, -1):
-            if stop.startswith(text[-length:]):
-                best = length
-                break
-    return best
 
 
 @dataclass

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .textstream import longest_partial_match
+
 MARKER_PAIRS = (("<think>", "</think>"), ("[THINK]", "[/THINK]"), ("<|START_THINKING|>", "<|END_THINKING|>"))
 REASONING_MARKERS = tuple(m for pair in MARKER_PAIRS for m in pair)
 
@@ -65,7 +67,7 @@ class ReasoningSplitter:
                     self._held = self._held[at + len(self._closer):]
                     self._closer, self._after_block = None, True
                     continue
-                keep = 0 if final else _partial(self._held, (self._closer,))
+                keep = 0 if final else longest_partial_match(self._held, (self._closer,))
                 reasoning.append(self._held[: len(self._held) - keep])
                 self._held = self._held[len(self._held) - keep:]
                 break
@@ -90,15 +92,6 @@ class ReasoningSplitter:
             self._held = ""
         return Split("".join(reasoning), "".join(answer))
 
-
-def _partial(text: str, markers: tuple[str, ...]) -> int:
-    longest = 0
-    for marker in markers:
-        for n in range(min(len(marker) - 1, len(text)), 0, -1):
-            if text.endswith(marker[:n]):
-                longest = max(longest, n)
-                break
-    return longest
 
 
 def split_whole(text: str, inside: str | None = None) -> Split:

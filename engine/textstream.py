@@ -32,7 +32,7 @@ class TextStream:
         if cut is not None:
             self._held = ""
             return StreamResult(text[:cut], stopped=True)
-        keep = _longest_stop_prefix_suffix(text, self._stop)
+        keep = longest_partial_match(text, self._stop)
         self._held = text[len(text) - keep :] if keep else ""
         return StreamResult(text[: len(text) - keep])
 
@@ -52,8 +52,9 @@ def _first_stop(text: str, stops: tuple[str, ...]) -> int | None:
     return min(positions) if positions else None
 
 
-def _longest_stop_prefix_suffix(text: str, stops: tuple[str, ...]) -> int:
-    """Length of the longest suffix of ``text`` that is a proper prefix of a stop string."""
+def longest_partial_match(text: str, stops: tuple[str, ...]) -> int:
+    """Length of the longest suffix of ``text`` that is a proper prefix of one of ``stops``:
+    how much of a stream to hold back because it may be the start of a stop string or marker."""
     best = 0
     for stop in stops:
         for length in range(min(len(stop) - 1, len(text)), best, -1):

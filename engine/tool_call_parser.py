@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .protocol import ResponseFunctionCall, ResponseToolCall
+from .textstream import longest_partial_match
 
 # Markers that open a call anywhere in the answer, and what closes the call they open.
 _TAG_OPEN, _TAG_CLOSE = "<tool_call>", "</tool_call>"
@@ -146,7 +147,7 @@ class ToolCallParser:
             self._call = _OpenCall(kind, raw=_FUNCTION_OPEN if kind == "xml" else "")
             self._at_start = False
             return True
-        keep = 0 if final else _partial_marker_length(held)
+        keep = 0 if final else longest_partial_match(held, _MARKERS)
         if len(held) > keep:
             events.append(TextPiece(held[: len(held) - keep]))
             self._held = held[len(held) - keep:]
@@ -314,16 +315,6 @@ def _streamed_arguments(kind: str, body: str) -> str | None:
 def _opening(call: _OpenCall) -> str:
     return {"tag": _TAG_OPEN, "mistral": _MISTRAL, "python": _PYTHON_TAG, "fence": _FENCE_OPEN}.get(call.kind, "")
 
-
-def _partial_marker_length(text: str) -> int:
-    """How much of the end of ``text`` could be the start of a marker."""
-    longest = 0
-    for marker in _MARKERS:
-        for n in range(min(len(marker) - 1, len(text)), 0, -1):
-            if text.endswith(marker[:n]):
-                longest = max(longest, n)
-                break
-    return longest
 
 
 def _json_value_end(text: str) -> int | None:
