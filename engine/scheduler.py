@@ -37,6 +37,10 @@ from .sequence import DECODE, KvSlot
 log = logging.getLogger(__name__)
 
 
+# Admission priorities, lowest first.
+INTERACTIVE, API, BACKGROUND = 0, 1, 2
+
+
 @dataclass
 class GenerateJob:
     """Generate from a chat (``messages``), raw text (``text``) or token ids (``tokens``)."""
@@ -55,6 +59,19 @@ class GenerateJob:
     conversation_id: int | None = None
     # Values the chat template reads besides the messages, e.g. ``enable_thinking``.
     template_options: dict[str, Any] = field(default_factory=dict)
+    # Who asked ("window", "terminal", "api:<key or user agent>"): counted in usage, never
+    # shown to other clients.
+    client: str = ""
+    # Admission order: a person at the keyboard first, then API clients, then background
+    # work (titles, summaries). None: a chat turn (it has a conversation) is INTERACTIVE,
+    # anything else API.
+    priority: int | None = None
+
+    @property
+    def rank(self) -> int:
+        if self.priority is not None:
+            return self.priority
+        return INTERACTIVE if self.conversation_id is not None else API
 
     @property
     def load_only(self) -> bool:
@@ -98,6 +115,9 @@ Job = GenerateJob | EmbedJob | ExclusiveJob
 # Model state changes, for status bars: (model_id, state, detail) where state is
 # "loading" (detail: fraction 0..1), "loaded", "unloaded" or "failed" (detail: message).
 ModelListener = Callable[[str, str, Any], None]
+# Hears every generation that ends with its final event (usage accounting); called on the
+# worker thread, so it must be quick and must not raise.
+FinishedObserver = Callable[[GenerateJob, Finished], None]
 
 _DONE = object()
 
@@ -297,6 +317,7 @@ class Scheduler:
         self._models: dict[tuple[str, bool], BatchedModel] = {}
         self._last_used: dict[tuple[str, bool], float] = {}
         self._listeners: list[ModelListener] = []
+        self._finished_observers: list[FinishedObserver] = []
         self._lock = threading.RLock()
         self._closed = False
         # (monotonic start, description) of the worker's unit of work; None while idle or
@@ -328,6 +349,9 @@ class Scheduler:
             self._waiting.extend(handles)
             self._wake.notify()
         return handles
+
+    def add_finished_observer(self, observer: FinishedObserver) -> None:
+        self._finished_observers.append(observer)
 
     def add_listener(self, listener: ModelListener) -> None:
         self._listeners.append(listener)
@@ -414,14 +438,16 @@ class Scheduler:
                 self._step()
 
     def _next_waiting(self) -> JobHandle | None:
-        """The first waiting job in admission order: chat turns (they carry a conversation)
-        before API requests, first come first served within each. Cancelled ones end here."""
+        """The first waiting job in admission order: by ``GenerateJob.rank`` (chat turns
+        before API requests before background work), first come first served within each. Cancelled ones end here."""
         with self._wake:
             for handle in [h for h in self._waiting if h.cancelled]:
                 self._waiting.remove(handle)
                 _end_cancelled(handle)
-            chats = [h for h in self._waiting if isinstance(h.job, GenerateJob) and h.job.conversation_id is not None]
-            return chats[0] if chats else (self._waiting[0] if self._waiting else None)
+            if not self._waiting:
+                return None
+            # min() keeps the first of equals: FIFO within a priority.
+            return min(self._waiting, key=lambda h: h.job.rank if isinstance(h.job, GenerateJob) else API)
 
     def _admit(self) -> None:
         """Admit waiting jobs while they can start now; stop at the first that cannot."""
@@ -521,6 +547,8 @@ class Scheduler:
         for running in list(self._running):
             for event in running.sequence.drain():
                 running.handle._put(event)
+                if isinstance(event, Finished):
+                    self._observe_finished(running.handle.job, event)
             if running.sequence.done:
                 self._finish(model, running)
 
@@ -542,6 +570,15 @@ class Scheduler:
             except Exception:
                 log.exception("saving the prompt state failed")
         self._report_activity()
+
+    def _observe_finished(self, job: Job, finished: Finished) -> None:
+        if not isinstance(job, GenerateJob):
+            return
+        for observer in self._finished_observers:
+            try:
+                observer(job, finished)
+            except Exception:  # accounting must never cost an answer
+                log.exception("a finished-job observer failed")
 
     def _report_activity(self) -> None:
         self._activity("; ".join(describe_job(r.handle.job) for r in self._running))
