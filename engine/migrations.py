@@ -113,9 +113,30 @@ def m005_model_paths_and_problems(db: sqlite_utils.Database) -> None:
     db.conn.execute("ALTER TABLE models ADD COLUMN problem TEXT")
 
 
+def m006_api_keys(db: sqlite_utils.Database) -> None:
+    """Named API keys for a shared server: only a hash of each key is kept, with its limits."""
+    table_named(db, "api_keys").create(
+        {
+            "name": str,
+            "key_hash": str,  # sha256 hex of the key; the key itself is shown once, never stored
+            "key_prefix": str,  # the first characters, so a person can tell keys apart
+            "requests_per_minute": int,  # NULL: no limit
+            "max_streams": int,  # NULL: no limit
+            "models": str,  # JSON list of allowed model names; NULL: every model
+            "created_at": float,
+            "revoked_at": float,  # NULL while the key works
+            "last_used_at": float,
+            "requests": int,
+        },
+        pk="name",
+    )
+    table_named(db, "api_keys").create_index(["key_hash"], unique=True)
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     m001_initial,
     m003_lab_results,
     m004_api_responses,
     m005_model_paths_and_problems,
+    m006_api_keys,
 ]
