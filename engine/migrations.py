@@ -133,10 +133,34 @@ def m006_api_keys(db: sqlite_utils.Database) -> None:
     table_named(db, "api_keys").create_index(["key_hash"], unique=True)
 
 
+def m007_usage_events(db: sqlite_utils.Database) -> None:
+    """One row per generation: counts only (never content), for usage totals and cost."""
+    table_named(db, "usage_events").create(
+        {
+            "id": int,
+            "at": float,  # when the generation ended (epoch seconds)
+            "day": str,  # local date YYYY-MM-DD, for per-day totals without time-zone maths in SQL
+            "model_id": str,
+            "client": str,  # window | terminal | api:<key name or user agent> | background:<task>
+            "prompt_tokens": int,
+            "cached_tokens": int,
+            "completion_tokens": int,
+            "reasoning_tokens": int,  # of the completion tokens, those inside a reasoning block
+            "duration_s": float,  # prefill + decode
+            "finish_reason": str,
+        },
+        pk="id",
+        not_null={"at", "day", "model_id"},
+    )
+    table_named(db, "usage_events").create_index(["day"])
+    table_named(db, "usage_events").create_index(["at"])
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     m001_initial,
     m003_lab_results,
     m004_api_responses,
     m005_model_paths_and_problems,
     m006_api_keys,
+    m007_usage_events,
 ]
