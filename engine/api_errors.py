@@ -25,6 +25,7 @@ from .errors import (
     JobCancelled,
     ModelLoadError,
     ModelNotFound,
+    ModelTooLarge,
     QueueFull,
     ServerError,
     StorageUnavailable,
@@ -72,6 +73,7 @@ _STATUS: dict[type[BaseException], tuple[int, str]] = {
 # Errors whose messages are made of request values and fixed text, never local detail.
 _CLIENT_SAFE: tuple[type[BaseException], ...] = (
     InvalidRequest, ContextLengthExceeded, ModelNotFound, ConversationNotFound, QueueFull, ServerError, JobCancelled,
+    ModelTooLarge,  # sizes and the budget only
 )
 
 # What the client reads for engine failures; the full message is in the server's log.

@@ -37,6 +37,12 @@ class ModelLoadError(InglenookError):
     code = "model_load_error"
 
 
+class ModelTooLarge(ModelLoadError):
+    """The model's estimated memory is over the memory budget for models, even alone."""
+
+    code = "model_too_large"
+
+
 class UnsupportedCpu(ModelLoadError):
     """No llama.cpp CPU build in this installation can run on this processor (no AVX2, say).
 
