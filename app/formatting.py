@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import time
 
-from inglenook.engine import human_count, human_size  # noqa: F401 — re-exported for the widgets
+from inglenook.engine import human_count, human_duration, human_size  # noqa: F401 — re-exported for the widgets
 
 
 def relative_time(timestamp: float, now: float | None = None) -> str:

@@ -36,7 +36,7 @@ def run_app(argv: Sequence[str] | None = None) -> int:
         setup_logging(paths)
         guard = CrashGuard(paths.logs, "app", __version__)
         last_crashes = guard.start()
-        engine = Engine(paths, crash_guard=guard)
+        engine = Engine(paths, crash_guard=guard, full_check=True)
     except InglenookError as exc:
         if guard is not None:
             guard.stop()

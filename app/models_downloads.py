@@ -36,7 +36,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from .formatting import human_size
+from .formatting import human_duration, human_size
 from .workers import Lane, Workers
 
 log = logging.getLogger(__name__)
@@ -44,15 +44,8 @@ log = logging.getLogger(__name__)
 _SPLIT_PART = re.compile(r"-\d{5}-of-\d{5}\.gguf$", re.IGNORECASE)
 
 
-def human_duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "estimating…"
-    seconds = round(seconds)
-    if seconds < 60:
-        return f"{seconds} s left"
-    if seconds < 3600:
-        return f"{seconds // 60} min {seconds % 60:02d} s left"
-    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min left"
+def time_left(seconds: float | None) -> str:
+    return "estimating…" if seconds is None else f"{human_duration(seconds)} left"
 
 
 def progress_text(p: DownloadProgress) -> str:
@@ -64,7 +57,7 @@ def progress_text(p: DownloadProgress) -> str:
         return f"Installed · {human_size(p.total_bytes)}"
     parts = f"part {p.part} of {p.parts} · " if p.parts > 1 else ""
     speed = f"{human_size(p.bytes_per_s)}/s" if p.bytes_per_s > 0 else "starting…"
-    return f"{parts}{amount}  ·  {speed}  ·  {human_duration(p.eta_s)}"
+    return f"{parts}{amount}  ·  {speed}  ·  {time_left(p.eta_s)}"
 
 
 class DownloadJob(QObject):

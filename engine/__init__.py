@@ -45,7 +45,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "importers": ("FoundModel", "ImportResult", "find_known_places", "import_found", "import_path", "scan_known_places"),
     "gguf": ("GGUFInfo", "read_gguf"),
     "starter": ("STARTER_ID", "find_starter_model"),
-    "units": ("human_count", "human_size"),
+    "units": ("human_count", "human_duration", "human_size"),
     "reasoning": ("Split", "split_whole"),
     "atomic": ("atomic_write_bytes", "atomic_write_text"),
     "server": ("ApiServer",),
@@ -178,4 +178,4 @@ if TYPE_CHECKING:
     from .starter import STARTER_ID as STARTER_ID, find_starter_model as find_starter_model
     from .store import Conversation as Conversation, Message as Message, Store as Store
     from .reasoning import Split as Split, split_whole as split_whole
-    from .units import human_count as human_count, human_size as human_size
+    from .units import human_count as human_count, human_duration as human_duration, human_size as human_size

@@ -7,6 +7,7 @@ under its own ``INGLENOOK_HOME``.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 
@@ -14,24 +15,28 @@ from .cache import MIB, CacheUsage, PrefixCache
 from .chat import ChatService
 from .crashguard import CrashGuard
 from .errors import ModelNotFound
-from .model_context import context_loader
+from .model_context import context_for, context_loader
+from .model_pool import budget_from_setting, estimate_resident_bytes
 from .paths import Paths
-from .registry import ModelRegistry
+from .registry import ModelRecord, ModelRegistry
 from .runtime import LoadOptions
 from .scheduler import Scheduler
 from .settings import NOMINAL_AUTO_CONTEXT, Settings
 from .starter import STARTER_ID
 from .store import Store
+from .usage_recorder import UsageRecorder
 
 log = logging.getLogger(__name__)
 
 
 class Engine:
-    def __init__(self, paths: Paths | None = None, scan: bool = True, crash_guard: CrashGuard | None = None) -> None:
+    def __init__(self, paths: Paths | None = None, scan: bool = True, crash_guard: CrashGuard | None = None,
+                 full_check: bool = False) -> None:
         """``crash_guard`` (one per process, started by the front end) hears what the engine
-        is doing, so a native crash can be explained on the next start."""
+        is doing, so a native crash can be explained on the next start. ``full_check``: the
+        store's whole integrity check at open (the app's start), not the quick one."""
         self.paths = (paths or Paths.default()).ensure()
-        self.store = Store(self.paths.database)
+        self.store = Store(self.paths.database, full_check=full_check)
         self.settings = Settings.load(self.store)
         self.registry = ModelRegistry(self.store, self.paths, self.settings.models_dirs)
         if scan:
@@ -50,9 +55,14 @@ class Engine:
             prefill_chunk=self.settings.prefill_chunk,
             # Each model gets its own context setting, or "auto" from its size and free memory.
             loader=context_loader(lambda: self.settings),
+            memory_budget=lambda: budget_from_setting(self.settings.memory_budget_mb),
+            estimate=self._resident_estimate,
         )
         # A model llama.cpp refuses is marked with the reason (list, Models page) until it loads.
         self.scheduler.add_listener(self._record_load_outcome)
+        # Every generation's counts (never its content), written off the scheduler's thread.
+        self.usage = UsageRecorder(self.store, lambda: self.settings.usage_retention_days)
+        self.scheduler.add_finished_observer(self.usage.observe)
         self.chats = ChatService(self.store, self.scheduler, self.default_model_id, cache=self.cache)
         self.cache.prune_conversations({c.id for c in self.store.list_conversations()})
 
@@ -61,6 +71,11 @@ class Engine:
             self.registry.mark_problem(model_id, str(detail))
         elif state == "loaded":
             self.registry.mark_problem(model_id, None)
+
+    def _resident_estimate(self, record: ModelRecord, options: LoadOptions) -> int:
+        """What ``record`` will take once loaded, at the context it will be loaded with."""
+        context = context_for(record, self.settings, options)
+        return estimate_resident_bytes(record, dataclasses.replace(options, context_size=context))
 
     def load_options(self) -> LoadOptions:
         s = self.settings
@@ -100,6 +115,7 @@ class Engine:
 
     def close(self) -> None:
         self.scheduler.close()
+        self.usage.close()  # the last answers' counts reach the store before it closes
         self.cache.close()  # queued state files reach the disk before the process ends
         self.store.close()
 

@@ -105,9 +105,14 @@ def is_damage(exc: sqlite3.Error) -> bool:
 class Store:
     """The application database. Thread-safe; open one per process."""
 
-    def __init__(self, path: Path, busy_timeout_s: float = 30.0) -> None:
+    def __init__(self, path: Path, busy_timeout_s: float = 30.0, full_check: bool = False) -> None:
+        """``full_check``: run SQLite's whole ``integrity_check`` at open (the app's start,
+        once per session: it reads every page and index, seconds on a large store) rather
+        than ``quick_check`` (the terminal's short commands), which skips only the
+        index-versus-table comparison."""
         self.path = Path(path)
         self.busy_timeout_s = busy_timeout_s
+        self._check = "integrity_check" if full_check else "quick_check"
         self._lock = threading.RLock()
         #: Rows copied per table from a damaged database at this open; None when none was.
         self.salvaged: dict[str, int] | None = None
@@ -125,7 +130,7 @@ class Store:
         db: sqlite_utils.Database | None = None
         try:
             db = self._connect()
-            if not self._healthy(db):
+            if not self._healthy(db, self._check):
                 db.conn.close()
                 self.set_aside = self._set_aside_corrupt()
                 db = self._connect()
@@ -157,10 +162,10 @@ class Store:
         self._migrate(db)
 
     @staticmethod
-    def _healthy(db: sqlite_utils.Database) -> bool:
+    def _healthy(db: sqlite_utils.Database, check: str = "integrity_check") -> bool:
         """False for damage only; a locked, full or unreadable file raises instead (not damage)."""
         try:
-            result = db.conn.execute("PRAGMA integrity_check").fetchone()
+            result = db.conn.execute(f"PRAGMA {check}").fetchone()
         except sqlite3.DatabaseError as exc:
             if not is_damage(exc):
                 raise

@@ -18,3 +18,13 @@ def human_count(n: int) -> str:
         if n >= size:
             return f"{n / size:.1f}{unit}".replace(".0", "")
     return str(n)
+
+
+def human_duration(seconds: float) -> str:
+    """A remaining time for people, coarse to fine: '45 s', '3 min 05 s', '1 h 02 min'."""
+    whole = max(0, round(seconds))
+    if whole < 60:
+        return f"{whole} s"
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60:02d} s"
+    return f"{whole // 3600} h {whole % 3600 // 60:02d} min"

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from inglenook.engine import InglenookError, JobCancelled, Paths, human_size
+from inglenook.engine import InglenookError, JobCancelled, Paths, human_duration, human_size
 from inglenook.terminal import print_table
 
 EXIT_CANCELLED = 130
@@ -157,15 +157,6 @@ class ProgressBar:
             self.stream.write("\n")
             self.stream.flush()
             self.drawn = False
-
-
-def human_duration(seconds: float) -> str:
-    seconds = int(seconds)
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    return f"{seconds // 3600}h{seconds // 60 % 60:02d}m"
 
 
 # -- search and files ------------------------------------------------------------------------------
