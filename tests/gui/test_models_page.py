@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from inglenook.engine import ModelRecord
+from inglenook.engine.fit import detect_machine
 from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 
@@ -78,7 +79,8 @@ def test_selecting_a_repo_shows_the_quant_table_with_fit_badges(qtbot, page) -> 
     assert float(table.item(0, 2).text()) == pytest.approx(option.size * 8 / 268098176, abs=0.01)
     badge = table.badges[GEMMA_FILE]
     assert badge.text().startswith(FIT_LABELS)
-    assert badge.property("verdict") in ("gpu", "partial", "cpu", "too_large")
+    # A 250 MB model fits any GPU whole, and this machine's RAM when there is none.
+    assert badge.property("verdict") == ("gpu" if detect_machine().has_gpu else "cpu")
     assert "RAM free" in panel.basis.text()
     assert table.buttons[GEMMA_FILE].text() == "Download" and table.buttons[GEMMA_FILE].isEnabled()
 
