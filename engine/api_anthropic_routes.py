@@ -25,6 +25,7 @@ from .api_errors import ApiError
 from .api_requests import GenerationPlan, chat_plan
 from .api_responses import ToolCallFilter
 from .api_runs import Run, cancelled_on_disconnect
+from .api_usage_routes import tag_jobs
 from .errors import ContextLengthExceeded
 from .protocol import RequestModel
 
@@ -54,7 +55,7 @@ async def read_body(request: Request, model: type[BodyT]) -> BodyT:
 def start_run(service: "ApiService", plan: GenerationPlan, cap: int | None) -> Run:
     """Queue the plan's one job; ``cap`` ends it after that many tokens (``max_tokens``)."""
     handle = service.engine.scheduler.submit(plan.jobs[0])
-    return Run(handle, service.limiter, cap, service.runs)
+    return service.counted(Run(handle, service.limiter, cap, service.runs), plan.jobs[0], plan)
 
 
 def messages_router(service: "ApiService") -> APIRouter:
@@ -67,6 +68,7 @@ def messages_router(service: "ApiService") -> APIRouter:
         body = await read_body(request, MessagesRequest)
         stops = stop_sequences(body)
         plan = await anyio.to_thread.run_sync(chat_plan, chat_request(body), names)
+        tag_jobs(plan.jobs, request)  # usage is counted per client
         run = start_run(service, plan, cap=body.max_tokens)
         answer = Answer(run, stops, plan.reasoning_inside)
         calls = ToolCallFilter(plan.tools, parallel=_parallel(body)) if plan.tools else None
@@ -87,6 +89,7 @@ def messages_router(service: "ApiService") -> APIRouter:
         service.ensure_open()
         body = await read_body(request, MessagesInput)
         plan = await anyio.to_thread.run_sync(chat_plan, chat_request(body), names)
+        tag_jobs(plan.jobs, request, counted=False)  # counting tokens is free on the API it imitates
         return {"input_tokens": await prompt_tokens(request, service, plan)}
 
     return router

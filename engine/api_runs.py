@@ -23,6 +23,7 @@ from starlette.requests import Request
 from .errors import JobCancelled
 from .runtime import Chunk, Finished, TokenLogprob, Usage
 from .scheduler import JobHandle
+from .usage_recorder import ReasoningCount
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,8 @@ class Run:
         self._events = handle.events()
         self._primed: list[Any] = []
         self._registry = registry
+        # Counts the answer's reasoning tokens for usage (set by whoever submitted the job).
+        self.reasoning: ReasoningCount | None = None
         registry.add(self)
 
     def cancel(self) -> None:
@@ -105,6 +108,8 @@ class Run:
             if not isinstance(event, Chunk) or self.capped:
                 continue  # after the cap: the job is being cancelled, its last tokens are dropped
             self.tokens += len(event.token_ids)
+            if self.reasoning is not None:
+                self.reasoning.feed(event)
             self.text_parts.append(event.text)
             if event.logprobs:
                 self.logprobs.extend(event.logprobs)
@@ -115,6 +120,8 @@ class Run:
         self.close()
         if self.finished is None:
             raise JobCancelled("the job ended without a result")
+        if self.reasoning is not None:
+            self.reasoning.done()
 
     async def drain(self) -> None:
         async for _ in self.chunks():

@@ -18,6 +18,8 @@ from .runtime import Chunk, Finished
 from .sampling import SamplingParams
 from .scheduler import GenerateJob, JobHandle, Scheduler
 from .store import Conversation, Message, Store
+from .usage import TERMINAL
+from .usage_recorder import ReasoningCount, UsageRecorder
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +44,7 @@ class Turn:
         self.error: InglenookError | None = None
         self._parts: list[str] = []
         self._saved = threading.Event()
+        self.reasoning: ReasoningCount | None = None  # counts reasoning tokens for usage
 
     @property
     def text(self) -> str:
@@ -55,6 +58,8 @@ class Turn:
             for event in self.handle.events():
                 if isinstance(event, Chunk):
                     self._parts.append(event.text)
+                    if self.reasoning is not None:
+                        self.reasoning.feed(event)
                     yield event
                 elif isinstance(event, Finished):
                     self.finished = event
@@ -62,6 +67,8 @@ class Turn:
             self.error = exc
             self._save()
             raise
+        if self.reasoning is not None:
+            self.reasoning.done()
         self._save()
 
     def wait(self) -> Message | None:
@@ -100,13 +107,18 @@ class Turn:
 
 
 class ChatService:
-    def __init__(self, store: Store, scheduler: Scheduler, default_model: Any, cache: PrefixCache | None = None) -> None:
+    def __init__(self, store: Store, scheduler: Scheduler, default_model: Any, cache: PrefixCache | None = None,
+                 usage: UsageRecorder | None = None) -> None:
         """``default_model`` is a callable returning the id to use when a chat names none;
-        ``cache`` holds the conversations' saved prompt states (deleted with them)."""
+        ``cache`` holds the conversations' saved prompt states (deleted with them);
+        ``usage`` hears each answer's reasoning token count."""
         self.store = store
         self.scheduler = scheduler
         self._default_model = default_model
         self.cache = cache
+        self.usage = usage
+        # Who is chatting, for usage: the terminal unless the window says it is the window.
+        self.client = TERMINAL
 
     def new_conversation(
         self,
@@ -211,6 +223,10 @@ class ChatService:
             messages=self.history(conversation),
             use_cache=use_cache,
             conversation_id=conversation.id,
+            client=self.client,
         )
         handle = self.scheduler.submit(job)
-        return Turn(self.store, conversation, handle, model_id)
+        turn = Turn(self.store, conversation, handle, model_id)
+        if self.usage is not None:
+            turn.reasoning = ReasoningCount(self.usage, job)
+        return turn

@@ -63,7 +63,7 @@ class Engine:
         # Every generation's counts (never its content), written off the scheduler's thread.
         self.usage = UsageRecorder(self.store, lambda: self.settings.usage_retention_days)
         self.scheduler.add_finished_observer(self.usage.observe)
-        self.chats = ChatService(self.store, self.scheduler, self.default_model_id, cache=self.cache)
+        self.chats = ChatService(self.store, self.scheduler, self.default_model_id, cache=self.cache, usage=self.usage)
         self.cache.prune_conversations({c.id for c in self.store.list_conversations()})
 
     def _record_load_outcome(self, model_id: str, state: str, detail: object) -> None:

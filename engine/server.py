@@ -38,6 +38,9 @@ from .api_requests import GenerationPlan, ModelNames, chat_plan, completion_plan
 from .api_responses import Meta, chat_completion, chat_stream, completion, completion_stream
 from .api_runs import Run, RunSet, cancelled_on_disconnect
 from .api_security import Gate, is_loopback_host
+from .api_usage_routes import tag_jobs, usage_router
+from .scheduler import GenerateJob
+from .usage_recorder import ReasoningCount
 from .core import Engine
 from .model_cards import ModelCatalogue
 from .errors import InglenookError, InvalidRequest, PortInUse, ServerError
@@ -85,7 +88,13 @@ class ApiService:
         cap = self.default_max_tokens if plan.capped else None
         # All of a request's choices are queued at once, so they start in the same step.
         handles = self.engine.scheduler.submit_many(plan.jobs)
-        return [Run(handle, self.limiter, cap, self.runs) for handle in handles]
+        return [self.counted(Run(handle, self.limiter, cap, self.runs), job, plan)
+                for handle, job in zip(handles, plan.jobs)]
+
+    def counted(self, run: Run, job: GenerateJob, plan: GenerationPlan) -> Run:
+        """``run`` with its reasoning tokens counted for usage as its chunks are read."""
+        run.reasoning = ReasoningCount(self.engine.usage, job, plan.reasoning_inside)
+        return run
 
     def cancel_all(self) -> None:
         self.runs.cancel_all()
@@ -107,6 +116,7 @@ def event_stream(body: Any) -> StreamingResponse:
 
 async def run_plan(request: Request, service: ApiService, plan: GenerationPlan, stream: bool) -> list[Run]:
     """Submit the plan; wait for all of it, or (streaming) for its first event."""
+    tag_jobs(plan.jobs, request)  # usage is counted per client
     runs = service.submit(plan)
     try:
         async with cancelled_on_disconnect(request, runs):
@@ -214,6 +224,7 @@ def create_app(service: ApiService) -> FastAPI:
         return EmbeddingList(data=data, model=result.model_id, usage=usage).model_dump()
 
     app.include_router(responses_router(service))  # /v1/responses
+    app.include_router(usage_router(service))  # /v1/usage
     return app
 
 

@@ -51,6 +51,19 @@ class Settings:
     theme: str = "system"  # light | dark | system
     # Hub
     hf_token: str | None = None
+    # Usage and cost (usage.py, pricing.py)
+    usage_retention_days: int = 365  # usage records older than this are removed; 0 keeps all
+    usage_prices: list[dict[str, Any]] | None = None  # the price table; None: pricing.DEFAULT_PRICES
+    machine_watts: float = 150.0  # power drawn while generating
+    electricity_price_per_kwh: float = 0.30  # USD
+    hardware_price: float = 0.0  # USD, spread over hardware_months; 0 leaves it out
+    hardware_months: int = 36
+    # Small models for simple work (routing.py, background.py)
+    route_small_model: str | None = None  # the "auto" alias's small model; None: the smallest chat model
+    route_large_model: str | None = None  # and its large one; None: the default model
+    route_short_prompt_chars: int = 2000  # prompts up to this long (and without tools) go to the small one
+    background_model: str | None = None  # titles and other background work; None: the smallest chat model
+    background_titles: bool = True  # give new conversations a title written by the background model
 
     @property
     def kv_context(self) -> int:
