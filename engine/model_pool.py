@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,7 +59,8 @@ def estimate_resident_bytes(record: ModelRecord, options: LoadOptions) -> int:
             + compute_bytes(shape, cells, options.batch_size))
 
 
-Key = Hashable
+# (model id, embeddings): a model loaded for embeddings is its own context.
+Key = tuple[str, bool]
 
 
 @dataclass

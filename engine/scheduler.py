@@ -10,6 +10,7 @@ step. Callers see only ``submit`` and ``JobHandle``.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import queue
@@ -21,6 +22,7 @@ from typing import Any, Protocol
 
 from .cache import PrefixCache
 from .errors import InglenookError, InvalidRequest, JobCancelled, ModelLoadError, QueueFull
+from .model_pool import MIB, Key, LoadOutcome, ModelLoader, ModelPool, auto_budget_bytes, estimate_resident_bytes
 from .registry import ModelRecord
 from .runtime import (
     Chunk,
@@ -131,6 +133,7 @@ class JobHandle:
         self.cancel_event = threading.Event()
         self._events: queue.Queue[Any] = queue.Queue()
         self.submitted_at = time.perf_counter()
+        self.record: ModelRecord | None = None  # the job's model, resolved once at admission
 
     def cancel(self) -> None:
         self.cancel_event.set()
@@ -272,15 +275,54 @@ class _Running:
     use_cache: bool
 
 
+class _StepCosts:
+    """Measured costs (seconds) of one model's decode step and prompt token, which size its
+    prefill chunks while answers stream."""
+
+    def __init__(self) -> None:
+        self.decode_step_s = 0.0
+        self.prefill_token_s = 0.0
+
+    def prefill_budget(self, model: BatchedModel, decoding: bool, most: int) -> int:
+        """Prompt tokens for this step. With nobody decoding, a whole batch. While answers
+        stream, as many as cost about ``GAP_FACTOR`` decode steps, measured as it goes: a
+        prompt token deep in a long context costs far more than one near its start (on a
+        CPU a 512-token chunk at position 4,000 took 6 s, 400 decode steps), so a fixed
+        chunk would stall the streams exactly when the prompt is longest."""
+        if not decoding:
+            return model.options.batch_size
+        if self.prefill_token_s <= 0 or self.decode_step_s <= 0:
+            return min(most, MIN_PREFILL_CHUNK * 2)
+        fits = int(GAP_FACTOR * self.decode_step_s / self.prefill_token_s)
+        return max(MIN_PREFILL_CHUNK, min(most, fits))
+
+    def learn(self, seconds: float, prefill_tokens: int, decoding: bool) -> None:
+        if prefill_tokens == 0:
+            if decoding:
+                self.decode_step_s = _ewma(self.decode_step_s, seconds)
+            return
+        extra = seconds - (self.decode_step_s if decoding else 0.0)
+        self.prefill_token_s = _ewma(self.prefill_token_s, max(extra, 0.0) / prefill_tokens)
+
+
+# What admission decided for a waiting job.
+ADMITTED = "admitted"  # started, or ended (done, failed, cancelled): it leaves the queue
+WAIT = "wait"  # not yet (its model is loading, its sequences are busy): look at the next job
+BLOCK = "block"  # needs running work to end first (memory, the machine alone): admit nothing more now
+
+ModelKey = Key
+
+
 class Scheduler:
     """Owns loaded models and runs jobs. Create one per process and ``close()`` it.
 
-    The worker is a step loop: it admits waiting jobs into the resident model's free
-    sequences (chat turns from the window or terminal before API requests), then advances
-    every admitted sequence with one batched ``step``. Long prompts enter in chunks of
-    ``prefill_chunk`` tokens while other sequences decode, so their streams keep flowing.
-    Work that needs the machine alone (another model, embeddings, the lab) waits until the
-    running sequences finish.
+    The worker is a step loop: it admits waiting jobs into the free sequences of resident
+    models (chat turns from the window or terminal before API requests), then advances
+    every admitted sequence, one batched ``step`` per model in turn. Long prompts enter in
+    chunks of ``prefill_chunk`` tokens while other sequences decode, so their streams keep
+    flowing. Several models stay resident within the memory budget (``model_pool``); one
+    that is not resident loads on the loader thread while the loop keeps serving the others.
+    Work that needs the machine alone (the lab) waits until the running sequences finish.
     """
 
     def __init__(
@@ -293,32 +335,39 @@ class Scheduler:
         cache: PrefixCache | None = None,
         activity: Callable[[str], None] | None = None,
         prefill_chunk: int = 64,
+        memory_budget: Callable[[], int] | None = None,
+        estimate: Callable[[ModelRecord, LoadOptions], int] = estimate_resident_bytes,
     ) -> None:
-        """``loader(record, options, progress=...)`` builds a loaded model; tests pass a fake.
-        ``cache`` restores saved prompt states before a job and saves them after it.
-        ``activity`` hears what the worker is doing ("" when idle), for the crash guard.
-        ``prefill_chunk``: the most prompt tokens per step while other sequences decode
-        (fewer when the measured cost says so)."""
+        """``loader(record, options, progress=...)`` builds a loaded model; tests pass a fake
+        (or wrap the real one). ``cache`` restores saved prompt states before a job and saves
+        them after it. ``activity`` hears what the worker is doing ("" when idle), for the
+        crash guard. ``prefill_chunk``: the most prompt tokens per step while other sequences
+        decode (fewer when the measured cost says so). ``memory_budget()``: bytes the resident
+        models may take together (default: a share of RAM); ``estimate(record, options)``:
+        what one would take, asked before it loads."""
         self._activity = activity or (lambda _text: None)
         self._resolve = resolve
         self.cache = cache
-        self._loader = loader
+        self.loader = loader
         self._load_options = load_options
+        self._estimate = estimate
         self.idle_unload_s = idle_unload_s
         self.prefill_chunk = prefill_chunk
-        # Measured costs (seconds) that size prefill chunks while answers stream.
-        self._decode_step_s = 0.0
-        self._prefill_token_s = 0.0
+        self._costs: dict[str, _StepCosts] = {}
         self._max_queue = max_queue
         self._waiting: list[JobHandle] = []
         self._running: list[_Running] = []
         self._wake = threading.Condition()
         self._ids = itertools.count(1)
-        self._models: dict[tuple[str, bool], BatchedModel] = {}
-        self._last_used: dict[tuple[str, bool], float] = {}
+        self._pool = ModelPool(memory_budget or auto_budget_bytes)
+        self._loads = ModelLoader(self._on_loaded)
+        self._inbox: list[LoadOutcome] = []  # finished loads, installed by the worker
+        # A failed load's error, for the jobs that were waiting for it: (when, error).
+        self._load_failures: dict[ModelKey, tuple[float, BaseException]] = {}
+        self._unload_requests: list[threading.Event] = []
+        self._idle_checked = time.monotonic()
         self._listeners: list[ModelListener] = []
         self._finished_observers: list[FinishedObserver] = []
-        self._lock = threading.RLock()
         self._closed = False
         # (monotonic start, description) of the worker's unit of work; None while idle or
         # while exclusive work (the lab's long measurements) has the worker.
@@ -361,8 +410,12 @@ class Scheduler:
             self._listeners.remove(listener)
 
     def loaded_models(self) -> list[BatchedModel]:
-        with self._lock:
-            return list(self._models.values())
+        """The resident models, most recently used first. Never waits for a load."""
+        return self._pool.models()
+
+    def loading_models(self) -> list[str]:
+        """Ids of the models loading now."""
+        return [record.id for record, _size in self._loads.loading().values()]
 
     @property
     def queue_depth(self) -> int:
@@ -374,11 +427,13 @@ class Scheduler:
         return self._max_queue
 
     def heartbeat(self) -> Heartbeat | None:
-        """What the worker is doing now and for how long; None when it is idle."""
-        unit = self._unit
-        if unit is None:
+        """The longest-running unit of work now (the worker's, or a load's) and for how long;
+        None when both are idle."""
+        units = [unit for unit in (self._unit, self._loads.unit) if unit is not None]
+        if not units:
             return None
-        return Heartbeat(time.monotonic() - unit[0], unit[1])
+        started, doing = min(units)
+        return Heartbeat(time.monotonic() - started, doing)
 
     def _beat(self, doing: str | None) -> None:
         self._unit = None if doing is None else (time.monotonic(), doing)
@@ -398,9 +453,16 @@ class Scheduler:
         raise JobCancelled("the engine shut down before the job ran")
 
     def unload_all(self) -> None:
-        with self._lock:
-            for key in list(self._models):
-                self._unload(key)
+        """Unload every model not answering now. From another thread, the worker does it
+        between steps (a model is never closed under a running step) and this waits."""
+        if threading.current_thread() is self._worker or not self._worker.is_alive():
+            self._unload_idle_models()
+            return
+        done = threading.Event()
+        with self._wake:
+            self._unload_requests.append(done)
+            self._wake.notify()
+        done.wait(timeout=60)
 
     def close(self, timeout: float = 10.0) -> None:
         """Cancel running jobs, end queued ones, unload everything, stop the worker."""
@@ -416,86 +478,105 @@ class Scheduler:
             handle.cancel()
             _end_cancelled(handle)
         self._worker.join(timeout)
-        self.unload_all()
+        self._take_loaded()
+        for key in self._pool.keys():
+            self._unload(key)
 
     # -- the step loop --------------------------------------------------------------
 
     def _run(self) -> None:
         while True:
+            self._take_loaded()
+            self._serve_unload_requests()
             with self._wake:
+                if self._closed and not self._running:
+                    self._beat(None)
+                    return
                 if not self._running and not self._waiting:
                     self._beat(None)
-                    if self._closed:
-                        return
                     if not self._wake.wait(timeout=1.0):
                         self._unload_idle()
                     continue
-            if self._closed and not self._running:
-                return
             self._admit()
             if self._running:
                 self._beat(f"a step of {len(self._running)} sequence(s): {describe_job(self._running[0].handle.job)}")
                 self._step()
+                if time.monotonic() - self._idle_checked > 1.0:
+                    self._unload_idle()
+            else:
+                # Everything waiting waits for a load: sleep until it lands (or a job comes).
+                self._beat(None)
+                with self._wake:
+                    if not self._inbox and not self._closed:
+                        self._wake.wait(timeout=0.1)
 
-    def _next_waiting(self) -> JobHandle | None:
-        """The first waiting job in admission order: by ``GenerateJob.rank`` (chat turns
-        before API requests before background work), first come first served within each. Cancelled ones end here."""
+    def _waiting_in_order(self) -> list[JobHandle]:
+        """Waiting jobs in admission order: by ``GenerateJob.rank`` (chat turns before API
+        requests before background work), first come first served within each. Cancelled
+        ones end here."""
         with self._wake:
             for handle in [h for h in self._waiting if h.cancelled]:
                 self._waiting.remove(handle)
                 _end_cancelled(handle)
-            if not self._waiting:
-                return None
-            # min() keeps the first of equals: FIFO within a priority.
-            return min(self._waiting, key=lambda h: h.job.rank if isinstance(h.job, GenerateJob) else API)
+            # sorted() is stable: FIFO within a priority.
+            return sorted(self._waiting, key=lambda h: h.job.rank if isinstance(h.job, GenerateJob) else API)
 
     def _admit(self) -> None:
-        """Admit waiting jobs while they can start now; stop at the first that cannot."""
-        while True:
-            handle = self._next_waiting()
-            if handle is None:
-                return
+        """Admit waiting jobs that can start now, in order; skip those that wait for their
+        model's load or a free sequence; stop at one that needs running work to end."""
+        for handle in self._waiting_in_order():
             self._beat(describe_job(handle.job))
             try:
-                admitted = self._try_admit(handle)
+                decision = self._try_admit(handle)
             except JobCancelled:
-                admitted = True  # cancelled while its prompt was being prepared
+                decision = ADMITTED  # cancelled while its prompt was being prepared
                 _end_cancelled(handle)
             except InglenookError as exc:
-                admitted = True
+                decision = ADMITTED
                 handle._put(exc)
                 handle._put(_DONE)
             except Exception as exc:  # an engine bug must not kill the worker
-                admitted = True
+                decision = ADMITTED
                 log.exception("job %d failed", handle.id)
                 handle._put(InglenookError(f"internal error: {exc.__class__.__name__}"))
                 handle._put(_DONE)
-            if not admitted:
+            if decision == BLOCK:
                 return
+            if decision == WAIT:
+                continue
             with self._wake:
                 if handle in self._waiting:
                     self._waiting.remove(handle)
             self._report_activity()
 
-    def _try_admit(self, handle: JobHandle) -> bool:
-        """Start ``handle`` if it can start now; False leaves it waiting. Jobs that end at
-        once (loads, embeddings, exclusive work, errors) are finished here."""
+    def _try_admit(self, handle: JobHandle) -> str:
+        """Start ``handle`` if it can start now (``ADMITTED``); jobs that end at once
+        (loads, embeddings, exclusive work, errors) are finished here."""
         job = handle.job
-        if not isinstance(job, GenerateJob) or job.load_only:
-            if self._running:
-                return False  # needs the worker to itself
+        if isinstance(job, ExclusiveJob):
+            if self._running or self._loads.loading():
+                return BLOCK  # needs the machine to itself
             self._activity(describe_job(job))
-            self._run_whole(handle)
-            return True
-        record = self._resolve(job.model_id)
-        resident = self._models.get((record.id, False))
-        if self._running and (resident is None or resident.record.fingerprint != record.fingerprint):
-            return False  # another model: after the running answers end
-        model = self._model_for(record, embeddings=False)
+            self._run_whole(handle, None)
+            return ADMITTED
+        if handle.record is None:
+            handle.record = self._resolve(job.model_id)
+        record = handle.record
+        model = self._model_or_load(handle, record, embeddings=isinstance(job, EmbedJob))
+        if isinstance(model, str):
+            return model
+        if isinstance(job, EmbedJob):
+            self._run_whole(handle, model)
+            return ADMITTED
+        if job.load_only:
+            handle._put(_DONE)
+            return ADMITTED
+        if all(slot.busy for slot in model.slots):
+            return WAIT  # every sequence is busy: the next free one takes it
         prompt = self._prompt_tokens(model, job, handle.cancel_event)
         slot = model.pick_slot(prompt)
         if slot is None:
-            return False  # every sequence is busy: the next free one takes it
+            return WAIT
         if self.cache is not None and job.use_cache:
             try:
                 self.cache.restore(model.slot_view(slot), prompt, job.conversation_id)
@@ -504,47 +585,35 @@ class Scheduler:
                 model.free_slot(slot)
         sequence = model.open_sequence(prompt, job.sampling, handle.cancel_event, handle.submitted_at,
                                        reuse_kv=job.use_cache, slot=slot)
+        self._pool.touch((record.id, False))
         self._running.append(_Running(handle, sequence, len(prompt), job.use_cache))
-        return True
-
-    def _prefill_budget(self, model: BatchedModel, decoding: bool) -> int:
-        """Prompt tokens for this step. With nobody decoding, a whole batch. While answers
-        stream, as many as cost about ``GAP_FACTOR`` decode steps, measured as it goes: a
-        prompt token deep in a long context costs far more than one near its start (on a
-        CPU a 512-token chunk at position 4,000 took 6 s, 400 decode steps), so a fixed
-        chunk would stall the streams exactly when the prompt is longest."""
-        if not decoding:
-            return model.options.batch_size
-        if self._prefill_token_s <= 0 or self._decode_step_s <= 0:
-            return min(self.prefill_chunk, MIN_PREFILL_CHUNK * 2)
-        fits = int(GAP_FACTOR * self._decode_step_s / self._prefill_token_s)
-        return max(MIN_PREFILL_CHUNK, min(self.prefill_chunk, fits))
-
-    def _learn_step_cost(self, seconds: float, prefill_tokens: int, decoding: bool) -> None:
-        if prefill_tokens == 0:
-            if decoding:
-                self._decode_step_s = _ewma(self._decode_step_s, seconds)
-            return
-        extra = seconds - (self._decode_step_s if decoding else 0.0)
-        self._prefill_token_s = _ewma(self._prefill_token_s, max(extra, 0.0) / prefill_tokens)
+        return ADMITTED
 
     def _step(self) -> None:
-        model = self._running[0].sequence.model
-        decoding = any(r.sequence.state == DECODE for r in self._running)
-        budget = self._prefill_budget(model, decoding)
+        """One step of every resident model with admitted sequences, in turn."""
+        groups: dict[int, list[_Running]] = {}
+        for running in self._running:
+            groups.setdefault(id(running.sequence.model), []).append(running)
+        for group in groups.values():
+            self._step_model(group[0].sequence.model, group)
+
+    def _step_model(self, model: BatchedModel, group: list[_Running]) -> None:
+        costs = self._costs.setdefault(model.record.id, _StepCosts())
+        decoding = any(r.sequence.state == DECODE for r in group)
+        budget = costs.prefill_budget(model, decoding, self.prefill_chunk)
         started = time.perf_counter()
         try:
-            fed = model.step([r.sequence for r in self._running], budget)
-            self._learn_step_cost(time.perf_counter() - started, fed, decoding)
+            fed = model.step([r.sequence for r in group], budget)
+            costs.learn(time.perf_counter() - started, fed, decoding)
         except InglenookError as exc:
-            for running in self._running:
+            for running in group:
                 model.release(running.sequence)
                 running.handle._put(exc)
                 running.handle._put(_DONE)
-            self._running = []
+                self._running.remove(running)
             self._report_activity()
             return
-        for running in list(self._running):
+        for running in group:
             for event in running.sequence.drain():
                 running.handle._put(event)
                 if isinstance(event, Finished):
@@ -555,7 +624,7 @@ class Scheduler:
     def _finish(self, model: BatchedModel, running: _Running) -> None:
         self._running.remove(running)
         model.release(running.sequence)
-        self._last_used[(model.record.id, False)] = time.monotonic()
+        self._pool.touch((model.record.id, False))
         job = running.handle.job
         assert isinstance(job, GenerateJob)
         cache = self.cache if running.use_cache else None
@@ -581,20 +650,22 @@ class Scheduler:
                 log.exception("a finished-job observer failed")
 
     def _report_activity(self) -> None:
-        self._activity("; ".join(describe_job(r.handle.job) for r in self._running))
+        doing = [describe_job(r.handle.job) for r in self._running]
+        doing += [f"loading the model {model_id}" for model_id in self.loading_models()]
+        self._activity("; ".join(doing))
 
-    def _run_whole(self, handle: JobHandle) -> None:
-        """A job that runs start to end on the worker: exclusive work, embeddings, a load."""
+    def _run_whole(self, handle: JobHandle, model: BatchedModel | None) -> None:
+        """A job that runs start to end on the worker: exclusive work, or embeddings with
+        their resident ``model`` (between steps of the running answers)."""
         job = handle.job
         try:
             if handle.cancelled:
                 handle._put(Finished("cancelled", Usage(), Timings(), job.model_id))
             elif isinstance(job, ExclusiveJob):
                 self._beat(None)  # the lab measures for minutes on purpose: not a stuck step
-                self.unload_all()
+                self._unload_idle_models()
                 handle._put(ExclusiveResult(job.work()))
-            elif isinstance(job, EmbedJob):
-                model = self._model_for(self._resolve(job.model_id), embeddings=True)
+            elif isinstance(job, EmbedJob) and model is not None:
                 vectors, used = [], 0
                 for text in job.inputs:
                     if handle.cancelled:
@@ -604,15 +675,13 @@ class Scheduler:
                     used += len(model.tokenize(text))
                 else:
                     handle._put(Embeddings(vectors, used, model.record.id))
-            else:
-                self._model_for(self._resolve(job.model_id), embeddings=False)  # a load-only job
         except InglenookError as exc:
             handle._put(exc)
         except Exception as exc:  # an engine bug (or the lab's) must not kill the worker
             log.exception("job %d failed", handle.id)
             handle._put(InglenookError(f"internal error: {exc.__class__.__name__}"))
         handle._put(_DONE)
-        self._activity("")
+        self._report_activity()
 
     @staticmethod
     def _prompt_tokens(model: BatchedModel, job: GenerateJob, cancel: threading.Event) -> list[int]:
@@ -624,58 +693,123 @@ class Scheduler:
             return model.prompt_tokens(job.text, cancel=cancel)
         return list(job.tokens or [])
 
-    def _model_for(self, record: ModelRecord, embeddings: bool) -> BatchedModel:
-        key = (record.id, embeddings)
-        with self._lock:
-            model = self._models.get(key)
-            if model is not None and model.record.fingerprint != record.fingerprint:
-                self._unload(key)  # the file changed on disk
-                model = None
-            if model is None:
-                # One resident model at a time keeps memory predictable on small machines.
-                for other in list(self._models):
-                    self._unload(other)
-                model = self._load(record, embeddings)
-                self._models[key] = model
-            self._last_used[key] = time.monotonic()
-            return model
+    # -- resident models ------------------------------------------------------------
 
-    def _load(self, record: ModelRecord, embeddings: bool) -> BatchedModel:
+    def _busy_keys(self) -> set[ModelKey]:
+        return {(r.sequence.model.record.id, False) for r in self._running}
+
+    def _model_or_load(self, handle: JobHandle, record: ModelRecord, embeddings: bool) -> BatchedModel | str:
+        """The resident model for ``record``, or what the job must do while it is not:
+        ``WAIT`` (it is loading now, or another load is) or ``BLOCK`` (its memory is held by
+        models answering now). Raises the error of a load the job was waiting for."""
+        key = (record.id, embeddings)
+        failure = self._load_failures.get(key)
+        if failure is not None and handle.submitted_at <= failure[0]:
+            raise failure[1]
+        model = self._pool.get(key)
+        if model is None:
+            self._take_loaded()  # a load that just landed
+            model = self._pool.get(key)
+        if model is not None:
+            if model.record.fingerprint == record.fingerprint:
+                self._pool.touch(key)
+                return model
+            if key in self._busy_keys():
+                return BLOCK  # the file changed on disk: reload once its answers end
+            self._unload(key)
+        loading = self._loads.loading()
+        if loading:
+            return WAIT  # one load at a time; this one's turn comes when it lands
+        options = self._options_for(embeddings)
+        need = self._estimate(record, options)
+        evict = self._pool.evictions_for(need, self._busy_keys(), self._loads.reserved_bytes())
+        if evict is None:
+            return BLOCK  # after the running answers end, their models can make room
+        for other in evict:
+            log.info("unloading %s to make room for %s", other[0], record.id)
+            self._unload(other)
+        self._start_load(key, record, options, need)
+        return WAIT
+
+    def _options_for(self, embeddings: bool) -> LoadOptions:
         options = self._load_options()
         if embeddings:
-            options = LoadOptions(**{**options.__dict__, "embeddings": True, "parallel": 1})
+            options = dataclasses.replace(options, embeddings=True, parallel=1)
+        return options
+
+    def _start_load(self, key: ModelKey, record: ModelRecord, options: LoadOptions, size: int) -> None:
+        self._load_failures.pop(key, None)
         self._notify(record.id, "loading", 0.0)
-        self._activity(f"loading the model {record.id}")
 
-        def progress(fraction: float) -> None:
-            self._beat(f"loading the model {record.id}")  # a load that makes progress is not stuck
-            self._notify(record.id, "loading", fraction)
+        def build(progress: Callable[[float], None]) -> BatchedModel:
+            def on_progress(fraction: float) -> None:
+                progress(fraction)
+                self._notify(record.id, "loading", fraction)
 
-        try:
-            model = self._loader(record, options, progress=progress)
-        except ModelLoadError as exc:
-            self._notify(record.id, "failed", str(exc))
-            raise
-        self._notify(record.id, "loaded", model)
-        return model
+            return self.loader(record, options, progress=on_progress)
 
-    def _unload(self, key: tuple[str, bool]) -> None:
-        model = self._models.pop(key, None)
-        self._last_used.pop(key, None)
+        self._loads.start(key, record, size, build)
+        self._report_activity()
+
+    def _on_loaded(self, outcome: LoadOutcome) -> None:
+        """On the loader thread: hand the outcome to the worker, and wake it."""
+        with self._wake:
+            self._inbox.append(outcome)
+            self._wake.notify()
+
+    def _take_loaded(self) -> None:
+        """Install finished loads into the pool (worker thread, or close)."""
+        with self._wake:
+            outcomes, self._inbox = self._inbox, []
+        for outcome in outcomes:
+            record = outcome.record
+            if outcome.error is not None:
+                self._load_failures[outcome.key] = (time.perf_counter(), outcome.error)
+                if isinstance(outcome.error, ModelLoadError):
+                    self._notify(record.id, "failed", str(outcome.error))
+            elif self._closed:
+                outcome.model.close()
+            else:
+                # The context it got may differ from the one estimated (an automatic context
+                # chosen at load time, with the memory evictions freed): count the larger.
+                model = outcome.model
+                actual = estimate_resident_bytes(record, dataclasses.replace(model.options, context_size=model.n_ctx))
+                self._pool.add(outcome.key, model, max(outcome.size, actual))
+                log.info("%s resident (about %d MiB; %d MiB of %d MiB in use)", record.id, max(outcome.size, actual) // MIB,
+                         self._pool.used_bytes() // MIB, self._pool.budget_bytes() // MIB)
+                self._notify(record.id, "loaded", model)
+        if outcomes:
+            self._report_activity()
+
+    def _unload(self, key: ModelKey) -> None:
+        model = self._pool.pop(key)
         if model is not None:
             model.close()
             log.info("unloaded %s", key[0])
             self._notify(key[0], "unloaded", None)
 
+    def _unload_idle_models(self) -> None:
+        busy = self._busy_keys()
+        for key in self._pool.keys():
+            if key not in busy:
+                self._unload(key)
+
+    def _serve_unload_requests(self) -> None:
+        with self._wake:
+            requests, self._unload_requests = self._unload_requests, []
+        if requests:
+            self._take_loaded()
+            self._unload_idle_models()
+        for done in requests:
+            done.set()
+
     def _unload_idle(self) -> None:
-        if self.idle_unload_s <= 0 or self._running:
+        self._idle_checked = time.monotonic()
+        if self.idle_unload_s <= 0:
             return
-        now = time.monotonic()
-        with self._lock:
-            for key, used in list(self._last_used.items()):
-                if now - used > self.idle_unload_s:
-                    log.info("unloading %s after %.0fs idle", key[0], now - used)
-                    self._unload(key)
+        for key in self._pool.idle_for(self.idle_unload_s, self._busy_keys()):
+            log.info("unloading %s after %.0fs idle", key[0], self.idle_unload_s)
+            self._unload(key)
 
     def _notify(self, model_id: str, state: str, detail: Any) -> None:
         for listener in list(self._listeners):

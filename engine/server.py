@@ -156,7 +156,8 @@ def create_app(service: ApiService) -> FastAPI:
         if service.closing:
             return JSONResponse({"status": "shutting_down"}, status_code=503)
         loaded = [m.record.id for m in engine.scheduler.loaded_models()]
-        body: dict[str, Any] = {"status": "ok", "loaded_models": loaded, "queue_depth": engine.scheduler.queue_depth}
+        body: dict[str, Any] = {"status": "ok", "loaded_models": loaded, "loading_models": engine.scheduler.loading_models(),
+                                "queue_depth": engine.scheduler.queue_depth}
         beat = engine.scheduler.heartbeat()
         if beat is not None and beat.busy_s > service.stuck_after_s:
             # A wedged step holds every later request: say so, so a supervisor can act.

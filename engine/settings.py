@@ -31,6 +31,10 @@ class Settings:
     # fewer when its measurements say a chunk would stall the streams (deep in a long prompt).
     prefill_chunk: int = 256
     idle_unload_s: float = 600.0
+    # Memory the resident models may take together (MiB: weights + KV + scratch, as
+    # estimated before each load); least recently used idle models leave to make room.
+    # 0: automatic, 60% of physical RAM.
+    memory_budget_mb: int = 0
     default_model: str | None = None
     models_dirs: list[str] = field(default_factory=list)  # extra folders scanned for GGUFs
     # API server

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from inglenook.engine.chat import ChatService
-from inglenook.engine.errors import ContextLengthExceeded, InvalidRequest, ModelNotFound, QueueFull
+from inglenook.engine.errors import ContextLengthExceeded, InvalidRequest, ModelNotFound, ModelTooLarge, QueueFull
 from inglenook.engine.registry import ModelRecord
 from inglenook.engine.runtime import Chunk, Finished, LoadOptions
 from inglenook.engine.sampling import SamplingParams
@@ -82,14 +82,73 @@ def test_jobs_from_many_threads_each_get_their_own_answer(scheduler: Scheduler) 
     assert [len(results[i].split()) for i in range(5)] == [1, 2, 3, 4, 5]
 
 
-def test_switching_models_unloads_the_previous_one(scheduler: Scheduler) -> None:
+def test_another_model_loads_beside_the_first(scheduler: Scheduler) -> None:
     states: list[tuple[str, str]] = []
     scheduler.add_listener(lambda model_id, state, _detail: states.append((model_id, state)))
     scheduler.submit(GenerateJob("a:q4_0", text="x")).result()
     scheduler.submit(GenerateJob("b:q4_0", text="x")).result()
-    assert [m.record.id for m in scheduler.loaded_models()] == ["b:q4_0"]
-    assert ("a:q4_0", "unloaded") in states and ("b:q4_0", "loaded") in states
-    assert ("a:q4_0", "loading") in states
+    assert [m.record.id for m in scheduler.loaded_models()] == ["b:q4_0", "a:q4_0"], "most recently used first"
+    assert ("a:q4_0", "unloaded") not in states
+    assert ("a:q4_0", "loading") in states and ("b:q4_0", "loaded") in states
+
+
+def _sized(record: ModelRecord, _options: LoadOptions) -> int:
+    return {"big": 100, "huge": 101}.get(record.base_id, 40)
+
+
+def test_least_recently_used_idle_model_makes_room() -> None:
+    sched = Scheduler(_resolve, lambda: LoadOptions(context_size=256), idle_unload_s=0, loader=FakeModel,
+                      memory_budget=lambda: 100, estimate=_sized)
+    try:
+        for model_id in ("a:q4_0", "b:q4_0", "a:q4_0", "c:q4_0"):  # b is the least recently used when c comes
+            sched.submit(GenerateJob(model_id, text="x")).result()
+        assert sorted(m.record.id for m in sched.loaded_models()) == ["a:q4_0", "c:q4_0"]
+        sched.submit(GenerateJob("big:q4_0", text="x")).result()
+        assert [m.record.id for m in sched.loaded_models()] == ["big:q4_0"]
+        with pytest.raises(ModelTooLarge, match="more than the memory budget"):
+            sched.submit(GenerateJob("huge:q4_0", text="x", sampling=SamplingParams(max_tokens=1))).result()
+    finally:
+        sched.close()
+
+
+def test_a_model_in_use_is_not_evicted_the_new_one_waits_for_it() -> None:
+    FakeModel.step_delay_s = 0.02
+    sched = Scheduler(_resolve, lambda: LoadOptions(context_size=256), idle_unload_s=0, loader=FakeModel,
+                      memory_budget=lambda: 60, estimate=_sized)
+    try:
+        first = sched.submit(GenerateJob("a:q4_0", text="x"))
+        assert isinstance(next(iter(first)), Chunk)
+        second = sched.submit(GenerateJob("b:q4_0", text="x"))
+        text, _finished = first.result()
+        assert text == FakeModel.reply[len("The"):], "a ran to its end beside the waiting job"
+        assert second.result()[0] == FakeModel.reply
+        assert [m.record.id for m in sched.loaded_models()] == ["b:q4_0"]
+    finally:
+        FakeModel.step_delay_s = 0.0
+        sched.close()
+
+
+def test_two_resident_models_step_in_the_same_loop() -> None:
+    FakeModel.step_delay_s = 0.01
+    sched = Scheduler(_resolve, lambda: LoadOptions(context_size=256), idle_unload_s=0, loader=FakeModel)
+    try:
+        sched.submit(GenerateJob("a:q4_0", text="x")).result()
+        sched.submit(GenerateJob("b:q4_0", text="x")).result()  # both resident now
+        order: list[str] = []
+        handles = {m: sched.submit(GenerateJob(m, text="x")) for m in ("a:q4_0", "b:q4_0")}
+        threads = [threading.Thread(target=lambda m=m: order.extend(m for e in handles[m] if isinstance(e, Chunk)))
+                   for m in handles]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(10)
+        words = len(FakeModel.reply.split())
+        assert order.count("a:q4_0") == order.count("b:q4_0") == words
+        first_of_b, last_of_a = order.index("b:q4_0"), len(order) - 1 - order[::-1].index("a:q4_0")
+        assert first_of_b < last_of_a, "the two answers ran side by side, not one after the other"
+    finally:
+        FakeModel.step_delay_s = 0.0
+        sched.close()
 
 
 def test_idle_models_are_unloaded() -> None:
