@@ -15,6 +15,7 @@ Everything slow runs on ``Workers``' lanes; controllers react to results on the 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from .app_settings import API_FIELDS, SettingsSaver
 from .chat_controller import ChatController
 from .chat_page import ChatPage
 from .conversations import ConversationList
+from .help_menu import AppMenus
 from .model_list import ModelList
 from .model_state import ModelStateHub
 from .models_installed import ModelDropFilter
@@ -72,6 +74,12 @@ class MainWindow(QMainWindow):
         self.active = ActiveChat(engine, self.workers, self.chat_page, self.chat, self.model_list, self)
         self._connect()
         self._shortcuts()
+        # Closing may mean "hide in the tray" (main.py sets this when a tray exists).
+        self.close_guard: Callable[[], bool] | None = None
+        self.menus = AppMenus(self, settings=lambda: engine.settings, save=self.saver.apply,
+                              folders={"logs": engine.paths.logs, "data": engine.paths.data},
+                              new_chat=self.new_chat, open_settings=self.open_settings, quit_app=self.quit_app,
+                              notice=lambda text: self.statusBar().showMessage(text, 8000))
 
         self.model_list.refresh()
         self.conversations.refresh(open_latest=True)
@@ -244,6 +252,7 @@ class MainWindow(QMainWindow):
 
     def _settings_saved(self, applied: dict[str, Any]) -> None:
         settings = self.engine.settings
+        self.menus.refresh()
         self.panel.set_context_size(settings.context_size)
         if "theme" in applied:
             self.apply_theme()
@@ -285,7 +294,18 @@ class MainWindow(QMainWindow):
         self.hub.close()
         self.workers.close()
 
+    def quit_app(self) -> None:
+        """Quit for real (the menu, the tray): no hiding in the tray."""
+        self.close_guard = None
+        self.close()
+        app = QApplication.instance()
+        if app is not None:
+            app.quit()  # a window hidden in the tray is not closed by close(); nothing else quits
+
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802
+        if self.close_guard is not None and self.close_guard():
+            event.ignore()
+            return
         self.shutdown()
         super().closeEvent(event)
 

@@ -55,6 +55,10 @@ class Settings:
     theme: str = "system"  # light | dark | system
     # Hub
     hf_token: str | None = None
+    # Desktop
+    close_to_tray: bool = True  # closing the window while the API runs keeps it in the tray
+    start_at_login: bool = False  # an autostart entry (XDG autostart, the Run key, a LaunchAgent)
+    welcome_shown: bool = False  # the first-run welcome was seen
     # Usage and cost (usage.py, pricing.py)
     usage_retention_days: int = 365  # usage records older than this are removed; 0 keeps all
     usage_prices: list[dict[str, Any]] | None = None  # the price table; None: pricing.DEFAULT_PRICES

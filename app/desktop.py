@@ -1,0 +1,85 @@
+"""What run_app adds around the window on a desktop: the tray, the welcome, a later launch.
+
+Kept out of window.py so that tests and scripts which build a ``MainWindow`` directly get the
+plain window: no tray icon, no first-run dialog.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from PySide6.QtGui import QIcon
+
+from inglenook.engine import find_starter_model
+
+from .resources import resource_path
+from .tray import TrayController
+from .welcome import WelcomeDialog, WelcomeFacts
+from .window import MainWindow
+
+log = logging.getLogger(__name__)
+
+
+def bring_forward(window: MainWindow, models: list[Path]) -> None:
+    """A second launch asked for the window (and maybe to import ``.gguf`` files)."""
+    tray = getattr(window, "tray", None)
+    if isinstance(tray, TrayController):
+        tray.show_window()
+    else:
+        window.showNormal()
+        window.raise_()
+        window.activateWindow()
+    if models:
+        window.import_dropped(models)
+
+
+def install_tray(window: MainWindow) -> TrayController:
+    """The tray icon, and closing the window while the API serves means hiding it there."""
+    icon_file = resource_path("inglenook.svg")
+    icon = QIcon(str(icon_file)) if icon_file is not None else window.windowIcon()
+    settings = window.engine
+
+    tray = TrayController(window, window.server, close_to_tray=lambda: settings.settings.close_to_tray,
+                          quit_app=window.quit_app, icon=icon)
+
+    def hide_instead() -> bool:
+        if not tray.should_hide_on_close():
+            return False
+        tray.hide_to_tray()
+        return True
+
+    window.close_guard = hide_instead
+    window.tray = tray  # type: ignore[attr-defined]  # bring_forward finds it here
+    return tray
+
+
+def welcome_facts(window: MainWindow) -> WelcomeFacts:
+    engine = window.engine
+    # The file, not the model list: the list is still being read on a worker at this point.
+    starter = find_starter_model()
+    settings = engine.settings
+    return WelcomeFacts(
+        starter_model=starter.stem.replace(".", " (", 1) + ")" if starter is not None else None,
+        database=engine.paths.database,
+        api_url=f"http://{settings.api_host}:{settings.api_port}/v1" if settings.api_enabled else None,
+    )
+
+
+def maybe_welcome(window: MainWindow) -> WelcomeDialog | None:
+    """On the first launch: the welcome, then a new chat with the composer focused."""
+    if window.engine.settings.welcome_shown:
+        window.composer.input.setFocus()
+        return None
+    dialog = WelcomeDialog(welcome_facts(window), window)
+
+    def done(_result: int) -> None:
+        window.saver.apply({"welcome_shown": True})
+        window.new_chat()
+        window.activateWindow()
+        window.composer.input.setFocus()
+
+    dialog.finished.connect(done)
+    dialog.open()
+    window.welcome = dialog  # type: ignore[attr-defined]  # tests and the timing script find it
+    return dialog
