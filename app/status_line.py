@@ -18,6 +18,8 @@ class StatusLine(QObject):
     def __init__(self, bar: QStatusBar, load_bar: QProgressBar, server: ServerController) -> None:
         super().__init__(bar)
         self.load_bar = load_bar
+        self.server = server
+        self._api_text = "API off"
         bar.setSizeGripEnabled(False)
         self.model_status = QLabel("No model loaded", bar)
         self.memory_status = QLabel("", bar)
@@ -63,10 +65,20 @@ class StatusLine(QObject):
         except psutil.Error:
             return
         self.memory_status.setText(f"Memory {human_size(rss)} in use  ·  {human_size(available)} free")
+        self._show_api_users()
+
+    def _show_api_users(self) -> None:
+        """Who is using the box now: open generations per named API key, after the API state."""
+        api = self.server.server
+        streams = api.active_streams_by_key() if api is not None else {}
+        users = ", ".join(f"{name} {count}" for name, count in sorted(streams.items()))
+        self.api_status.setText(f"{self._api_text}  ·  in use: {users}" if users else self._api_text)
+        self.api_status.setToolTip("Generations in flight per API key" if users else "")
 
     def show_api_state(self, state: str, url: str, _error: object = None) -> None:
         on = state in ("running", "starting")
-        self.api_status.setText(f"API ● {url}" if state == "running" else API_TEXTS.get(state, state))
+        self._api_text = f"API ● {url}" if state == "running" else API_TEXTS.get(state, state)
+        self._show_api_users()
         self.api_toggle.setChecked(on)
         self.api_toggle.setText("Stop API" if on else "Start API")
 

@@ -49,6 +49,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "reasoning": ("Split", "split_whole"),
     "atomic": ("atomic_write_bytes", "atomic_write_text"),
     "server": ("ApiServer",),
+    "api_keys": ("ApiKeyRecord", "ApiKeys", "KeyLimits"),
+    "tls": ("TlsFiles",),
     "lab": ("LabProgress", "LabReport", "LabResult", "LabRun", "QuantLab", "Variant", "VariantGroup"),
     "lab.evaltext": ("EvalText",),
     "lab.measure": ("MeasureConfig",),
@@ -74,6 +76,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from .api_keys import ApiKeyRecord as ApiKeyRecord, ApiKeys as ApiKeys, KeyLimits as KeyLimits
     from .atomic import atomic_write_bytes as atomic_write_bytes, atomic_write_text as atomic_write_text
     from .cache import CacheUsage as CacheUsage
     from .chat import ChatService as ChatService, Turn as Turn, title_from as title_from
@@ -166,6 +169,7 @@ if TYPE_CHECKING:
     )
     from .server import ApiServer as ApiServer
     from .settings import Settings as Settings
+    from .tls import TlsFiles as TlsFiles
     from .aliases import validated_name as validated_name, with_alias as with_alias, without_alias as without_alias
     from .client_configs import (
         CLIENTS as CLIENTS,

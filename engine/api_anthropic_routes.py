@@ -22,6 +22,7 @@ from .api_anthropic_out import Answer, whole_message
 from .api_anthropic_stream import message_stream
 from .api_bodies import check_json_value
 from .api_errors import ApiError
+from .api_key_limits import stamp_client
 from .api_requests import GenerationPlan, chat_plan
 from .api_responses import ToolCallFilter
 from .api_runs import Run, cancelled_on_disconnect
@@ -54,6 +55,7 @@ async def read_body(request: Request, model: type[BodyT]) -> BodyT:
 
 def start_run(service: "ApiService", plan: GenerationPlan, cap: int | None) -> Run:
     """Queue the plan's one job; ``cap`` ends it after that many tokens (``max_tokens``)."""
+    stamp_client(plan.jobs)  # a named key's requests count as "api:<name>"
     handle = service.engine.scheduler.submit(plan.jobs[0])
     return service.counted(Run(handle, service.limiter, cap, service.runs), plan.jobs[0], plan)
 

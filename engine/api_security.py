@@ -11,22 +11,32 @@ A web page can reach a server on 127.0.0.1 in two ways, and both are closed here
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hmac
 import ipaddress
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+import anyio
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .api_anthropic_errors import anthropic_error, is_messages_path
 from .api_errors import ApiError, error_body
+from .api_key_limits import GENERATION_PATHS, KeyTraffic, request_client
+from .api_keys import ApiKeyRecord, ApiKeys
 
 log = logging.getLogger(__name__)
 
 OPEN_PATHS = frozenset({"/health"})
+# How often a keyed stream checks that its key still works (a revoked key ends its streams).
+REVOCATION_POLL_S = 0.5
+# Names a request's model resolves to (the name itself, the model id), for keys limited to models.
+ModelResolver = Callable[[str], list[str]]
 
 
 def is_loopback_host(host: str) -> bool:
@@ -66,6 +76,10 @@ class Gate:
         cors_origins: Sequence[str] = (),
         any_ip_host: bool = False,
         max_body_bytes: int = 16 * 1024 * 1024,
+        keys: ApiKeys | None = None,
+        traffic: KeyTraffic | None = None,
+        resolve_model: ModelResolver | None = None,
+        require_key: bool = False,
     ) -> None:
         self.app = app
         self.api_key = api_key.encode() if api_key else None
@@ -73,22 +87,35 @@ class Gate:
         self.cors_origins = {o.rstrip("/").lower() for o in cors_origins}
         self.any_ip_host = any_ip_host
         self.max_body_bytes = max_body_bytes
+        self.keys = keys
+        self.traffic = traffic or KeyTraffic()
+        self.resolve_model = resolve_model
+        # A server other machines reach never serves without a key, even once every named
+        # key is revoked (then it refuses everyone until a key is created).
+        self.require_key = require_key
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
+        record: ApiKeyRecord | None = None
         try:
             self._check_host(headers.get("host"))
             self._check_origin(headers.get("origin"), headers.get("host"))
             if scope["path"] not in OPEN_PATHS and scope["method"] != "OPTIONS":
-                self._check_key(headers)
-            receive = await self._buffered_body(headers, receive)
+                record = await self._authorize(headers)
+            body, early = await self._read_body(headers, receive)
+            if record is not None:
+                await self._admit(record, scope, body)
         except ApiError as error:
             await send_error(send, error, scope["path"])
             return
-        await self.app(scope, receive, send)
+        receive = _replay(body, early, receive)
+        if record is None:
+            await self.app(scope, receive, send)
+        else:
+            await self._serve_keyed(record, scope, receive, send)
 
     def _check_host(self, host_header: str | None) -> None:
         if host_header is None or "*" in self.allowed_hosts:
@@ -111,20 +138,90 @@ class Gate:
         log.warning("refused a cross-origin request from %r", origin)
         raise ApiError(403, "cross-origin requests from this origin are not allowed", code="forbidden_origin")
 
-    def _check_key(self, headers: Headers) -> None:
-        if self.api_key is None:
-            return
-        supplied = headers.get("authorization", "")
-        scheme, _, token = supplied.partition(" ")
-        if scheme.lower() != "bearer":
-            token = headers.get("x-api-key", "")
+    async def _authorize(self, headers: Headers) -> ApiKeyRecord | None:
+        """The named key the request carries; None for the server's own key or an open server."""
+        token = _supplied_token(headers)
         # Compare in constant time so the key cannot be guessed byte by byte from timings.
-        if not hmac.compare_digest(token.strip().encode(), self.api_key):
-            message = "missing API key" if not token else "incorrect API key"
-            raise ApiError(401, f"{message}; send it as 'Authorization: Bearer KEY'", code="invalid_api_key")
+        if self.api_key is not None and hmac.compare_digest(token.encode(), self.api_key):
+            return None
+        revoked = False
+        if self.keys is not None:
+            if token:
+                record = await anyio.to_thread.run_sync(self.keys.find, token)
+                if record is not None:
+                    return record
+                revoked = await anyio.to_thread.run_sync(self.keys.was_revoked, token)
+            open_server = self.api_key is None and not self.require_key and not revoked
+            if open_server and not await anyio.to_thread.run_sync(self.keys.any_active):
+                return None  # no key of any kind is configured: open, as a loopback server is
+        elif self.api_key is None and not self.require_key:
+            return None
+        if revoked:
+            raise REVOKED
+        message = "missing API key" if not token else "incorrect API key"
+        raise ApiError(401, f"{message}; send it as 'Authorization: Bearer KEY'", code="invalid_api_key")
 
-    async def _buffered_body(self, headers: Headers, receive: Receive) -> Receive:
-        """Read the body (refusing it past the limit), then hand it to the app in one piece."""
+    async def _admit(self, record: ApiKeyRecord, scope: Scope, body: bytes) -> None:
+        """A named key's limits, checked before the request reaches the app: models, rate."""
+        if record.limits.models and scope["method"] == "POST":
+            model = _model_named(body)
+            names = [model] if model else []
+            if model and self.resolve_model is not None:
+                names += await anyio.to_thread.run_sync(self.resolve_model, model)
+            if not record.limits.allows_model(*names):
+                allowed = ", ".join(record.limits.models)
+                raise ApiError(403, f"this key may use only these models: {allowed}", code="model_not_allowed",
+                               param="model")
+        self.traffic.admit(record)
+        if self.keys is not None:
+            await anyio.to_thread.run_sync(self.keys.record_use, record.name)
+
+    async def _serve_keyed(self, record: ApiKeyRecord, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve a keyed request as its client; a generation holds one of the key's streams and
+        ends, with an error in its own stream format, if the key is revoked meanwhile."""
+        generation = scope["method"] == "POST" and scope["path"] in GENERATION_PATHS
+        try:
+            holding = self.traffic.stream(record) if generation else contextlib.nullcontext()
+            holding.__enter__()
+        except ApiError as error:
+            await send_error(send, error, scope["path"])
+            return
+        client = request_client.set(record.client)
+        response = _ResponseState()
+
+        async def tracked_send(message: Message) -> None:
+            response.saw(message)
+            await send(message)
+
+        watcher: asyncio.Future[None] | None = None
+        try:
+            with anyio.CancelScope() as app_scope:
+                if generation and self.keys is not None:
+                    # A plain task, not a task group: the app's own errors stay unwrapped.
+                    watcher = asyncio.ensure_future(self._end_if_revoked(record.name, app_scope, response))
+                await self.app(scope, receive, tracked_send)
+            if response.revoked:
+                await _end_revoked(send, response, scope["path"])
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watcher
+            request_client.reset(client)
+            holding.__exit__(None, None, None)
+
+    async def _end_if_revoked(self, name: str, app_scope: anyio.CancelScope, response: "_ResponseState") -> None:
+        assert self.keys is not None
+        while True:
+            await anyio.sleep(REVOCATION_POLL_S)
+            if not await anyio.to_thread.run_sync(self.keys.is_active, name):
+                log.info("API key %r was revoked; ending its open stream", name)
+                response.revoked = True
+                app_scope.cancel()
+                return
+
+    async def _read_body(self, headers: Headers, receive: Receive) -> tuple[bytes, Message | None]:
+        """Read the body (refusing it past the limit), so the app gets it in one piece."""
         declared = headers.get("content-length")
         if declared is not None:
             try:
@@ -138,14 +235,67 @@ class Gate:
         while True:
             message = await receive()
             if message["type"] != "http.request":
-                return _replay(b"", message, receive)  # the client left before sending it all
+                return b"", message  # the client left before sending it all
             body = message.get("body", b"")
             size += len(body)
             if size > self.max_body_bytes:
                 raise _too_large(self.max_body_bytes)
             chunks.append(body)
             if not message.get("more_body", False):
-                return _replay(b"".join(chunks), None, receive)
+                return b"".join(chunks), None
+
+
+def _supplied_token(headers: Headers) -> str:
+    scheme, _, token = headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer":
+        token = headers.get("x-api-key", "")
+    return token.strip()
+
+
+def _model_named(body: bytes) -> str:
+    """The body's ``model`` field; '' when there is none (the app reports bad JSON itself)."""
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError):
+        return ""
+    model = data.get("model") if isinstance(data, dict) else None
+    return model if isinstance(model, str) else ""
+
+
+@dataclass
+class _ResponseState:
+    started: bool = False
+    ended: bool = False
+    event_stream: bool = False
+    revoked: bool = False
+
+    def saw(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.started = True
+            content_type = dict(message.get("headers", [])).get(b"content-type", b"")
+            self.event_stream = content_type.startswith(b"text/event-stream")
+        elif message["type"] == "http.response.body" and not message.get("more_body", False):
+            self.ended = True
+
+
+REVOKED = ApiError(401, "this API key was revoked", code="invalid_api_key")
+
+
+async def _end_revoked(send: Send, response: _ResponseState, path: str) -> None:
+    """Tell the client its key was revoked: an error response, or the stream's last event."""
+    if not response.started:
+        await send_error(send, REVOKED, path)
+        return
+    if response.ended:
+        return
+    tail = b""
+    if response.event_stream:
+        if is_messages_path(path):
+            _, body, _ = anthropic_error(REVOKED)
+            tail = b"event: error\ndata: " + json.dumps(body).encode() + b"\n\n"
+        else:
+            tail = b"data: " + json.dumps(error_body(REVOKED)).encode() + b"\n\n"
+    await send({"type": "http.response.body", "body": tail, "more_body": False})
 
 
 def _too_large(limit: int) -> ApiError:

@@ -37,6 +37,8 @@ from .api_openai_responses_routes import responses_router
 from .api_requests import GenerationPlan, ModelNames, chat_plan, completion_plan
 from .api_responses import Meta, chat_completion, chat_stream, completion, completion_stream
 from .api_runs import Run, RunSet, cancelled_on_disconnect
+from .api_key_limits import KeyTraffic, stamp_client
+from .api_keys import ApiKeys
 from .api_security import Gate, is_loopback_host
 from .api_usage_routes import tag_jobs, usage_router
 from .scheduler import GenerateJob
@@ -54,6 +56,7 @@ from .protocol import (
     RequestModel,
 )
 from .scheduler import EmbedJob
+from .tls import TlsFiles
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +89,7 @@ class ApiService:
 
     def submit(self, plan: GenerationPlan) -> list[Run]:
         cap = self.default_max_tokens if plan.capped else None
+        stamp_client(plan.jobs)  # a named key's requests count as "api:<name>"
         # All of a request's choices are queued at once, so they start in the same step.
         handles = self.engine.scheduler.submit_many(plan.jobs)
         return [self.counted(Run(handle, self.limiter, cap, self.runs), job, plan)
@@ -272,6 +276,8 @@ class ApiServer:
         read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         stuck_after_s: float = DEFAULT_STUCK_AFTER_S,
+        keys: ApiKeys | None = None,
+        tls: TlsFiles | None = None,
     ) -> None:
         self.engine = engine
         self.host = host
@@ -286,6 +292,9 @@ class ApiServer:
         self.read_timeout_s = read_timeout_s
         self.max_connections = max_connections
         self.stuck_after_s = stuck_after_s
+        self.keys = keys  # named keys (a team's server); None: only api_key, if set
+        self.traffic = KeyTraffic()  # per-key windows and open streams
+        self.tls = tls
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self._socket: socket.socket | None = None
@@ -298,6 +307,7 @@ class ApiServer:
         values: dict[str, Any] = {
             "host": s.api_host, "port": s.api_port, "api_key": s.api_key, "cors_origins": s.cors_origins,
             "allowed_hosts": s.allowed_hosts, "strict_model_names": s.strict_model_names,
+            "keys": ApiKeys(engine.store), "tls": TlsFiles.from_paths(s.tls_cert, s.tls_key),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(engine, **values)
@@ -311,12 +321,16 @@ class ApiServer:
             host = "::1"
         if ":" in host:
             host = f"[{host}]"
-        return f"http://{host}:{self.port}/v1"
+        return f"{'https' if self.tls else 'http'}://{host}:{self.port}/v1"
 
     @property
     def active_requests(self) -> int:
         """Generations in flight (for a status line)."""
         return len(self._service.runs) if self._service is not None else 0
+
+    def active_streams_by_key(self) -> dict[str, int]:
+        """Named key -> generations in flight now (who is using the box)."""
+        return self.traffic.active_streams()
 
     @property
     def running(self) -> bool:
@@ -331,6 +345,8 @@ class ApiServer:
         app = Gate(
             app, self.api_key, self.allowed_hosts, self.cors_origins,
             any_ip_host=not is_loopback_host(self.host), max_body_bytes=self.max_body_bytes,
+            keys=self.keys, traffic=self.traffic, resolve_model=_resolver(names),
+            require_key=not is_loopback_host(self.host),
         )
         if self.cors_origins:
             from starlette.middleware.cors import CORSMiddleware  # noqa: PLC0415
@@ -346,11 +362,13 @@ class ApiServer:
         """Bind, start serving in a thread, and return once the server accepts connections."""
         if self.running:
             return
-        if not is_loopback_host(self.host) and not self.api_key:
+        if not is_loopback_host(self.host) and not self.api_key and not (self.keys and self.keys.any_active()):
             raise ServerError(
                 f"refusing to listen on {self.host}, which other machines can reach, without an API key; "
-                "set one (--api-key) or listen on 127.0.0.1"
+                "set one (--api-key, or `inglenook keys create NAME`) or listen on 127.0.0.1"
             )
+        if self.tls is not None:
+            self.tls.check()
         import uvicorn  # noqa: PLC0415 — only the server needs it
 
         self._socket = self._bind()
@@ -359,6 +377,7 @@ class ApiServer:
             self.build_app(), log_config=None, access_log=False, lifespan="off",
             http=guarded_h11(self.read_timeout_s, self.max_connections),
             timeout_graceful_shutdown=5, timeout_keep_alive=5,
+            ssl_certfile=str(self.tls.cert) if self.tls else None, ssl_keyfile=str(self.tls.key) if self.tls else None,
         )
         self._server = uvicorn.Server(config)
         self._failure = None
@@ -431,6 +450,18 @@ class ApiServer:
 
     def __exit__(self, *_exc: object) -> None:
         self.stop()
+
+
+def _resolver(names: ModelNames) -> Any:
+    """The model id a request's name runs on, for keys limited to some models."""
+
+    def resolve(name: str) -> list[str]:
+        try:
+            return [names.resolve(name).id]
+        except InglenookError:
+            return []
+
+    return resolve
 
 
 def _is_ipv6(host: str) -> bool:

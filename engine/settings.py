@@ -45,6 +45,14 @@ class Settings:
     cors_origins: list[str] = field(default_factory=list)
     allowed_hosts: list[str] = field(default_factory=list)
     strict_model_names: bool = False
+    # TLS for LAN use: both paths, or neither (plain HTTP). Named keys are in api_keys.py.
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    # Other OpenAI-compatible servers whose models the window and the API offer
+    # ({"name", "base_url", "key_in": "keyring" | "store" | "", "key"}; see remote.py).
+    remote_engines: list[dict[str, Any]] = field(default_factory=list)
+    # llama.cpp RPC workers ("host:port") a load splits layers across (rpc.py).
+    rpc_workers: list[str] = field(default_factory=list)
     # Names clients send (``claude-sonnet-4-5``, ``fast``) mapped to installed model ids;
     # keys are stored lower-case (see aliases.py).
     model_aliases: dict[str, str] = field(default_factory=dict)

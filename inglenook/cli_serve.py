@@ -48,13 +48,15 @@ def add_commands(commands: Any) -> None:
         help="tokens of context per answer for every model this run serves (default: each model's "
         "setting, else what the model and free memory allow)",
     )
+    serve.add_argument("--tls-cert", metavar="PATH", help="serve HTTPS with this certificate (PEM; needs --tls-key)")
+    serve.add_argument("--tls-key", metavar="PATH", help="the certificate's private key (PEM)")
     serve.add_argument("--strict-model-names", action="store_true", default=None,
                        help="answer unknown model names with 404 instead of the default model")
     serve.set_defaults(handler=cmd_serve)
 
 
 def cmd_serve(args: argparse.Namespace, paths: Paths) -> int:
-    from inglenook.engine import ApiServer, Engine  # noqa: PLC0415 — keeps --help fast
+    from inglenook.engine import ApiServer, Engine, TlsFiles  # noqa: PLC0415 — keeps --help fast
 
     if args.context is not None and not MIN_CONTEXT <= args.context <= MAX_CONTEXT:
         print(f"inglenook serve: error: --context must be between {MIN_CONTEXT} and {MAX_CONTEXT}", file=sys.stderr)
@@ -64,11 +66,12 @@ def cmd_serve(args: argparse.Namespace, paths: Paths) -> int:
             # This run only: the saved settings (and each model's own) stay as they are.
             engine.settings = dataclasses.replace(engine.settings, context_size=args.context, model_context={})
         default_model = engine.registry.resolve(args.model).id if args.model else None
+        tls = TlsFiles.from_paths(args.tls_cert or engine.settings.tls_cert, args.tls_key or engine.settings.tls_key)
         server = ApiServer.from_settings(
             engine,
             host=args.host, port=args.port, api_key=args.api_key or os.environ.get(API_KEY_VARIABLE) or None,
             cors_origins=args.cors_origins, allowed_hosts=args.allowed_hosts,
-            strict_model_names=args.strict_model_names, default_model=default_model,
+            strict_model_names=args.strict_model_names, default_model=default_model, tls=tls,
         )
         server.start()
         try:
