@@ -51,6 +51,9 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "server": ("ApiServer",),
     "api_keys": ("ApiKeyRecord", "ApiKeys", "KeyLimits"),
     "tls": ("TlsFiles",),
+    "pricing": ("DEFAULT_PRICES", "MachineCost", "Price", "validated_prices"),
+    "usage": ("TokenCounts", "UsageReport", "checked_days"),
+    "usage_summary": ("UsageSummary", "machine_cost_of"),
     "lab": ("LabProgress", "LabReport", "LabResult", "LabRun", "QuantLab", "Variant", "VariantGroup"),
     "lab.evaltext": ("EvalText",),
     "lab.measure": ("MeasureConfig",),
@@ -170,6 +173,14 @@ if TYPE_CHECKING:
     from .server import ApiServer as ApiServer
     from .settings import Settings as Settings
     from .tls import TlsFiles as TlsFiles
+    from .pricing import (
+        DEFAULT_PRICES as DEFAULT_PRICES,
+        MachineCost as MachineCost,
+        Price as Price,
+        validated_prices as validated_prices,
+    )
+    from .usage import TokenCounts as TokenCounts, UsageReport as UsageReport, checked_days as checked_days
+    from .usage_summary import UsageSummary as UsageSummary, machine_cost_of as machine_cost_of
     from .aliases import validated_name as validated_name, with_alias as with_alias, without_alias as without_alias
     from .client_configs import (
         CLIENTS as CLIENTS,

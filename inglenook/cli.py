@@ -16,7 +16,7 @@ import sqlite3
 import sys
 from collections.abc import Iterator, Sequence
 
-from inglenook import __version__, cli_alias, cli_hub, cli_keys, cli_lab, cli_launch, cli_serve
+from inglenook import __version__, cli_alias, cli_hub, cli_keys, cli_lab, cli_launch, cli_serve, cli_usage
 from inglenook.engine import CrashGuard, InglenookError, Paths, StoreError, human_count, human_size
 from inglenook.terminal import print_table
 
@@ -110,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.set_defaults(handler=cmd_doctor)
     cli_serve.add_commands(commands)
     cli_alias.add_commands(commands)
+    cli_usage.add_commands(commands)
     cli_keys.add_commands(commands)
     cli_launch.add_commands(commands)
     cli_lab.add_commands(commands)
