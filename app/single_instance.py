@@ -78,6 +78,7 @@ class InstanceServer(QObject):
         # Only this user may connect (the socket is created 0700 on Unix).
         self.server.setSocketOptions(QLocalServer.SocketOption.UserAccessOption)
         self.server.newConnection.connect(self._accept)
+        self._pending: dict[QLocalSocket, bytearray] = {}
 
     def listen(self) -> bool:
         """Start listening; a socket file left by a crashed instance is removed first (the
@@ -96,15 +97,18 @@ class InstanceServer(QObject):
     def _accept(self) -> None:
         while self.server.hasPendingConnections():
             connection = self.server.nextPendingConnection()
-            buffer = bytearray()
-            connection.readyRead.connect(lambda c=connection, b=buffer: self._read(c, b))
-            connection.disconnected.connect(connection.deleteLater)
+            # Held here until answered: Qt owns the socket, this keeps its wrapper and buffer.
+            self._pending[connection] = bytearray()
+            connection.readyRead.connect(lambda c=connection: self._read(c))
 
-    def _read(self, connection: QLocalSocket, buffer: bytearray) -> None:
+    def _read(self, connection: QLocalSocket) -> None:
+        buffer = self._pending.get(connection)
+        if buffer is None:  # already answered
+            return
         buffer += bytes(connection.readAll().data())
         if len(buffer) > MAX_MESSAGE_BYTES:
             log.warning("dropped an oversized message from a later launch")
-            connection.abort()
+            self._finish(connection, None)
             return
         if b"\n" not in buffer:
             return
@@ -114,10 +118,15 @@ class InstanceServer(QObject):
             paths = [str(p) for p in message.get("open", [])]
         except (ValueError, AttributeError, TypeError):
             log.warning("ignored a malformed message from a later launch")
-            connection.write(b"error\n")
-            connection.disconnectFromServer()
+            self._finish(connection, b"error\n")
             return
-        connection.write(b"ok\n")
-        connection.flush()
-        connection.disconnectFromServer()
+        self._finish(connection, b"ok\n")
         self.opened.emit(paths)
+
+    def _finish(self, connection: QLocalSocket, answer: bytes | None) -> None:
+        del self._pending[connection]
+        if answer is not None:
+            connection.write(answer)
+            connection.flush()
+        connection.disconnectFromServer()
+        connection.deleteLater()

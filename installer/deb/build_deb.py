@@ -1,0 +1,137 @@
+"""Turn the PyInstaller bundle (dist/inglenook/) into a .deb with dpkg-deb.
+
+    python installer/deb/build_deb.py [--bundle dist/inglenook] [--out dist] [--version 0.1.0]
+
+Layout: the bundle under /opt/inglenook, the launcher /usr/bin/inglenook, the desktop entry,
+the hicolor icons (rendered by packaging/make_icons.py into build/icons), the AppStream
+metainfo and the .gguf MIME type. Debian's triggers (desktop-file-utils, shared-mime-info,
+hicolor-icon-theme) refresh their caches on install and removal, so the package needs no
+maintainer scripts and removes cleanly; user data (~/.local/share/Inglenook, …) is never
+touched by dpkg.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+log = logging.getLogger("build_deb")
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGING = ROOT / "packaging"
+HERE = Path(__file__).resolve().parent
+METAINFO = "app.inglenook.Inglenook.metainfo.xml"
+
+# The system libraries the bundle leaves to the system: what Qt's xcb platform plugin and
+# libQt6Gui link (`ldd` on the bundled libqxcb.so / libQt6XcbQpa.so.6, which PyInstaller does
+# not copy), OpenMP for llama.cpp's CPU backends, and glibc as new as the build machine's.
+# app/qt_platform.py names the same packages when one is missing.
+DEPENDS = [
+    "libc6 (>= 2.36)", "libgomp1", "libstdc++6",
+    "libgl1", "libegl1", "libfontconfig1", "libfreetype6", "libdbus-1-3", "libglib2.0-0",
+    "libx11-6", "libx11-xcb1", "libxcb1", "libxkbcommon0", "libxkbcommon-x11-0",
+    "libxcb-cursor0", "libxcb-icccm4", "libxcb-image0", "libxcb-keysyms1", "libxcb-randr0",
+    "libxcb-render0", "libxcb-render-util0", "libxcb-shape0", "libxcb-shm0", "libxcb-sync1",
+    "libxcb-util1", "libxcb-xfixes0", "libxcb-xkb1",
+]
+
+
+def project_version() -> str:
+    namespace: dict[str, str] = {}
+    exec((ROOT / "inglenook" / "__init__.py").read_text(), namespace)  # noqa: S102 — our own file
+    return namespace["__version__"]
+
+
+def control_text(version: str, installed_kib: int) -> str:
+    return "\n".join([
+        "Package: inglenook",
+        f"Version: {version}",
+        "Section: utils",
+        "Priority: optional",
+        "Architecture: amd64",
+        "Maintainer: The Inglenook developers <inglenook@localhost>",
+        f"Installed-Size: {installed_kib}",
+        f"Depends: {', '.join(DEPENDS)}",
+        "Homepage: https://github.com/inglenook/inglenook",
+        "Description: chat with language models on your own computer",
+        " Inglenook runs GGUF language models through llama.cpp on this machine: a",
+        " desktop chat app and a local OpenAI-compatible API from the same engine. A",
+        " small starter model is included, so the first chat works offline.",
+        "",
+    ])
+
+
+def launcher_text() -> str:
+    return (HERE / "inglenook.sh").read_text()
+
+
+def stage(bundle: Path, icons: Path, root: Path) -> None:
+    if root.exists():
+        shutil.rmtree(root)
+    shutil.copytree(bundle, root / "opt" / "inglenook", symlinks=True)
+    bin_dir = root / "usr" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "inglenook").write_text(launcher_text())
+    (bin_dir / "inglenook").chmod(0o755)
+    share = root / "usr" / "share"
+    for source, target in (
+        (PACKAGING / "inglenook.desktop", share / "applications" / "inglenook.desktop"),
+        (PACKAGING / METAINFO, share / "metainfo" / METAINFO),
+        (PACKAGING / "inglenook-gguf.xml", share / "mime" / "packages" / "inglenook-gguf.xml"),
+        (HERE / "copyright", share / "doc" / "inglenook" / "copyright"),
+    ):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
+    shutil.copytree(icons / "hicolor", share / "icons" / "hicolor")
+    for path in root.rglob("*"):  # dpkg installs modes as packed: no group/other write
+        if not path.is_symlink():
+            path.chmod(path.stat().st_mode & ~0o022)
+
+
+def directory_kib(root: Path) -> int:
+    total = sum(p.lstat().st_size for p in root.rglob("*") if p.is_file() or p.is_symlink())
+    return (total + 1023) // 1024
+
+
+def build(bundle: Path, out: Path, version: str, icons: Path) -> Path:
+    if not (bundle / "inglenook").is_file():
+        raise SystemExit(f"no bundle at {bundle}: run `make package` (PyInstaller) first")
+    if not (icons / "hicolor").is_dir():
+        raise SystemExit(f"no icons in {icons}: run packaging/make_icons.py first")
+    root = ROOT / "build" / "deb" / "root"
+    stage(bundle, icons, root)
+    debian = root / "DEBIAN"
+    debian.mkdir()
+    (debian / "control").write_text(control_text(version, directory_kib(root)))
+    out.mkdir(parents=True, exist_ok=True)
+    target = out / f"inglenook_{version}_amd64.deb"
+    # Root-owned files whoever builds it. gzip, not xz: the quantized model and the libraries
+    # barely shrink, and xz would take minutes longer; every dpkg reads gzip.
+    subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "-z6", "--build", str(root), str(target)],
+                   check=True)
+    return target
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    parser = argparse.ArgumentParser(description="Build the Inglenook .deb from the PyInstaller bundle.")
+    parser.add_argument("--bundle", type=Path, default=ROOT / "dist" / "inglenook")
+    parser.add_argument("--icons", type=Path, default=ROOT / "build" / "icons")
+    parser.add_argument("--out", type=Path, default=ROOT / "dist")
+    parser.add_argument("--version", default=os.environ.get("INGLENOOK_DEB_VERSION") or project_version())
+    args = parser.parse_args()
+    target = build(args.bundle, args.out, args.version, args.icons)
+    sizes = {"deb": str(target), "deb_bytes": target.stat().st_size,
+             "installed_kib": directory_kib(ROOT / "build" / "deb" / "root")}
+    print(json.dumps(sizes))  # noqa: T201 — the build's one line of output, for the Makefile
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,205 @@
+"""Running the installed Inglenook as a person would: an X server, a fresh HOME, no network.
+
+Used by the package tests and by scripts/first_run_timing.py. Everything here is real: Xvfb,
+the installed program, xdotool typing into its window, its SQLite store read from disk, its
+API called with the OpenAI SDK from inside the app's own network namespace.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+WELCOME_TITLE = "Welcome to Inglenook"
+MAIN_TITLE = "^Inglenook$"
+
+
+def newest_deb() -> Path | None:
+    found = sorted((ROOT / "dist").glob("inglenook_*_amd64.deb"), key=lambda p: p.stat().st_mtime)
+    return found[-1] if found else None
+
+
+def missing_tools() -> list[str]:
+    return [tool for tool in ("Xvfb", "xdotool", "xwininfo", "dpkg-deb", "unshare", "nsenter", "ip")
+            if shutil.which(tool) is None]
+
+
+@contextmanager
+def xvfb(width: int = 1280, height: int = 860) -> Iterator[str]:
+    """A private X display (":N"), gone afterwards."""
+    number = next(n for n in range(140, 400) if not Path(f"/tmp/.X11-unix/X{n}").exists()
+                  and not Path(f"/tmp/.X{n}-lock").exists())
+    server = subprocess.Popen(["Xvfb", f":{number}", "-screen", "0", f"{width}x{height}x24", "-nolisten", "tcp"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while not Path(f"/tmp/.X11-unix/X{number}").exists():
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"Xvfb :{number} did not start")
+            time.sleep(0.1)
+        yield f":{number}"
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def user_environment(home: Path, display: str) -> dict[str, str]:
+    """A desktop user's environment with nothing of ours in it: no INGLENOOK_HOME, no Qt
+    platform override (the real xcb plugin), a fresh HOME and runtime folder."""
+    runtime = home / ".runtime"
+    runtime.mkdir(parents=True, exist_ok=True)
+    runtime.chmod(0o700)
+    keep = {k: os.environ[k] for k in ("PATH", "LANG", "TZ") if k in os.environ}
+    return {**keep, "HOME": str(home), "DISPLAY": display, "XDG_RUNTIME_DIR": str(runtime),
+            "LANG": os.environ.get("LANG", "C.UTF-8")}
+
+
+@dataclass
+class RunningApp:
+    process: subprocess.Popen[bytes]
+    home: Path
+    display: str
+    started: float  # time.monotonic() just before the process was started
+    log: Path
+    events: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def database(self) -> Path:
+        return self.home / ".local" / "share" / "Inglenook" / "inglenook.db"
+
+    def xdotool(self, *args: str, check: bool = True) -> str:
+        done = subprocess.run(["xdotool", *args], env={**os.environ, "DISPLAY": self.display},
+                              capture_output=True, text=True, timeout=30)
+        if check and done.returncode != 0:
+            raise RuntimeError(f"xdotool {' '.join(args)} failed: {done.stderr.strip()}")
+        return done.stdout.strip()
+
+    def window_ids(self, title_regex: str) -> list[str]:
+        out = self.xdotool("search", "--onlyvisible", "--name", title_regex, check=False)
+        return [line for line in out.splitlines() if line.strip()]
+
+    def wait_window(self, title_regex: str, timeout: float = 90.0) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.check_alive()
+            ids = self.window_ids(title_regex)
+            if ids:
+                return ids[-1]
+            time.sleep(0.05)
+        raise TimeoutError(f"no window titled {title_regex!r} after {timeout:.0f} s\n{self.log_text()}")
+
+    def type_into(self, window: str, text: str | None = None, key: str | None = None) -> None:
+        """Focus ``window`` (there is no window manager, so by XSetInputFocus) and type."""
+        self.xdotool("windowfocus", "--sync", window)
+        if text:
+            self.xdotool("type", "--delay", "20", text)
+        if key:
+            self.xdotool("key", key)
+
+    def check_alive(self) -> None:
+        if self.process.poll() is not None:
+            raise RuntimeError(f"Inglenook exited with {self.process.returncode}\n{self.log_text()}")
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace")[-4000:] if self.log.exists() else ""
+
+    def screenshot(self, target: Path) -> None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        raw = target.with_suffix(".xwd")
+        subprocess.run(["xwd", "-root", "-silent", "-display", self.display, "-out", str(raw)], check=True,
+                       timeout=30)
+        subprocess.run(["convert", str(raw), str(target)], check=True, timeout=60)
+        raw.unlink()
+
+    def api(self, script: str) -> dict[str, object]:
+        """Run ``script`` (Python, using the OpenAI SDK; prints one JSON line) inside the app's
+        network namespace: the only place its loopback API exists."""
+        done = subprocess.run(["nsenter", "-t", str(self.process.pid), "-n", sys.executable, "-c", script],
+                              capture_output=True, text=True, timeout=180)
+        if done.returncode != 0:
+            raise RuntimeError(f"API client failed: {done.stderr[-2000:]}")
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    def quit(self, timeout: float = 60.0) -> int:
+        """Ctrl+Q in the main window (the menu's Quit); SIGTERM if that is not possible."""
+        ids = self.window_ids(MAIN_TITLE)
+        if ids:
+            self.type_into(ids[-1], key="ctrl+q")
+        else:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.send_signal(signal.SIGTERM)
+            return self.process.wait(30)
+
+
+def launch(program: Path, home: Path, display: str, offline: bool = True) -> RunningApp:
+    """Start ``program`` as a user would; ``offline``: in a network namespace with only
+    loopback, so nothing outside this machine can be reached (and the API's port is private)."""
+    env = user_environment(home, display)
+    log = home / "inglenook-stdout.log"
+    command = [str(program)]
+    if offline:
+        command = ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$0" "$@"', *command]
+    started = time.monotonic()
+    with log.open("wb") as out:
+        process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=home)
+    return RunningApp(process=process, home=home, display=display, started=started, log=log)
+
+
+def assistant_answers(database: Path) -> list[sqlite3.Row]:
+    """The finished answers in the store, read as another program would (read-only)."""
+    if not database.exists():
+        return []
+    connection = sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=5)
+    connection.row_factory = sqlite3.Row
+    try:
+        return connection.execute(
+            "SELECT content, status, ttft_ms, created_at FROM messages WHERE role = 'assistant' ORDER BY id").fetchall()
+    except sqlite3.OperationalError:  # the schema is still being created
+        return []
+    finally:
+        connection.close()
+
+
+def wait_answers(app: RunningApp, count: int, timeout: float = 180.0) -> list[sqlite3.Row]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        app.check_alive()
+        answers = [a for a in assistant_answers(app.database) if a["status"] == "complete"]
+        if len(answers) >= count:
+            return answers
+        time.sleep(0.2)
+    raise TimeoutError(f"no complete answer #{count} after {timeout:.0f} s\n{app.log_text()}")
+
+
+def integrity(database: Path) -> str:
+    connection = sqlite3.connect(database)
+    try:
+        return str(connection.execute("PRAGMA integrity_check").fetchone()[0])
+    finally:
+        connection.close()
+
+
+API_SCRIPT = """
+import json
+from openai import OpenAI
+client = OpenAI(base_url="http://127.0.0.1:8484/v1", api_key="unused")
+models = [m.id for m in client.models.list().data]
+reply = client.chat.completions.create(model="smollm2-135m-instruct:q4_1", max_tokens=16,
+    messages=[{"role": "user", "content": "Say hello."}])
+print(json.dumps({"models": models, "text": reply.choices[0].message.content,
+                  "finish": reply.choices[0].finish_reason}))
+"""

@@ -1,0 +1,107 @@
+"""The .deb, installed and used as a person would: issue 15's "tested as installed".
+
+Two ways to install, both real:
+- ``INGLENOOK_PACKAGE_TEST=1`` (``make package-test``, as root): ``apt-get install ./….deb`` on
+  this machine (dependencies resolved as a user's apt would), ``dpkg -r`` at the end;
+- otherwise, when ``make package`` has left a .deb in dist/: ``dpkg-deb -x`` into a scratch
+  root, so a plain ``make test`` never changes the machine's packages.
+
+Then: launch under Xvfb with a fresh HOME and no network (a network namespace with only
+loopback), dismiss the welcome, ask the starter model a question by typing into the window,
+call the local API beside it with the OpenAI SDK, quit, check the SQLite store, uninstall,
+and check the user's data is still there.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from .desktop_session import (
+    API_SCRIPT,
+    MAIN_TITLE,
+    ROOT,
+    WELCOME_TITLE,
+    assistant_answers,
+    integrity,
+    launch,
+    missing_tools,
+    newest_deb,
+    wait_answers,
+    xvfb,
+)
+
+pytestmark = pytest.mark.package
+
+ON_MACHINE = os.environ.get("INGLENOOK_PACKAGE_TEST") == "1"
+DEB = newest_deb()
+SCREENSHOT = ROOT / "build" / "package-test" / "installed.png"
+
+if DEB is None:
+    pytest.skip("no .deb in dist/: run `make package` (or `make package-test`) first", allow_module_level=True)
+if missing_tools():
+    pytest.skip(f"missing tools for the installed-app test: {', '.join(missing_tools())} "
+                "(apt-get install xvfb xdotool x11-apps imagemagick util-linux iproute2)", allow_module_level=True)
+if os.geteuid() != 0:
+    pytest.skip("the installed-app test runs the app in its own network namespace, which needs root",
+                allow_module_level=True)
+
+
+def install(deb: Path, scratch: Path) -> Path:
+    """Install ``deb``; return the installed program to run."""
+    if ON_MACHINE:
+        subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", str(deb)], check=True,
+                       stdout=subprocess.DEVNULL)
+        return Path("/opt/inglenook/inglenook")
+    subprocess.run(["dpkg-deb", "-x", str(deb), str(scratch)], check=True)
+    return scratch / "opt" / "inglenook" / "inglenook"
+
+
+def uninstall(scratch: Path) -> None:
+    if ON_MACHINE:
+        subprocess.run(["dpkg", "-r", "inglenook"], check=True, stdout=subprocess.DEVNULL)
+        assert not Path("/opt/inglenook").exists(), "dpkg -r left /opt/inglenook behind"
+        assert not Path("/usr/bin/inglenook").exists()
+        assert not Path("/usr/share/applications/inglenook.desktop").exists()
+    else:
+        shutil.rmtree(scratch)
+
+
+def test_installed_app_chats_offline_serves_the_api_and_keeps_data(tmp_path: Path) -> None:
+    scratch, home = tmp_path / "root", tmp_path / "home"
+    home.mkdir()
+    program = install(DEB, scratch)
+    installed = Path("/") if ON_MACHINE else scratch
+    assert (installed / "usr/share/applications/inglenook.desktop").is_file()
+    assert (installed / "usr/share/metainfo/app.inglenook.Inglenook.metainfo.xml").is_file()
+    assert (installed / "usr/share/icons/hicolor/256x256/apps/inglenook.png").is_file()
+    assert "/opt/inglenook/inglenook" in (installed / "usr/bin/inglenook").read_text()
+    try:
+        with xvfb() as display:
+            app = launch(program, home, display)
+            try:
+                welcome = app.wait_window(WELCOME_TITLE)
+                app.screenshot(SCREENSHOT)
+                app.type_into(welcome, key="Return")  # "Start chatting"
+                main = app.wait_window(MAIN_TITLE)
+                app.type_into(main, text="What is the capital of France?", key="Return")
+                answers = wait_answers(app, 1)
+                assert answers[0]["content"].strip(), "the starter model gave an empty answer"
+                reply = app.api(API_SCRIPT)
+                assert "smollm2-135m-instruct:q4_1" in reply["models"]
+                assert str(reply["text"]).strip()
+                assert app.quit() == 0, app.log_text()
+            finally:
+                if app.process.poll() is None:
+                    app.process.kill()
+                    app.process.wait(10)
+    finally:
+        uninstall(scratch)
+    # The user's data outlives the package: the chat, healthy, where the app put it.
+    assert app.database.is_file(), "uninstalling removed the user's store"
+    assert integrity(app.database) == "ok"
+    assert len(assistant_answers(app.database)) >= 1
