@@ -74,3 +74,20 @@ screenshots: $(VENV)/.dev-installed
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache
+
+# The installed app (issue 15): icons rendered from the SVG, the PyInstaller one-folder bundle
+# (dist/inglenook/) and the .deb built from it (dist/inglenook_<version>_amd64.deb).
+.PHONY: package package-test
+package: $(VENV)/.package-installed
+	$(PY) packaging/make_icons.py build/icons
+	$(PY) -m PyInstaller --noconfirm --log-level WARN --distpath dist --workpath build/pyinstaller packaging/inglenook.spec
+	$(PY) installer/deb/build_deb.py
+	du -sh dist/inglenook
+
+$(VENV)/.package-installed: pyproject.toml $(VENV)/.dev-installed
+	$(PIP) install --quiet -e '.[dev,package]'
+	touch $@
+
+# Installs the .deb on this machine (root), runs it under Xvfb with a fresh HOME and no network.
+package-test: package
+	INGLENOOK_PACKAGE_TEST=1 $(PY) -m pytest -q -m package tests/package
