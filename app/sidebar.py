@@ -76,7 +76,7 @@ class Sidebar(QFrame):
     delete_requested = Signal(int)
     export_requested = Signal(int, str)  # (conversation id, "markdown" | "json")
     undo_requested = Signal()
-    page_requested = Signal(str)  # "chat" | "models" | "settings"
+    page_requested = Signal(str)  # "chat" | "models" | "usage" | "settings"
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -159,7 +159,7 @@ class Sidebar(QFrame):
 
     def _build_nav(self, layout: QVBoxLayout) -> None:
         self.nav_buttons: dict[str, QPushButton] = {}
-        for key, label in (("chat", "Chats"), ("models", "Models"), ("settings", "Settings")):
+        for key, label in (("chat", "Chats"), ("models", "Models"), ("usage", "Usage"), ("settings", "Settings")):
             button = QPushButton("  " + label, self)
             icons.set_icon(button, key, "muted")
             button.setObjectName("NavButton")

@@ -42,6 +42,7 @@ from .server_control import ServerController
 from .settings_dialog import SettingsDialog
 from .sidebar import Sidebar
 from .status_line import StatusLine
+from .usage_page import UsagePage
 from .workers import Workers
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,7 @@ class MainWindow(QMainWindow):
     def __init__(self, engine: Engine, start_api: bool | None = None) -> None:
         super().__init__()
         self.engine = engine
+        engine.chats.client = "window"  # usage counts this window's answers as the window's
         self.setWindowTitle("Inglenook")
         icon = resource_path("inglenook.svg")
         if icon is not None:
@@ -103,6 +105,8 @@ class MainWindow(QMainWindow):
         self.pages.addWidget(self.chat_page)
         self.models_page = ModelsPage(self.engine, self.workers, self.pages)
         self.pages.addWidget(self.models_page)
+        self.usage_page = UsagePage(self.engine, self.workers, self.pages)
+        self.pages.addWidget(self.usage_page)
         self.status_line = StatusLine(self.statusBar(), self.chat_page.load_bar, self.server)
         # The chat page's parts, by the names tests and scripts use.
         page = self.chat_page
@@ -234,7 +238,8 @@ class MainWindow(QMainWindow):
         if key == "settings":
             self.open_settings()
             return
-        self.pages.setCurrentWidget(self.models_page if key == "models" else self.chat_page)
+        pages = {"models": self.models_page, "usage": self.usage_page}
+        self.pages.setCurrentWidget(pages.get(key, self.chat_page))
         self.sidebar.set_page(key)
         if key == "models":
             self._show_models()
