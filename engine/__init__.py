@@ -51,6 +51,11 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "server": ("ApiServer",),
     "api_keys": ("ApiKeyRecord", "ApiKeys", "KeyLimits"),
     "tls": ("TlsFiles",),
+    "remote": ("RemoteEndpoint", "RemoteEngine", "RemoteEngineError"),
+    "remote_catalogue": ("REMOTE_SOURCE", "RemoteCatalogue", "keyring_available"),
+    "rpc": ("RPC_NO_AUTH_WARNING", "RpcError", "Worker", "check_worker_host", "parse_workers", "worker_command",
+            "worker_env", "worker_reachable"),
+    "rpc_setup": ("attach_rpc_workers", "start_rpc_host"),
     "pricing": ("DEFAULT_PRICES", "MachineCost", "Price", "validated_prices"),
     "usage": ("TokenCounts", "UsageReport", "checked_days"),
     "usage_summary": ("UsageSummary", "machine_cost_of"),
@@ -171,6 +176,27 @@ if TYPE_CHECKING:
         Scheduler as Scheduler,
     )
     from .server import ApiServer as ApiServer
+    from .remote import (
+        RemoteEndpoint as RemoteEndpoint,
+        RemoteEngine as RemoteEngine,
+        RemoteEngineError as RemoteEngineError,
+    )
+    from .remote_catalogue import (
+        REMOTE_SOURCE as REMOTE_SOURCE,
+        RemoteCatalogue as RemoteCatalogue,
+        keyring_available as keyring_available,
+    )
+    from .rpc import (
+        RPC_NO_AUTH_WARNING as RPC_NO_AUTH_WARNING,
+        RpcError as RpcError,
+        Worker as Worker,
+        check_worker_host as check_worker_host,
+        parse_workers as parse_workers,
+        worker_command as worker_command,
+        worker_env as worker_env,
+        worker_reachable as worker_reachable,
+    )
+    from .rpc_setup import attach_rpc_workers as attach_rpc_workers, start_rpc_host as start_rpc_host
     from .settings import Settings as Settings
     from .tls import TlsFiles as TlsFiles
     from .pricing import (

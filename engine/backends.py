@@ -288,7 +288,8 @@ def load_backends(lib_dir: Path | None = None) -> BackendReport:
 def _load_gpu_modules(ggml: _Ggml, lib_dir: Path) -> dict[str, str]:
     """Load every other backend module (CUDA, Vulkan, …); one that cannot load is noted."""
     not_loaded: dict[str, str] = {}
-    skip = {"ggml", "ggml-base"}
+    # The RPC module is loaded only when workers are configured (rpc.py), not at every start.
+    skip = {"ggml", "ggml-base", "ggml-rpc"}
     _preload_nvidia_wheels()
     for path in sorted(lib_dir.glob(f"libggml-*{_LIB_SUFFIX}")):
         stem = path.name.split(".")[0].removeprefix("lib")

@@ -14,6 +14,8 @@ from typing import Any
 
 from .cache import PrefixCache
 from .errors import InglenookError, InvalidRequest
+from .remote import SEPARATOR, RemoteAnswer
+from .remote_catalogue import RemoteCatalogue
 from .runtime import Chunk, Finished
 from .sampling import SamplingParams
 from .scheduler import GenerateJob, JobHandle, Scheduler
@@ -34,7 +36,8 @@ def title_from(text: str) -> str:
 class Turn:
     """One assistant answer in progress. Iterate it for chunks; the answer is saved at the end."""
 
-    def __init__(self, store: Store, conversation: Conversation, handle: JobHandle, model_id: str) -> None:
+    def __init__(self, store: Store, conversation: Conversation, handle: JobHandle | RemoteAnswer,
+                 model_id: str) -> None:
         self.store = store
         self.conversation = conversation
         self.handle = handle
@@ -119,6 +122,8 @@ class ChatService:
         self.usage = usage
         # Who is chatting, for usage: the terminal unless the window says it is the window.
         self.client = TERMINAL
+        # Models named "<engine>/<model>" are answered by a remote engine (Settings → Engines).
+        self.remotes = RemoteCatalogue(store)
 
     def new_conversation(
         self,
@@ -225,6 +230,10 @@ class ChatService:
             conversation_id=conversation.id,
             client=self.client,
         )
+        if SEPARATOR in model_id and self.remotes.owner(model_id) is not None:
+            # The same events as a local job; nothing runs here, so there is no usage to count.
+            assert job.messages is not None
+            return Turn(self.store, conversation, self.remotes.chat(model_id, job.messages, sampling), model_id)
         handle = self.scheduler.submit(job)
         turn = Turn(self.store, conversation, handle, model_id)
         if self.usage is not None:

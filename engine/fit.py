@@ -47,6 +47,7 @@ import logging
 import platform
 import shutil
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -242,6 +243,45 @@ def estimate_fit(
     return result(TOO_LARGE, 0, 0, all_on_cpu)
 
 
+# -- one model over several machines (llama.cpp RPC workers) -------------------------------
+
+
+@dataclass(frozen=True)
+class RpcSplit:
+    """How a load spreads a model's layers: the local device keeps some, the workers the rest."""
+
+    gpu_layers: int  # n_gpu_layers: layers on the workers (llama.cpp splits them by free memory)
+    worker_layers: tuple[int, ...]  # of those, each worker's share, in the order given
+    local_layers: int
+    total_layers: int
+
+    @property
+    def label(self) -> str:
+        shares = " + ".join(str(n) for n in self.worker_layers)
+        return f"{self.local_layers} layers here, {shares} on the workers (of {self.total_layers})"
+
+
+def rpc_split(
+    shape: ModelShape, local_free_bytes: int, worker_free_bytes: Sequence[int], context: int = 4096,
+    kv_type: str = "f16",
+) -> RpcSplit:
+    """Layers per device in proportion to free memory, as llama.cpp's default split does,
+    with no worker given more layers than its free memory holds."""
+    total_layers = shape.n_layers + 1  # the output layer counts as one, as llama.cpp counts it
+    per_layer = shape.layer_bytes + kv_cache_bytes(shape, context, kv_type) / max(1, shape.n_layers)
+    frees = [max(0, int(f)) for f in worker_free_bytes]
+    pool = max(1, max(0, local_free_bytes) + sum(frees))
+    wanted = round(total_layers * sum(frees) / pool)
+    fits = sum(int(f // per_layer) for f in frees) if per_layer > 0 else total_layers
+    on_workers = max(0, min(total_layers, wanted, fits))
+    shares = [on_workers * f / max(1, sum(frees)) for f in frees]
+    counts = [int(x) for x in shares]
+    # Largest remainders first, so the counts add up to exactly on_workers.
+    for i in sorted(range(len(shares)), key=lambda i: shares[i] - counts[i], reverse=True)[: on_workers - sum(counts)]:
+        counts[i] += 1
+    return RpcSplit(on_workers, tuple(counts), total_layers - on_workers, total_layers)
+
+
 # -- the context a model gets when none is set ----------------------------------------------
 
 # "Auto" context: the model's training context, halved until it fits, never under the floor.
@@ -397,4 +437,5 @@ __all__ = [
     "AUTO_CONTEXT_CAP", "AUTO_CONTEXT_FLOOR", "auto_context",
     "CPU_ONLY", "FITS_GPU", "PARTIAL", "TOO_LARGE", "FitEstimate", "GpuMemory", "MachineMemory", "ModelShape",
     "compute_bytes", "detect_machine", "estimate_fit", "kv_cache_bytes", "parse_nvidia_smi",
+    "RpcSplit", "rpc_split",
 ]

@@ -55,6 +55,8 @@ from .protocol import (
     EmbeddingUsage,
     RequestModel,
 )
+from .remote_catalogue import RemoteCatalogue
+from .remote_proxy import RemoteProxy
 from .scheduler import EmbedJob
 from .tls import TlsFiles
 
@@ -278,6 +280,7 @@ class ApiServer:
         stuck_after_s: float = DEFAULT_STUCK_AFTER_S,
         keys: ApiKeys | None = None,
         tls: TlsFiles | None = None,
+        route_all: Any = None,
     ) -> None:
         self.engine = engine
         self.host = host
@@ -295,6 +298,7 @@ class ApiServer:
         self.keys = keys  # named keys (a team's server); None: only api_key, if set
         self.traffic = KeyTraffic()  # per-key windows and open streams
         self.tls = tls
+        self.route_all = route_all  # serve --rpc: a callable giving the split engine every request goes to
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self._socket: socket.socket | None = None
@@ -341,7 +345,8 @@ class ApiServer:
         """The ASGI application, gate included (also usable with any ASGI server)."""
         names = ModelNames(self.engine, self.strict_model_names, self.default_model)
         self._service = ApiService(self.engine, names, self.default_max_tokens, self.stuck_after_s)
-        app: Any = create_app(self._service)
+        # Requests naming "<engine>/<model>" go to that remote engine, behind the same gate.
+        app: Any = RemoteProxy(create_app(self._service), RemoteCatalogue(self.engine.store), self.route_all)
         app = Gate(
             app, self.api_key, self.allowed_hosts, self.cors_origins,
             any_ip_host=not is_loopback_host(self.host), max_body_bytes=self.max_body_bytes,

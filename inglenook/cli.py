@@ -16,7 +16,7 @@ import sqlite3
 import sys
 from collections.abc import Iterator, Sequence
 
-from inglenook import __version__, cli_alias, cli_hub, cli_keys, cli_lab, cli_launch, cli_serve, cli_usage
+from inglenook import __version__, cli_alias, cli_hub, cli_keys, cli_lab, cli_launch, cli_serve, cli_usage, cli_worker
 from inglenook.engine import CrashGuard, InglenookError, Paths, StoreError, human_count, human_size
 from inglenook.terminal import print_table
 
@@ -112,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_alias.add_commands(commands)
     cli_usage.add_commands(commands)
     cli_keys.add_commands(commands)
+    cli_worker.add_commands(commands)
     cli_launch.add_commands(commands)
     cli_lab.add_commands(commands)
     cli_hub.add_commands(commands)

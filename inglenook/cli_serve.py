@@ -50,13 +50,19 @@ def add_commands(commands: Any) -> None:
     )
     serve.add_argument("--tls-cert", metavar="PATH", help="serve HTTPS with this certificate (PEM; needs --tls-key)")
     serve.add_argument("--tls-key", metavar="PATH", help="the certificate's private key (PEM)")
+    serve.add_argument(
+        "--rpc", metavar="HOST:PORT,…",
+        help="split models over these RPC workers (`inglenook worker` on each) and this machine, by free memory; "
+        "the split model runs in a child process, so a worker that disappears ends only the answer in flight",
+    )
+    serve.add_argument("--rpc-direct", metavar="HOST:PORT,…", help=argparse.SUPPRESS)  # that child process
     serve.add_argument("--strict-model-names", action="store_true", default=None,
                        help="answer unknown model names with 404 instead of the default model")
     serve.set_defaults(handler=cmd_serve)
 
 
 def cmd_serve(args: argparse.Namespace, paths: Paths) -> int:
-    from inglenook.engine import ApiServer, Engine, TlsFiles  # noqa: PLC0415 — keeps --help fast
+    from inglenook.engine import ApiServer, Engine, TlsFiles, attach_rpc_workers, start_rpc_host  # noqa: PLC0415
 
     if args.context is not None and not MIN_CONTEXT <= args.context <= MAX_CONTEXT:
         print(f"inglenook serve: error: --context must be between {MIN_CONTEXT} and {MAX_CONTEXT}", file=sys.stderr)
@@ -67,15 +73,23 @@ def cmd_serve(args: argparse.Namespace, paths: Paths) -> int:
             engine.settings = dataclasses.replace(engine.settings, context_size=args.context, model_context={})
         default_model = engine.registry.resolve(args.model).id if args.model else None
         tls = TlsFiles.from_paths(args.tls_cert or engine.settings.tls_cert, args.tls_key or engine.settings.tls_key)
+        rpc_host = None
+        if args.rpc_direct:
+            split = attach_rpc_workers(engine, args.rpc_direct, default_model)
+            print(f"RPC split: {split.label}", file=sys.stderr, flush=True)
+        elif args.rpc:
+            print("Starting the model split over the RPC workers…", file=sys.stderr, flush=True)
+            rpc_host = start_rpc_host(engine, args.rpc, default_model)
         server = ApiServer.from_settings(
             engine,
             host=args.host, port=args.port, api_key=args.api_key or os.environ.get(API_KEY_VARIABLE) or None,
             cors_origins=args.cors_origins, allowed_hosts=args.allowed_hosts,
             strict_model_names=args.strict_model_names, default_model=default_model, tls=tls,
+            route_all=rpc_host.endpoint if rpc_host is not None else None,
         )
         server.start()
         try:
-            if default_model:
+            if default_model and rpc_host is None:
                 engine.scheduler.load(default_model)  # loads in the background; requests queue behind it
             print(f"Serving the OpenAI-compatible API at {server.url}", flush=True)
             print("Press Ctrl-C to stop.", file=sys.stderr, flush=True)
@@ -83,6 +97,8 @@ def cmd_serve(args: argparse.Namespace, paths: Paths) -> int:
         finally:
             print("Stopping…", file=sys.stderr, flush=True)
             server.stop()
+            if rpc_host is not None:
+                rpc_host.stop()
     return 0
 
 

@@ -20,6 +20,7 @@ that shapes the binary (version, flags, variant list, compiler, platform).
     python scripts/llama_build.py wheel [--cuda]          # print the wheel's path
     python scripts/llama_build.py llama-bench [--cuda]    # print llama-bench's path
     python scripts/llama_build.py llama-server [--cuda]   # print llama-server's path
+    python scripts/llama_build.py rpc [--cuda] [--python VENV_PYTHON]  # RPC: rpc-server + ggml-rpc module
     python scripts/llama_build.py info                    # the recipe as JSON
 
 Environment: INGLENOOK_BUILD_CACHE moves the cache folder; CUDA_ARCHITECTURES overrides
@@ -305,9 +306,47 @@ def build_tool(cuda: bool, target: str) -> Path:
     return binary
 
 
+# llama.cpp's RPC backend (one model's layers over several machines): the ggml-rpc module and
+# the rpc-server tool. Both come from the wheel's own CMake tree, configured once more with
+# GGML_RPC=ON; the wheel's flags (and so the recipe's hash) stay as they are. With
+# GGML_BACKEND_DL the option adds a module and a tool and recompiles nothing else.
+RPC_TARGETS = {"ggml-rpc": "libggml-rpc.so", "ggml-rpc-server": "ggml-rpc-server"}
+RPC_SERVER_NAME = "rpc-server"  # the installed name, as llama.cpp's docs call it
+
+
+def build_rpc(cuda: bool) -> dict[str, Path]:
+    """Build the RPC module and server in the wheel's tree; returns target -> file."""
+    folder, _spec, _key = work_dir(cuda)
+    if not (folder / "cmake" / "CMakeCache.txt").exists():
+        shutil.rmtree(folder / "wheel", ignore_errors=True)  # rebuild to get the tree back
+        build_wheel(cuda)
+    tree = folder / "cmake"
+    built = {target: tree / "bin" / name for target, name in RPC_TARGETS.items()}
+    if not all(path.exists() for path in built.values()):
+        subprocess.run(["cmake", "-S", str(folder / "src"), "-B", str(tree), "-DGGML_RPC=ON",
+                        "-DLLAMA_BUILD_TOOLS=ON", "-Wno-dev"], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(["cmake", "--build", str(tree), "--target", *RPC_TARGETS, "-j", str(os.cpu_count() or 2)],
+                       check=True, stdout=subprocess.DEVNULL)
+    return built
+
+
+def install_rpc(cuda: bool, python: str) -> Path:
+    """Put the RPC module and rpc-server beside the other backend modules in llama_cpp/lib,
+    where engine/backends.py loads modules from and engine/rpc.py finds the server."""
+    built = build_rpc(cuda)
+    found = subprocess.run([python, "-c", "import importlib.util as u; "
+                            "print(list(u.find_spec('llama_cpp').submodule_search_locations)[0])"],
+                           check=True, capture_output=True, text=True)
+    lib = Path(found.stdout.strip()) / "lib"
+    shutil.copy2(built["ggml-rpc"], lib / RPC_TARGETS["ggml-rpc"])
+    shutil.copy2(built["ggml-rpc-server"], lib / RPC_SERVER_NAME)
+    log(f"installed {RPC_TARGETS['ggml-rpc']} and {RPC_SERVER_NAME} into {lib}")
+    return lib
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("action", choices=["install", "wheel", "llama-bench", "llama-server", "info"])
+    parser.add_argument("action", choices=["install", "wheel", "llama-bench", "llama-server", "rpc", "info"])
     parser.add_argument("--cuda", action="store_true", help="also build the CUDA backend module")
     parser.add_argument("--python", default=sys.executable, help="the interpreter to install into")
     args = parser.parse_args()
@@ -317,6 +356,8 @@ def main() -> int:
         print(build_wheel(args.cuda))
     elif args.action in ("llama-bench", "llama-server"):
         print(build_tool(args.cuda, args.action))
+    elif args.action == "rpc":
+        print(install_rpc(args.cuda, args.python))
     else:
         folder, spec, key = work_dir(args.cuda)
         print(json.dumps(dict(spec, key=key, folder=str(folder)), indent=2))
