@@ -1,0 +1,124 @@
+"""The packaging inputs, checked with the tools that consume them (skipped where a tool is absent)."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import importlib.util  # noqa: E402
+import shutil  # noqa: E402
+import struct  # noqa: E402
+import subprocess  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGING = ROOT / "packaging"
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def load(path: Path, name: str):  # noqa: ANN201 — a script, imported by path
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def needs(tool: str) -> None:
+    if shutil.which(tool) is None:
+        pytest.skip(f"{tool} is not installed")
+
+
+def test_desktop_entry_is_valid() -> None:
+    needs("desktop-file-validate")
+    done = subprocess.run(["desktop-file-validate", str(PACKAGING / "inglenook.desktop")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "error" not in done.stdout.lower()
+    assert "MimeType=application/x-gguf;" in (PACKAGING / "inglenook.desktop").read_text()
+
+
+def test_appstream_metainfo_is_valid() -> None:
+    needs("appstreamcli")
+    metainfo = PACKAGING / "app.inglenook.Inglenook.metainfo.xml"
+    done = subprocess.run(["appstreamcli", "validate", "--no-net", str(metainfo)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_icons_for_every_platform_hold_real_pngs(tmp_path: Path, qapp) -> None:  # noqa: ANN001
+    make_icons = load(PACKAGING / "make_icons.py", "make_icons")
+    make_icons.make_icons(tmp_path)
+    for size in make_icons.HICOLOR_SIZES:
+        png = (tmp_path / "hicolor" / f"{size}x{size}" / "apps" / "inglenook.png").read_bytes()
+        assert png.startswith(PNG_SIGNATURE)
+        assert struct.unpack(">II", png[16:24]) == (size, size)  # the IHDR's width and height
+    ico = (tmp_path / "inglenook.ico").read_bytes()
+    reserved, kind, count = struct.unpack("<HHH", ico[:6])
+    assert (reserved, kind, count) == (0, 1, len(make_icons.ICO_SIZES))
+    for index in range(count):
+        width, _h, _c, _r, _planes, _bits, length, offset = struct.unpack("<BBBBHHII", ico[6 + 16 * index:22 + 16 * index])
+        assert ico[offset:offset + 8] == PNG_SIGNATURE and offset + length <= len(ico)
+    icns = (tmp_path / "inglenook.icns").read_bytes()
+    assert icns[:4] == b"icns" and struct.unpack(">I", icns[4:8])[0] == len(icns)
+    position, kinds = 8, []
+    while position < len(icns):
+        kind_bytes, length = icns[position:position + 4], struct.unpack(">I", icns[position + 4:position + 8])[0]
+        assert icns[position + 8:position + 16] == PNG_SIGNATURE
+        kinds.append(kind_bytes)
+        position += length
+    assert position == len(icns) and b"ic10" in kinds  # the 1024 px (512@2x) image is there
+
+
+def test_the_deb_depends_on_every_library_the_launch_check_names() -> None:
+    from inglenook.app.qt_platform import XCB_LIBRARIES
+
+    build_deb = load(ROOT / "installer" / "deb" / "build_deb.py", "build_deb")
+    control = build_deb.control_text("1.2.3", 1000)
+    depends = next(line for line in control.splitlines() if line.startswith("Depends: "))
+    declared = {item.split(" ")[0] for item in depends.removeprefix("Depends: ").split(", ")}
+    assert set(XCB_LIBRARIES.values()) <= declared
+
+
+def test_a_missing_library_is_named_with_its_package() -> None:
+    from inglenook.app.qt_platform import explain_missing, missing_libraries, uses_xcb
+
+    missing = missing_libraries({"libc.so.6": "libc6", "libinglenook-absent.so.9": "libinglenook-absent9"})
+    assert missing == {"libinglenook-absent.so.9": "libinglenook-absent9"}
+    assert "sudo apt install libinglenook-absent9" in explain_missing(missing)
+    assert not uses_xcb({"QT_QPA_PLATFORM": "offscreen"})
+    assert uses_xcb({"QT_QPA_PLATFORM": "xcb"}) == os.uname().sysname.startswith("Linux")
+
+
+def test_start_at_login_writes_a_valid_xdg_autostart_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from inglenook.app import autostart
+
+    if not os.uname().sysname.startswith("Linux"):
+        pytest.skip("the XDG autostart form is the Linux one")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    autostart.set_start_at_login(True, ["/opt/inglenook/inglenook"])
+    entry = tmp_path / "autostart" / "inglenook.desktop"
+    assert "Exec=/opt/inglenook/inglenook" in entry.read_text()
+    assert autostart.is_enabled()
+    if shutil.which("desktop-file-validate"):
+        done = subprocess.run(["desktop-file-validate", str(entry)], capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout
+    autostart.set_start_at_login(False)
+    assert not entry.exists() and not autostart.is_enabled()
+
+
+def test_windows_installer_script_compiles_against_a_dummy_payload(tmp_path: Path, qapp) -> None:  # noqa: ANN001
+    needs("makensis")
+    payload = tmp_path / "payload"
+    (payload / "_internal").mkdir(parents=True)
+    (payload / "inglenook.exe").write_bytes(b"MZ not a real program")
+    (payload / "_internal" / "data.txt").write_text("payload")
+    load(PACKAGING / "make_icons.py", "make_icons").make_icons(tmp_path / "icons")
+    out = tmp_path / "inglenook-test-installer.exe"
+    done = subprocess.run(
+        ["makensis", "-V2", f"-DPAYLOAD={payload}", f"-DICON={tmp_path / 'icons' / 'inglenook.ico'}",
+         f"-DOUTFILE={out}", "-DVERSION=9.9.9", str(ROOT / "installer" / "windows" / "inglenook.nsi")],
+        capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert out.read_bytes()[:2] == b"MZ"  # a Windows executable
