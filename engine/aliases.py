@@ -19,6 +19,9 @@ from .settings import Settings
 log = logging.getLogger(__name__)
 
 MAX_ALIAS_CHARS = 200
+# The routing alias: short prompts without tools go to a small model, others to the large
+# one (routing.py). It is built in, so no alias may take its name.
+ROUTING_ALIAS = "auto"
 # Printable, no spaces: names like "claude-sonnet-4-5", "openai/gpt-5", "fast" or "gpt-5.1:latest".
 _ALIAS_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$")
 
@@ -45,6 +48,9 @@ def resolve_alias(settings: Settings, name: str) -> str:
 
 def validated_name(name: str) -> str:
     key = alias_key(name)
+    if key == ROUTING_ALIAS:
+        raise InvalidRequest(f"{ROUTING_ALIAS!r} is the built-in routing alias (small model for short prompts); "
+                             "choose another name")
     if not key or len(key) > MAX_ALIAS_CHARS or not _ALIAS_NAME.match(key):
         raise InvalidRequest(
             f"{name!r} cannot be an alias: use letters, digits and . _ : / @ + - "

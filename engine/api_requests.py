@@ -18,6 +18,7 @@ from .gguf import read_gguf
 from .json_grammar import JSON_OBJECT_GRAMMAR, grammar_for_schema
 from .protocol import ChatCompletionRequest, CompletionRequest, SamplingFields
 from .registry import ModelRecord
+from .routing import ChatModels, Router
 from .sampling import SamplingParams
 from .scheduler import GenerateJob
 from .tool_calls import TemplateAbilities, ToolPlan, engine_messages, plan_tools
@@ -37,6 +38,9 @@ class ModelNames:
         self.default_model = default_model
         self._abilities: dict[str, TemplateAbilities] = {}
         self._lock = threading.Lock()
+        # The "auto" alias: a small model for short prompts without tools (routing.py).
+        self.router = Router(lambda: engine.settings, ChatModels(engine.registry),
+                             lambda: default_model or engine.default_model_id())
 
     def resolve(self, name: str) -> ModelRecord:
         name = resolve_alias(self.engine.settings, (name or "").strip())  # aliases.py: "fast" → a model id
@@ -133,7 +137,7 @@ def _seeded(sampling: SamplingParams, i: int) -> SamplingParams:
 
 
 def chat_plan(request: ChatCompletionRequest, names: ModelNames) -> GenerationPlan:
-    record = names.resolve(request.model)
+    record = names.resolve(names.router.model_for(request))
     needs_template = bool(request.tools) or any(m.role in ("tool", "function") or m.tool_calls for m in request.messages)
     abilities = names.abilities(record) if needs_template else TemplateAbilities()
     tools = plan_tools(request.tools, request.tool_choice, abilities)
@@ -195,7 +199,7 @@ def _response_grammar(request: ChatCompletionRequest) -> str | None:
 
 
 def completion_plan(request: CompletionRequest, names: ModelNames) -> GenerationPlan:
-    record = names.resolve(request.model)
+    record = names.resolve(names.router.model_for(request))
     if request.best_of is not None and request.best_of != request.n:
         raise InvalidRequest("best_of is not supported; use n", param="best_of")
     if request.suffix:

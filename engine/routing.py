@@ -1,0 +1,109 @@
+"""Small models for simple work: which installed model a routed request or a background task runs on.
+
+A request for the routing alias ``auto`` (``aliases.ROUTING_ALIAS``) goes to the small model
+when its prompt is short (``route_short_prompt_chars``, counted over the messages' text) and it
+offers no tools; anything longer, or with tools, goes to the large one. The choice is the
+model the request is answered by, so it is what the response's ``model`` field and the usage
+table name. Background work (titles) runs on the small model too.
+
+"Small" is ``route_small_model`` / ``background_model`` when set, else the smallest usable
+installed model with a chat template; "large" is ``route_large_model``, else the default model.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from .aliases import ROUTING_ALIAS, alias_key
+from .errors import InglenookError
+from .gguf import read_gguf
+from .protocol import ChatCompletionRequest, CompletionRequest
+from .registry import ModelRecord, ModelRegistry
+from .settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class ChatModels:
+    """Which installed models can chat (they carry a chat template), read once per file version."""
+
+    def __init__(self, registry: ModelRegistry) -> None:
+        self.registry = registry
+        self._has_template: dict[str, bool] = {}
+        self._lock = threading.Lock()
+
+    def can_chat(self, record: ModelRecord) -> bool:
+        key = f"{record.id}@{record.fingerprint}"
+        with self._lock:
+            known = self._has_template.get(key)
+        if known is None:
+            try:
+                known = bool(read_gguf(record.path).chat_template)
+            except InglenookError:
+                known = False
+            with self._lock:
+                self._has_template[key] = known
+        return known
+
+    def smallest(self) -> ModelRecord | None:
+        usable = [m for m in self.registry.list() if m.usable and self.can_chat(m)]
+        return min(usable, key=lambda m: (m.size_bytes, m.id)) if usable else None
+
+
+def small_model_id(settings: Settings, models: ChatModels, configured: str | None) -> str | None:
+    """``configured`` (resolved through the registry) or the smallest chat model; None if none."""
+    if configured:
+        try:
+            return models.registry.resolve(configured).id
+        except InglenookError:
+            log.warning("the configured small model %r is not installed; using the smallest chat model", configured)
+    smallest = models.smallest()
+    return smallest.id if smallest is not None else None
+
+
+def prompt_chars(request: ChatCompletionRequest | CompletionRequest) -> int:
+    """How long a prompt is, in characters of text (token ids count one each)."""
+    if isinstance(request, CompletionRequest):
+        prompt = request.prompt
+        if isinstance(prompt, str):
+            return len(prompt)
+        return sum(len(p) if isinstance(p, (str, list)) else 1 for p in prompt)
+    total = 0
+    for message in request.messages:
+        content = message.content
+        if isinstance(content, str):
+            total += len(content)
+        elif content:
+            total += sum(len(part.text or "") for part in content)
+    return total
+
+
+class Router:
+    """Resolves the routing alias to a model id; any other name passes through unchanged."""
+
+    def __init__(self, settings: Callable[[], Settings], models: ChatModels, default_model: Callable[[], str]) -> None:
+        self._settings = settings
+        self.models = models
+        self._default_model = default_model
+
+    def is_routed(self, name: str | None) -> bool:
+        return alias_key(name or "") == ROUTING_ALIAS
+
+    def choose(self, request: ChatCompletionRequest | CompletionRequest) -> str:
+        """The model id the request runs on: small for a short prompt without tools, else large."""
+        settings = self._settings()
+        large = settings.route_large_model or self._default_model()
+        tools = bool(getattr(request, "tools", None))
+        if tools or prompt_chars(request) > settings.route_short_prompt_chars:
+            return large
+        return small_model_id(settings, self.models, settings.route_small_model) or large
+
+    def model_for(self, request: ChatCompletionRequest | CompletionRequest) -> str:
+        """The name to resolve for ``request``: the routed choice for ``auto``, else its own."""
+        if not self.is_routed(request.model):
+            return request.model
+        chosen = self.choose(request)
+        log.debug("routed a request for %r to %s", request.model, chosen)
+        return chosen
