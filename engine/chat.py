@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .cache import PrefixCache
 from .errors import InglenookError, InvalidRequest
@@ -20,8 +20,11 @@ from .runtime import Chunk, Finished
 from .sampling import SamplingParams
 from .scheduler import GenerateJob, JobHandle, Scheduler
 from .store import Conversation, Message, Store
-from .usage import TERMINAL
+from .usage import TERMINAL, WINDOW
 from .usage_recorder import ReasoningCount, UsageRecorder
+
+if TYPE_CHECKING:
+    from .background import BackgroundWork
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +125,8 @@ class ChatService:
         self.usage = usage
         # Who is chatting, for usage: the terminal unless the window says it is the window.
         self.client = TERMINAL
+        # Titles written by a small model, and background work that gives way to a person.
+        self.background: BackgroundWork | None = None
         # Models named "<engine>/<model>" are answered by a remote engine (Settings → Engines).
         self.remotes = RemoteCatalogue(store)
 
@@ -195,10 +200,14 @@ class ChatService:
         if not text.strip():
             raise InvalidRequest("the message is empty", param="content")
         conversation = self.store.get_conversation(conversation_id)
-        if not self.store.messages(conversation_id) and conversation.title in ("", "New chat"):
+        first = not self.store.messages(conversation_id) and conversation.title in ("", "New chat")
+        if first:
             conversation = self.store.update_conversation(conversation_id, title=title_from(text))
         self.store.add_message(conversation_id, "user", text)
-        return self._answer(conversation, sampling_overrides, use_cache)
+        turn = self._answer(conversation, sampling_overrides, use_cache)
+        if first and self.background is not None and self.client == WINDOW:
+            self.background.request_title(conversation_id, text)  # written once the machine is idle
+        return turn
 
     def regenerate(self, conversation_id: int, use_cache: bool = True, **sampling_overrides: Any) -> Turn:
         """Drop the last answer and answer the last user message again."""
@@ -234,6 +243,8 @@ class ChatService:
             # The same events as a local job; nothing runs here, so there is no usage to count.
             assert job.messages is not None
             return Turn(self.store, conversation, self.remotes.chat(model_id, job.messages, sampling), model_id)
+        if self.background is not None:
+            self.background.person_started()  # a title being written gives way
         handle = self.scheduler.submit(job)
         turn = Turn(self.store, conversation, handle, model_id)
         if self.usage is not None:

@@ -25,6 +25,8 @@ from .settings import NOMINAL_AUTO_CONTEXT, Settings
 from .starter import STARTER_ID
 from .store import Store
 from .usage_recorder import UsageRecorder
+from .background import BackgroundWork
+from .routing import ChatModels
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +66,9 @@ class Engine:
         self.usage = UsageRecorder(self.store, lambda: self.settings.usage_retention_days)
         self.scheduler.add_finished_observer(self.usage.observe)
         self.chats = ChatService(self.store, self.scheduler, self.default_model_id, cache=self.cache, usage=self.usage)
+        # Titles on the smallest chat model, only while nothing else runs.
+        self.background = BackgroundWork(self.scheduler, self.store, lambda: self.settings, ChatModels(self.registry))
+        self.chats.background = self.background
         self.cache.prune_conversations({c.id for c in self.store.list_conversations()})
 
     def _record_load_outcome(self, model_id: str, state: str, detail: object) -> None:
@@ -114,6 +119,7 @@ class Engine:
         raise ModelNotFound("no models are installed; `inglenook pull REPO` downloads one")
 
     def close(self) -> None:
+        self.background.close()
         self.scheduler.close()
         self.usage.close()  # the last answers' counts reach the store before it closes
         self.cache.close()  # queued state files reach the disk before the process ends

@@ -20,18 +20,24 @@ def test_the_usage_page_shows_a_real_chats_totals(qtbot, window) -> None:  # noq
     type_and_send(qtbot, window, "Say hello.")
     wait_answer(qtbot, window, conversation_id)
     answer = window.engine.store.messages(conversation_id)[-1]
+    assert window.engine.background.wait_idle(ANSWER_TIMEOUT_MS / 1000)  # the new chat's title, written after
     assert window.engine.usage.flush()
+    title = window.engine.store.get_conversation(conversation_id).title
+    assert title and title != "Say hello."  # the model wrote it, the first message was only the stopgap
+    qtbot.waitUntil(lambda: window.sidebar.list.item(0).text() == title, timeout=10_000)
 
     page = window.usage_page
     with qtbot.waitSignal(page.refreshed, timeout=ANSWER_TIMEOUT_MS):
         qtbot.mouseClick(window.sidebar.nav_buttons["usage"], Qt.MouseButton.LeftButton)
     assert window.pages.currentWidget() is page
+    by_client = page.summary.report.by_client()
+    mine = by_client["window"]
+    assert mine.requests == 1 and mine.completion_tokens == answer.completion_tokens
+    assert mine.prompt_tokens == answer.prompt_tokens
+    assert by_client["background:title"].requests == 1  # the title, on the smallest chat model
     total = page.summary.report.total()
-    assert total.requests == 1 and total.completion_tokens == answer.completion_tokens
-    assert total.prompt_tokens == answer.prompt_tokens
-    assert page.totals.text().startswith("1 generations")
-    clients = _cells(page.client_table)
-    assert clients[0][0] == "window" and clients[0][1] == "1"
+    assert page.totals.text().startswith(f"{total.requests} generations")
+    assert {row[0]: row[1] for row in _cells(page.client_table)}["window"] == "1"
     assert _cells(page.model_table)[0][0] == answer.model_id
     costs = {row[0]: row[1] for row in _cells(page.cost_table)}
     assert "This machine" in costs and len(costs) >= 3  # the default APIs, then the machine
