@@ -25,6 +25,10 @@ class AboutPage(QWidget):
         heading.setObjectName("PageTitle")
         hint = QLabel("What this installation runs. Paste it into a bug report; "
                       "`inglenook doctor` in a terminal prints the same.", self)
+        # The network promise, where people look for it (README and the welcome say it too).
+        network = QLabel("Nothing is contacted over the network unless you search for or download a model.", self)
+        network.setObjectName("AboutNetwork")
+        network.setWordWrap(True)
         hint.setObjectName("PageHint")
         hint.setWordWrap(True)
         self.text = QPlainTextEdit(self)
@@ -44,6 +48,7 @@ class AboutPage(QWidget):
         buttons.addStretch(1)
         layout.addWidget(heading)
         layout.addWidget(hint)
+        layout.addWidget(network)
         layout.addWidget(self.text, 1)
         layout.addLayout(buttons)
         self.report: DoctorReport | None = None

@@ -122,6 +122,23 @@ class RunningApp:
         subprocess.run(["convert", str(raw), str(target)], check=True, timeout=60)
         raw.unlink()
 
+    def screenshot_when_painted(self, target: Path, timeout: float = 60.0, settle: float = 1.5) -> int:
+        """A screenshot once the windows have painted: a freshly mapped window is black until
+        Qt's first paint, so wait until the screen has many colours, then a moment more for the
+        rest (the model list, the status line) to fill in. Returns the colour count."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.check_alive()
+            self.screenshot(target)
+            colours = int(subprocess.run(["convert", str(target), "-format", "%k", "info:"], capture_output=True,
+                                         text=True, check=True, timeout=60).stdout.strip() or 0)
+            if colours > 200 or time.monotonic() > deadline:
+                break
+            time.sleep(0.25)
+        time.sleep(settle)
+        self.screenshot(target)
+        return colours
+
     def api(self, script: str) -> dict[str, object]:
         """Run ``script`` (Python, using the OpenAI SDK; prints one JSON line) inside the app's
         network namespace: the only place its loopback API exists."""

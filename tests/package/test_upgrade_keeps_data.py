@@ -1,0 +1,96 @@
+"""Installing a newer build over an older one keeps the user's chats and runs its migrations.
+
+``make package-test`` builds both: dist/inglenook_<v>_amd64.deb (``make package``) and
+dist/upgrade/inglenook_<v>+upgradetest1_amd64.deb (``make package-upgrade``: the same bundle
+plus one dummy migration, m999_upgrade_test_marker). The test installs the older with apt,
+chats, upgrades with dpkg -i, starts the new version on the same HOME and chats on in the
+same conversation. It changes the machine's packages, so it runs only with
+INGLENOOK_PACKAGE_TEST=1 (as root).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from .desktop_session import MAIN_TITLE, ROOT, WELCOME_TITLE, integrity, launch, missing_tools, newest_deb, \
+    wait_answers, xvfb
+
+pytestmark = pytest.mark.package
+
+OLDER = newest_deb()
+NEWER = next(iter(sorted((ROOT / "dist" / "upgrade").glob("inglenook_*+upgradetest1_amd64.deb"))), None)
+PROGRAM = Path("/opt/inglenook/inglenook")
+
+if os.environ.get("INGLENOOK_PACKAGE_TEST") != "1" or os.geteuid() != 0:
+    pytest.skip("the upgrade test installs packages on this machine: run it with `make package-test` (root)",
+                allow_module_level=True)
+if OLDER is None or NEWER is None:
+    pytest.skip("needs both builds: `make package` and `make package-upgrade`", allow_module_level=True)
+if missing_tools():
+    pytest.skip(f"missing tools: {', '.join(missing_tools())}", allow_module_level=True)
+
+
+def installed_version() -> str:
+    done = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "inglenook"], capture_output=True, text=True, check=True)
+    return done.stdout
+
+
+def conversations_of_answers(database: Path) -> list[int]:
+    connection = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
+    try:
+        rows = connection.execute("SELECT conversation_id FROM messages WHERE role = 'assistant' AND status = 'complete'"
+                                  " ORDER BY id").fetchall()
+        return [row[0] for row in rows]
+    finally:
+        connection.close()
+
+
+def chat_once(home: Path, question: str, answers_expected: int, first_run: bool) -> None:
+    with xvfb() as display:
+        app = launch(PROGRAM, home, display)
+        try:
+            if first_run:
+                app.type_into(app.wait_window(WELCOME_TITLE), key="Return")
+            main = app.wait_window(MAIN_TITLE)
+            if not first_run:
+                time.sleep(1.0)  # the latest chat opens on start (a worker reads it)
+                assert not app.window_ids(WELCOME_TITLE), "the welcome came back after an upgrade"
+            app.type_into(main, text=question, key="Return")
+            wait_answers(app, answers_expected)
+            assert app.quit() == 0, app.log_text()
+        finally:
+            if app.process.poll() is None:
+                app.process.kill()
+                app.process.wait(10)
+
+
+def test_an_upgrade_keeps_the_chat_and_runs_the_new_migration(tmp_path: Path) -> None:
+    assert OLDER is not None and NEWER is not None
+    home = tmp_path / "home"
+    home.mkdir()
+    database = home / ".local" / "share" / "Inglenook" / "inglenook.db"
+    subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", str(OLDER)], check=True,
+                   stdout=subprocess.DEVNULL)
+    try:
+        chat_once(home, "Name a colour.", 1, first_run=True)
+        subprocess.run(["dpkg", "-i", str(NEWER)], check=True, stdout=subprocess.DEVNULL)
+        assert installed_version().endswith("+upgradetest1")
+        chat_once(home, "Name another one.", 2, first_run=False)
+    finally:
+        subprocess.run(["dpkg", "-r", "inglenook"], check=False, stdout=subprocess.DEVNULL)
+    assert integrity(database) == "ok"
+    first, second = conversations_of_answers(database)[:2]
+    assert first == second, "the upgraded app did not continue the same conversation"
+    connection = sqlite3.connect(database)
+    try:
+        applied = [row[0] for row in connection.execute("SELECT name FROM _migrations")]
+        marker = connection.execute("SELECT note FROM upgrade_test_marker").fetchall()
+    finally:
+        connection.close()
+    assert "m999_upgrade_test_marker" in applied and marker
