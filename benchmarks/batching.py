@@ -6,7 +6,12 @@ library), llama.cpp's own server with ``-np 8``; sends the same streaming chat r
 both, interleaved level by level (temperature 0, 128 tokens each, end-of-text banned so
 every stream runs its full length). Prints JSON with the ratios to one stream.
 
-    python benchmarks/batching.py [--llama-server PATH] [--tokens 128] [--levels 1,2,4,8]
+With ``--baseline REV`` a third server runs the engine as it was at git revision ``REV``
+(extracted to a temporary folder), under the same load in the same run: before and after,
+side by side. Each row also gives the server process's CPU seconds per generated token
+(all its threads), which shows what HTTP and Python cost beside decoding.
+
+    python benchmarks/batching.py [--llama-server PATH] [--baseline REV] [--tokens 128] [--levels 1,2,4,8]
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import time
 from pathlib import Path
 
 import httpx
+import psutil
 
 from inglenook.engine.core import Engine
 from inglenook.engine.paths import Paths
@@ -55,11 +61,15 @@ def wait_ready(url: str, process: subprocess.Popen, timeout: float = 120.0) -> N
     raise SystemExit(f"the server at {url} did not become ready")
 
 
-def start_ours(home: Path) -> tuple[str, subprocess.Popen]:
+def start_ours(home: Path, source: Path | None = None) -> tuple[str, subprocess.Popen]:
+    """``inglenook serve`` of this checkout, or of the package tree under ``source``."""
+    home.mkdir(parents=True, exist_ok=True)
     with Engine(Paths.under(home)) as engine:
         engine.update_settings(parallel_sequences=SEQUENCES, context_size=CONTEXT_PER_SEQUENCE, cache_budget_mb=0)
     port = free_port()
     env = {**os.environ, "INGLENOOK_HOME": str(home)}
+    if source is not None:
+        env["PYTHONPATH"] = str(source)  # found before the editable install's mapping
     process = subprocess.Popen([sys.executable, "-m", "inglenook", "serve", "--port", str(port)], env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return f"http://127.0.0.1:{port}", process
@@ -74,6 +84,25 @@ def start_llama_server(binary: Path, model: Path, threads: int) -> tuple[str, su
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     return f"http://127.0.0.1:{port}", process
+
+
+def extract_revision(revision: str, into: Path) -> Path:
+    """The ``inglenook`` package as it was at ``revision``, laid out as installed."""
+    package = into / "inglenook"
+    package.mkdir(parents=True)
+    repo = Path(__file__).resolve().parent.parent
+    archive = subprocess.run(["git", "-C", str(repo), "archive", revision, "inglenook", "engine", "app", "resources"],
+                             capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(package)], input=archive, check=True)
+    for child in (package / "inglenook").iterdir():
+        child.rename(package / child.name)
+    (package / "inglenook").rmdir()
+    return into
+
+
+def cpu_seconds(process: subprocess.Popen) -> float:
+    times = psutil.Process(process.pid).cpu_times()
+    return times.user + times.system
 
 
 def one_stream(url: str, model: str, topic: str, tokens: int, out: list[dict]) -> None:
@@ -97,8 +126,9 @@ def one_stream(url: str, model: str, topic: str, tokens: int, out: list[dict]) -
     out.append({"ttft_s": (first or sent) - sent, "ended": time.perf_counter(), "pieces": pieces})
 
 
-def load(url: str, model: str, streams: int, tokens: int) -> dict[str, float]:
+def load(url: str, model: str, streams: int, tokens: int, process: subprocess.Popen | None = None) -> dict[str, float]:
     results: list[dict] = []
+    cpu_before = cpu_seconds(process) if process is not None else 0.0
     threads = [threading.Thread(target=one_stream, args=(url, model, TOPICS[i % len(TOPICS)], tokens, results))
                for i in range(streams)]
     started = time.perf_counter()
@@ -107,8 +137,12 @@ def load(url: str, model: str, streams: int, tokens: int) -> dict[str, float]:
     for thread in threads:
         thread.join()
     wall = max(r["ended"] for r in results) - started
-    return {"aggregate_tok_s": round(streams * tokens / wall, 1), "wall_s": round(wall, 2),
-            "mean_ttft_s": round(sum(r["ttft_s"] for r in results) / len(results), 3)}
+    row = {"aggregate_tok_s": round(streams * tokens / wall, 1), "wall_s": round(wall, 2),
+           "mean_ttft_s": round(sum(r["ttft_s"] for r in results) / len(results), 3)}
+    if process is not None:
+        row["cpu_ms_per_token"] = round(1000 * (cpu_seconds(process) - cpu_before) / (streams * tokens), 2)
+        row["server_threads"] = psutil.Process(process.pid).num_threads()
+    return row
 
 
 def main() -> int:
@@ -117,12 +151,16 @@ def main() -> int:
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--levels", default="1,2,4,8")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--baseline", metavar="REV", help="also serve the engine as of this git revision")
     args = parser.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
     model_path = find_starter_model()
     servers = {}
-    with tempfile.TemporaryDirectory() as home:
-        servers["inglenook"] = (*start_ours(Path(home)), "smollm2")
+    with tempfile.TemporaryDirectory() as scratch:
+        servers["inglenook"] = (*start_ours(Path(scratch) / "home"), "smollm2")
+        if args.baseline:
+            source = extract_revision(args.baseline, Path(scratch) / "baseline")
+            servers["inglenook_baseline"] = (*start_ours(Path(scratch) / "home-baseline", source), "smollm2")
         if args.llama_server:
             servers["llama_server"] = (*start_llama_server(args.llama_server, model_path, args.threads), "model")
         try:
@@ -130,11 +168,11 @@ def main() -> int:
                 wait_ready(url, process)
                 load(url, model, 1, 8)  # warm up: the model is loaded and paged in
             result: dict[str, object] = {"model": model_path.name, "tokens_per_stream": args.tokens,
-                                         "sequences": SEQUENCES}
+                                         "sequences": SEQUENCES, "baseline": args.baseline}
             table: dict[str, dict[str, dict[str, float]]] = {name: {} for name in servers}
             for level in levels:  # interleaved, so machine noise hits both alike
-                for name, (url, _process, model) in servers.items():
-                    table[name][str(level)] = load(url, model, level, args.tokens)
+                for name, (url, process, model) in servers.items():
+                    table[name][str(level)] = load(url, model, level, args.tokens, process)
             for name, rows in table.items():
                 base = rows[str(levels[0])]["aggregate_tok_s"]
                 for row in rows.values():
@@ -143,6 +181,11 @@ def main() -> int:
             if "llama_server" in table:
                 result["ours_vs_llama_server"] = {
                     level: round(table["inglenook"][level]["aggregate_tok_s"] / table["llama_server"][level]["aggregate_tok_s"], 3)
+                    for level in table["inglenook"]
+                }
+            if "inglenook_baseline" in table:
+                result["ours_vs_baseline"] = {
+                    level: round(table["inglenook"][level]["aggregate_tok_s"] / table["inglenook_baseline"][level]["aggregate_tok_s"], 3)
                     for level in table["inglenook"]
                 }
         finally:

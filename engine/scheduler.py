@@ -122,6 +122,9 @@ ModelListener = Callable[[str, str, Any], None]
 FinishedObserver = Callable[[GenerateJob, Finished], None]
 
 _DONE = object()
+# What ``JobHandle.poll`` returns when no event is waiting, and once the job has ended.
+EMPTY = object()
+ENDED = object()
 
 
 class JobHandle:
@@ -134,6 +137,7 @@ class JobHandle:
         self._events: queue.Queue[Any] = queue.Queue()
         self.submitted_at = time.perf_counter()
         self.record: ModelRecord | None = None  # the job's model, resolved once at admission
+        self._waker: Callable[[], None] | None = None
 
     def cancel(self) -> None:
         self.cancel_event.set()
@@ -174,9 +178,31 @@ class JobHandle:
                 return event
         raise JobCancelled("the job ended without a result")
 
+    def set_waker(self, waker: Callable[[], None]) -> None:
+        """Have ``waker()`` called (on the scheduler's thread, so it must be quick) after
+        each new item: an event loop then reads with ``poll`` instead of parking a thread
+        per job in ``events()``."""
+        self._waker = waker
+
+    def poll(self) -> GenerationEvent | Embeddings | object:
+        """The next event without waiting, ``EMPTY`` when none is there yet, ``ENDED`` once
+        the job is over; re-raises the job's error."""
+        try:
+            item = self._events.get_nowait()
+        except queue.Empty:
+            return EMPTY
+        if item is _DONE:
+            return ENDED
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
     # worker side
     def _put(self, item: Any) -> None:
         self._events.put(item)
+        waker = self._waker
+        if waker is not None:
+            waker()
 
 
 def describe_job(job: Job) -> str:
@@ -754,8 +780,12 @@ class Scheduler:
     def _on_loaded(self, outcome: LoadOutcome) -> None:
         """On the loader thread: hand the outcome to the worker, and wake it."""
         with self._wake:
-            self._inbox.append(outcome)
-            self._wake.notify()
+            if not self._closed:
+                self._inbox.append(outcome)
+                self._wake.notify()
+                return
+        if outcome.model is not None:  # the engine closed while it loaded: nobody will use it
+            outcome.model.close()
 
     def _take_loaded(self) -> None:
         """Install finished loads into the pool (worker thread, or close)."""
