@@ -9,6 +9,7 @@ log line saying so (a headless box or a CI runner has none). Models of a remote 
 from __future__ import annotations
 
 import logging
+import os
 import re
 import threading
 from pathlib import Path
@@ -18,6 +19,8 @@ from urllib.parse import urlsplit
 from .errors import InglenookError, InvalidRequest
 from .registry import ModelRecord
 from .remote import SEPARATOR, RemoteAnswer, RemoteEndpoint, RemoteEngine, RemoteEngineError
+from .rpc import parse_workers
+from .rpc_host import CHILD_VARIABLE, ENGINE_NAME as RPC_ENGINE, RpcHost
 from .sampling import SamplingParams
 from .settings import Settings
 from .store import Store
@@ -90,18 +93,42 @@ class RemoteCatalogue:
         self.problems: dict[str, str] = {}  # engine name -> why its models could not be listed
         self._known: dict[str, list[str]] = {}  # engine name -> model ids last listed
         self._lock = threading.Lock()
+        self._rpc: RpcHost | None = None  # the child running models split over the RPC workers
+
+    def rpc_endpoint(self, start: bool = True) -> RemoteEndpoint | None:
+        """With RPC workers set (Settings → Engines), the child that splits models over them,
+        as engine "rpc"; started on first use, and again after a worker took it down."""
+        workers = parse_workers(Settings.load(self.store).rpc_workers)
+        if not workers or os.environ.get(CHILD_VARIABLE):
+            return None
+        with self._lock:
+            if self._rpc is None or self._rpc.workers != workers:
+                if self._rpc is not None:
+                    self._rpc.stop()
+                self._rpc = RpcHost(workers)
+            host = self._rpc
+        return host.endpoint() if start or host.alive else None
 
     def _entries(self) -> list[dict[str, Any]]:
         return [dict(e) for e in Settings.load(self.store).remote_engines if isinstance(e, dict) and e.get("name")]
 
-    def endpoints(self) -> list[RemoteEndpoint]:
-        return [RemoteEndpoint(e["name"], e["base_url"], _read_key(e)) for e in self._entries()]
+    def endpoints(self, start_rpc: bool = False) -> list[RemoteEndpoint]:
+        found = [RemoteEndpoint(e["name"], e["base_url"], _read_key(e)) for e in self._entries()]
+        try:
+            rpc = self.rpc_endpoint(start=start_rpc)
+        except InglenookError as exc:
+            log.warning("the RPC workers cannot be used: %s", exc)
+            with self._lock:
+                self.problems[RPC_ENGINE] = str(exc)
+            rpc = None
+        return [*found, rpc] if rpc is not None else found
 
     def add(self, name: str, base_url: str, api_key: str | None = None) -> str:
         """Add (or replace) an endpoint; returns where its key is kept ("keyring", "store" or "")."""
         name, base_url = name.strip(), base_url.strip().rstrip("/")
-        if not _NAME.match(name):
-            raise InvalidRequest("an engine name is 1-40 letters, digits or . _ - (no slash)", param="name")
+        if not _NAME.match(name) or name == RPC_ENGINE:
+            raise InvalidRequest(f"an engine name is 1-40 letters, digits or . _ - (no slash, not {RPC_ENGINE!r})",
+                                 param="name")
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise InvalidRequest("the base URL must start with http:// or https://, e.g. http://host:8484/v1",
@@ -130,6 +157,9 @@ class RemoteCatalogue:
         engine_name, sep, remote_id = (model_id or "").partition(SEPARATOR)
         if not sep or not remote_id:
             return None
+        if engine_name == RPC_ENGINE:
+            rpc = self.rpc_endpoint(start=True)  # a failure to start says why (RpcError)
+            return (rpc, remote_id) if rpc is not None else None
         for endpoint in self.endpoints():
             if endpoint.name == engine_name:
                 return endpoint, remote_id
@@ -138,7 +168,7 @@ class RemoteCatalogue:
     def records(self) -> list[ModelRecord]:
         """Every remote model as a record for the picker (asks each remote: network)."""
         records: list[ModelRecord] = []
-        for endpoint in self.endpoints():
+        for endpoint in self.endpoints(start_rpc=True):
             try:
                 ids = RemoteEngine(endpoint).model_ids()
             except InglenookError as exc:

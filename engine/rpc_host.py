@@ -10,6 +10,7 @@ the child's memory goes with it, and the next request starts a fresh child.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import re
@@ -43,6 +44,8 @@ class RpcHost:
         self._endpoint: RemoteEndpoint | None = None
         self._lock = threading.Lock()
         self._errors: deque[str] = deque(maxlen=20)
+        self.split = ""  # the child's "N layers here, a + b on the workers" once it has said it
+        atexit.register(self.stop)
 
     @property
     def alive(self) -> bool:
@@ -96,6 +99,8 @@ class RpcHost:
         assert process.stderr is not None
         for line in process.stderr:
             line = line.rstrip()
+            if line.startswith("RPC split: "):
+                self.split = line.removeprefix("RPC split: ")
             if line:
                 self._errors.append(line)
                 log.debug("rpc host: %s", line)

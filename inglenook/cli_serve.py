@@ -80,6 +80,7 @@ def cmd_serve(args: argparse.Namespace, paths: Paths) -> int:
         elif args.rpc:
             print("Starting the model split over the RPC workers…", file=sys.stderr, flush=True)
             rpc_host = start_rpc_host(engine, args.rpc, default_model)
+            print(f"RPC split: {rpc_host.split or 'as the workers allow'}", file=sys.stderr, flush=True)
         server = ApiServer.from_settings(
             engine,
             host=args.host, port=args.port, api_key=args.api_key or os.environ.get(API_KEY_VARIABLE) or None,
