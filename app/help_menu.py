@@ -56,10 +56,13 @@ class AppMenus:
         menu.addAction(action)
         return action
 
-    def refresh(self) -> None:
-        current = self.settings()
-        self.tray_action.setChecked(bool(current.close_to_tray))
-        self.login_action.setChecked(bool(current.start_at_login))
+    def refresh(self, saved: dict[str, Any] | None = None) -> None:
+        """Show the settings; after a save, only the fields that save wrote (with the values
+        it wrote: saves land in order, while the live settings may already be a later one's)."""
+        values = saved if saved is not None else vars(self.settings())
+        for key, action in (("close_to_tray", self.tray_action), ("start_at_login", self.login_action)):
+            if key in values:
+                action.setChecked(bool(values[key]))
 
     def open_folder(self, key: str) -> bool:
         folder = self.folders[key]

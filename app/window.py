@@ -260,7 +260,7 @@ class MainWindow(QMainWindow):
 
     def _settings_saved(self, applied: dict[str, Any]) -> None:
         settings = self.engine.settings
-        self.menus.refresh()
+        self.menus.refresh(applied)
         self.panel.set_context_size(settings.context_size)
         if "theme" in applied:
             self.apply_theme()
