@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,7 +30,11 @@ from .registry import ModelRecord
 from .sampling import SamplingParams
 from .sequence import DECODE, DONE, PREFILL, KvSlot, Sequence, SlotView
 from .special_split import PieceCutter
+from .speculative import DRAFT, MAX_DRAFT, OFF, check_mode
 from .tool_call_parser import PRESERVED_MARKERS
+
+if TYPE_CHECKING:
+    from .draft_model import DraftModel
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +58,10 @@ class LoadOptions:
     # Sequences one context serves at once (llama.cpp's n_seq_max), each with its own KV
     # stream of ``context_size`` cells; the scheduler batches their steps into one decode.
     parallel: int = 1
+    # Speculative decoding: "off", "lookup" (n-gram drafts from the prompt and the answer)
+    # or "draft" (a small model with the same vocabulary, ``draft_model``, drafts).
+    speculative: str = OFF
+    draft_model: ModelRecord | None = field(default=None, hash=False)
 
     def kv_layout_key(self, flash_attention: bool | None = None) -> str:
         # The KV cache type sets the element layout; flash attention sets whether V is stored
@@ -97,6 +105,9 @@ class Timings:
     ttft_s: float = 0.0  # request start to first generated token (includes prefill)
     prompt_s: float = 0.0
     decode_s: float = 0.0
+    # Speculative decoding: draft tokens verified, and how many of them were kept.
+    draft_n: int = 0
+    draft_n_accepted: int = 0
 
     def prompt_tps(self, tokens: int) -> float:
         return tokens / self.prompt_s if self.prompt_s > 0 else 0.0
@@ -157,6 +168,7 @@ class LoadedModel:
     load_seconds: float
     chat_template: ChatTemplate
     add_bos: bool
+    speculative_mode: str  # OFF, LOOKUP or DRAFT: what this model runs (see _speculative_mode)
     # llama.cpp handles, typed Any: the bindings are reached through a module object.
     _ctx: Any
     _vocab: Any
@@ -172,6 +184,9 @@ class LoadedModel:
         self._model = None
         self._ctx = None
         self._batch = None
+        self._draft: DraftModel | None = None  # the draft model of speculative "draft"
+        self._prefilling: list[Sequence] = []  # opened sequences that may lead a shared prefill
+        self.prompt_tokens_decoded = 0  # prompt tokens fed to llama_decode by steps (tests count them)
         self._pieces: dict[int, bytes] = {}
         self._cutters: dict[bool, PieceCutter | None] = {}  # by parse_special, made on first need
         # One KvSlot per llama.cpp sequence id: the tokens whose KV entries it holds.
@@ -204,6 +219,8 @@ class LoadedModel:
                 f"{self.n_layer + 1} layers run on the GPU, the rest on the CPU."
             )
             log.warning("%s", self.offload_note)
+        if self.speculative_mode == DRAFT:
+            self._load_draft()
         self.load_seconds = time.perf_counter() - started
         log.info(
             "loaded %s: n_ctx=%d threads=%d gpu_layers=%d flash_attn=%s in %.2fs",
@@ -242,8 +259,9 @@ class LoadedModel:
         wanted = self.options.context_size
         per_sequence = min(wanted, self.n_ctx_train) if self.n_ctx_train > 0 else wanted
         ctx_params.n_ctx = per_sequence * len(self.slots)
-        # Room for a full prefill chunk plus one decode token per sequence in the same step.
-        ctx_params.n_batch = self.options.batch_size + len(self.slots)
+        # Room for a full prefill chunk plus each sequence's decode token (and draft) in one step.
+        self._batch_capacity = self.options.batch_size + len(self.slots) * (1 + self._draft_room())
+        ctx_params.n_batch = self._batch_capacity
         ctx_params.n_ubatch = self.options.batch_size
         ctx_params.n_seq_max = len(self.slots)
         # One KV stream per sequence, each of the full context, rather than llama.cpp's
@@ -273,8 +291,8 @@ class LoadedModel:
         self.n_ctx = lib.llama_n_ctx(self._ctx) // len(self.slots)  # each sequence's own context
         self.threads = threads
         self._memory = lib.llama_get_memory(self._ctx)
-        self._batch = lib.llama_batch_init(self.options.batch_size + len(self.slots), 0, 1)
-        self._batch_capacity = self.options.batch_size + len(self.slots)
+        self._batch = lib.llama_batch_init(self._batch_capacity, 0, 1)
+        self.speculative_mode = self._speculative_mode()
         self.chat_template = ChatTemplate(
             self.info.chat_template,
             bos_token=self._special_text("bos"),
@@ -310,12 +328,48 @@ class LoadedModel:
             return True
         return gpu_layers > 0 and bool(self._lib.llama_supports_gpu_offload())
 
+    def _load_draft(self) -> None:
+        from .draft_model import DraftModel  # noqa: PLC0415 — it builds LoadedModels itself
+
+        draft = self.options.draft_model
+        try:
+            if draft is None:
+                raise ModelLoadError(f"speculative decoding with a draft model needs one; pick a draft model for {self.record.id} in Settings")
+            self._draft = DraftModel(self, draft)
+        except ModelLoadError:
+            self.close()
+            raise
+
+    def _draft_room(self) -> int:
+        """Draft tokens each sequence may add to a step's batch."""
+        return MAX_DRAFT if self.options.speculative != OFF and not self.options.embeddings else 0
+
+    def _speculative_mode(self) -> str:
+        """The speculative mode this model runs: the setting, unless the model cannot take it."""
+        try:
+            mode = check_mode(self.options.speculative)
+        except ValueError as exc:
+            raise ModelLoadError(str(exc)) from exc
+        if mode == OFF or self.options.embeddings:
+            return OFF
+        lib = self._lib
+        # Rejected draft tokens are removed from the KV cache: a recurrent state cannot drop
+        # a tail, and a sliding-window cache may already have let go of cells the next
+        # token attends to once the draft's positions moved its window on.
+        if lib.llama_model_is_recurrent(self._model) or lib.llama_model_is_hybrid(self._model) or self.n_swa > 0:
+            log.info("speculative decoding is off for %s: its cache cannot drop rejected drafts", self.record.id)
+            return OFF
+        return mode
+
     def _special_text(self, role: str) -> str:
         found = self.info.special_tokens.get(role)
         return found[1] or "" if found else ""
 
     def close(self) -> None:
         lib = self._lib
+        if self._draft is not None:
+            self._draft.close()
+            self._draft = None
         if self._batch is not None:
             lib.llama_batch_free(self._batch)
             self._batch = None
@@ -375,6 +429,13 @@ class LoadedModel:
 
     def is_end_of_generation(self, token: int) -> bool:
         return bool(self._lib.llama_vocab_is_eog(self._vocab, token))
+
+    def cut_at_end(self, draft: list[int]) -> list[int]:
+        """A draft up to and including its first end-of-generation token: nothing follows it."""
+        for i, token in enumerate(draft):
+            if self.is_end_of_generation(token):
+                return draft[:i + 1]
+        return draft
 
     def chat_tokens(self, messages: list[dict], tools: list[dict] | None = None,
                     cancel: threading.Event | None = None, options: dict[str, Any] | None = None) -> list[int]:
@@ -489,10 +550,26 @@ class LoadedModel:
         slot = slot or self.pick_slot(prompt)
         if slot is None:
             raise InvalidRequest("every sequence of this model is busy")
-        cached = self._reuse_prefix(slot, prompt) if reuse_kv else self._clear_kv(slot)
+        leader = self._prefill_leader(prompt, slot)
+        if leader is not None:
+            cached = self._clear_kv(slot)  # it gets the leader's KV instead
+        else:
+            cached = self._reuse_prefix(slot, prompt) if reuse_kv else self._clear_kv(slot)
         slot.busy = True
         slot.last_used = time.monotonic()
-        return Sequence(self, slot, prompt, sampling, budget, cancel, started, cached)
+        sequence = Sequence(self, slot, prompt, sampling, budget, cancel, started, cached)
+        sequence.leader = leader
+        self._prefilling = [s for s in self._prefilling if s.state == PREFILL] + [sequence]
+        return sequence
+
+    def _prefill_leader(self, prompt: list[int], slot: KvSlot) -> Sequence | None:
+        """A sequence still prefilling this very prompt (another of a request's ``n``
+        choices, or the same prompt from another client): the new one waits for its
+        prefill and copies the KV instead of computing it again."""
+        for other in self._prefilling:
+            if other.state == PREFILL and other.leader is None and other.slot is not slot and other.tokens == prompt:
+                return other
+        return None
 
     def pick_slot(self, prompt: list[int]) -> KvSlot | None:
         """The free slot sharing the longest prefix with ``prompt``; else the least recently used."""
@@ -524,35 +601,88 @@ class LoadedModel:
         live = [s for s in sequences if not s.done]
         if not live:
             return 0
-        rows: list[tuple[Sequence, list[int], bool]] = []  # (sequence, tokens, logits for the last)
+        rows: list[tuple[Sequence, list[int], str]] = []  # (sequence, tokens, which want logits)
+        decoding = [s for s in live if s.state == DECODE and s.feed is not None]
+        for sequence, draft in zip(decoding, self._drafts(decoding)):
+            # The fed token plus a draft: logits at every position, to verify each draft token.
+            assert sequence.feed is not None
+            rows.append((sequence, [sequence.feed, *draft], ALL if draft else LAST))
+        room = max(0, min(prefill_budget, self._batch_capacity - sum(len(tokens) for _, tokens, _ in rows)))
         for sequence in live:
-            if sequence.state == DECODE and sequence.feed is not None:
-                rows.append((sequence, [sequence.feed], True))
-        room = max(0, min(prefill_budget, self._batch_capacity - len(rows)))
-        for sequence in live:
-            if sequence.state != PREFILL or room < 2:
+            if sequence.leader is not None and sequence.leader.done:
+                sequence.leader = None  # its leader was cancelled mid-prefill: prefill alone
+            if sequence.state != PREFILL or room < 2 or sequence.leader is not None:
                 continue
             chunk = sequence.take_prefill(room)
-            rows.append((sequence, chunk, not sequence.pending))
+            rows.append((sequence, chunk, NONE if sequence.pending else LAST))
             room -= len(chunk)
         if not rows:
             return 0
-        logit_rows = self._fill_batch([
-            BatchRow(s.seq_id, len(s.slot.kv_tokens), tokens, LAST if wants_logits else NONE)
-            for s, tokens, wants_logits in rows
-        ])
+        logit_rows = self._fill_batch([BatchRow(s.seq_id, len(s.slot.kv_tokens), tokens, logits)
+                                       for s, tokens, logits in rows])
         status = self._lib.llama_decode(self._ctx, self._batch)
         if status != 0:
             self._decode_failed(rows, status)
         prefill_tokens = sum(len(tokens) for sequence, tokens, _ in rows if sequence.state == PREFILL)
+        self.prompt_tokens_decoded += prefill_tokens
         for (sequence, tokens, _), index in zip(rows, logit_rows):
             if sequence.state == PREFILL:
                 sequence.prefilled(tokens)
+            elif len(tokens) > 1:
+                self._verify(sequence, tokens, index)
+                continue
             else:
                 sequence.decoded_feed()
             if index >= 0:
+                if sequence.state == PREFILL:
+                    self._share_prefill(sequence, [s for s in live if s.leader is sequence], index)
                 sequence.on_logits(index)
         return prefill_tokens
+
+    def _share_prefill(self, leader: Sequence, followers: list[Sequence], index: int) -> None:
+        """``leader`` has just prefilled its prompt: each follower takes a copy of its KV
+        and samples its own first token from the same logits row.
+
+        The copy goes through the sequence-state API rather than ``llama_memory_seq_cp``:
+        with a KV stream per sequence, seq_cp between streams only queues a copy of the
+        whole stream for the next ``llama_decode``, and a state import into the follower's
+        slot before that (it finishing at once, a new job restored there) would be
+        overwritten by it. The state copy is immediate, and only the prompt's cells."""
+        if not followers:
+            return
+        lib, ctx = self._lib, self._ctx
+        size = lib.llama_state_seq_get_size(ctx, leader.seq_id)
+        state = np.empty(size, dtype=np.uint8)
+        pointer = state.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8))
+        copied = lib.llama_state_seq_get_data(ctx, pointer, size, leader.seq_id) == size
+        for follower in followers:
+            follower.leader = None
+            slot = follower.slot
+            if copied and lib.llama_state_seq_set_data(ctx, pointer, size, follower.seq_id) == size:
+                slot.kv_tokens, slot.prefilled = list(leader.slot.kv_tokens), leader.slot.prefilled
+                follower.pending = []
+                follower.on_logits(index)
+            else:  # llama.cpp refused the copy: it prefills on its own
+                log.warning("could not share a prefill of %s; prefilling again", self.record.id)
+                self._clear_kv(slot)
+
+    def _drafts(self, decoding: list[Sequence]) -> list[list[int]]:
+        """Each decoding sequence's draft for this step (empty lists with speculation off)."""
+        if self.speculative_mode == OFF:
+            return [[] for _ in decoding]
+        if self._draft is not None:
+            return self._draft.propose(decoding)
+        return [sequence.lookup_draft() for sequence in decoding]
+
+    def _verify(self, sequence: Sequence, tokens: list[int], last_index: int) -> None:
+        """``tokens`` (fed token + draft) are in the KV cache: keep what the sequence accepts."""
+        sequence.decoded_feed()
+        kept = sequence.verify(last_index - len(tokens) + 1, tokens[1:])
+        slot = sequence.slot
+        slot.kv_tokens.extend(tokens[1:1 + kept])
+        if kept < len(tokens) - 1:
+            # The rejected draft's KV entries: the next step writes the real tokens there.
+            self._lib.llama_memory_seq_rm(self._memory, slot.seq_id, len(slot.kv_tokens), -1)
 
     def _fill_batch(self, rows: list[BatchRow]) -> list[int]:
         """Write ``rows`` into the reusable batch; the batch index of each row's last token.
@@ -574,7 +704,7 @@ class LoadedModel:
         batch.n_tokens = n
         return last_rows
 
-    def _decode_failed(self, rows: list[tuple[Sequence, list[int], bool]], status: int) -> None:
+    def _decode_failed(self, rows: list[tuple[Sequence, list[int], str]], status: int) -> None:
         # Each sequence has its own KV stream sized for its budget (check_fits), so a
         # failure here is llama.cpp's own (out of memory, an aborted graph): the sequences
         # in this batch end with the error; their KV is dropped so the slots start clean.

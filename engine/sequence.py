@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from .native_sampler import NativeSampler
 from .sampling import SamplingParams
+from .speculative import DraftControl, PromptLookup
 from .textstream import TextStream
 
 if TYPE_CHECKING:
@@ -66,6 +67,13 @@ class Sequence:
         self._pending_ids: list[int] = []
         self._pending_lp: list[TokenLogprob] = []
         self._first_token_at = 0.0
+        # Prompt then every emitted token: what lookup drafts copy from and a draft model
+        # follows. ``control`` is None when this sequence never drafts.
+        self.tokens = list(prompt)
+        self.control: DraftControl | None = DraftControl() if model.speculative_mode != "off" else None
+        self._lookup: PromptLookup | None = None
+        # Another sequence prefilling the same prompt: this one waits and copies its KV.
+        self.leader: Sequence | None = None
 
     @property
     def seq_id(self) -> int:
@@ -107,22 +115,71 @@ class Sequence:
 
     def on_logits(self, index: int) -> None:
         """Sample from the logits of batch row ``index`` and stream what it makes."""
-        model = self.model
+        self._take(self._sample(index))
+        if self.control is not None and not self.done:
+            self.control.tick(1)
+
+    def draft_room(self) -> int:
+        """How many draft tokens the budget allows this step: feed + draft + the token
+        sampled after the last draft must not pass it (nor, so, the context)."""
+        return self.budget - self.usage.completion_tokens - 1
+
+    def lookup_draft(self) -> list[int]:
+        """A prompt-lookup draft for this step (empty when paused or nothing matches)."""
+        if self.control is None or self.state != DECODE:
+            return []
+        wanted = self.control.wanted(self.draft_room())
+        if wanted <= 0:
+            return []
+        if self._lookup is None:
+            self._lookup = PromptLookup(self.tokens)
+        return self.model.cut_at_end(self._lookup.draft(wanted))
+
+    def verify(self, first_index: int, draft: list[int]) -> int:
+        """Rows ``first_index..+len(draft)`` hold the logits after the fed token and after
+        each draft token. Sample each row in turn with this sequence's own sampler, as plain
+        decoding would, while the draws equal the draft; the first draw that differs (or the
+        one after a whole accepted draft) is the next token to feed. Returns how many draft
+        tokens stay in the KV cache (the caller removes the rest)."""
+        accepted = kept = 0
+        for i in range(len(draft) + 1):
+            token = self._sample(first_index + i)
+            self._take(token)
+            hit = i < len(draft) and token == draft[i]
+            accepted += hit
+            if self.done or not hit:
+                break
+            kept += 1
+        if self.control is not None:
+            self.control.record(len(draft), accepted)
+            self.timings.draft_n, self.timings.draft_n_accepted = self.control.drafted, self.control.accepted
+        return kept
+
+    def _sample(self, index: int) -> int:
         if self.state == PREFILL:
             self.timings.prompt_s = time.perf_counter() - self.admitted
             self.state = DECODE
-        logits = model._logits_at(index) if self._want_logprobs else None
-        token = self.sampler.sample(model._ctx, index)
+        token = self.sampler.sample(self.model._ctx, index)
+        if self._want_logprobs:
+            self._pending_lp.append(
+                self.model._logprob_entry(self.model._logits_at(index), token, self.sampling.logprobs or 0))
+        return token
+
+    def _take(self, token: int) -> None:
+        """One sampled token: the end of generation, or text through the stream, the stop
+        strings and the budget; otherwise it is the next token to feed."""
+        model = self.model
         if self.usage.completion_tokens == 0:
             self._first_token_at = time.perf_counter()
             self.timings.ttft_s = self._first_token_at - self.started
         if model.is_end_of_generation(token):
+            if self._want_logprobs:
+                self._pending_lp.pop()  # no text, no entry (as before)
             self._finish("stop")
             return
         self.usage.completion_tokens += 1
         self._pending_ids.append(token)
-        if logits is not None:
-            self._pending_lp.append(model._logprob_entry(logits, token, self.sampling.logprobs or 0))
+        self.tokens.append(token)
         result = self._stream.feed(model.token_bytes(token))
         if result.text:
             self._emit_chunk(result.text)

@@ -1,0 +1,147 @@
+"""Speculative decoding and shared prefills with the real starter model (SmolLM2-135M).
+
+Prompt lookup and a draft model (SmolLM2 drafting for itself: the same vocabulary, so
+nearly every draft is kept) must leave greedy output as plain decoding makes it; sampled
+output must keep obeying its grammar; a sequence whose drafts keep failing stops drafting;
+a draft model of another vocabulary (gemma-3) is refused; and ``n`` choices of one prompt
+prefill it once.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from inglenook.engine.core import Engine
+from inglenook.engine.errors import ModelLoadError
+from inglenook.engine.json_grammar import grammar_for_schema
+from inglenook.engine.runtime import Chunk, Finished, LoadedModel, LoadOptions
+from inglenook.engine.sampling import SamplingParams
+from inglenook.engine.scheduler import GenerateJob
+from tests.integration.conftest import GPU_LAYERS, record_for
+from tests.integration.test_cli import STARTER
+
+SMOLLM2_ID = "smollm2-135m-instruct:q4_1"
+CODE = (
+    "def add(values, extra):\n"
+    "    total = 0\n"
+    "    for value in values:\n"
+    "        total += value\n"
+    "    return total + extra\n"
+)
+GROUNDED = [{"role": "user", "content": f"Repeat this code exactly, renaming `values` to `items`:\n\n{CODE}"}]
+FREE_FORM = [{"role": "user", "content": "Write a short story about a lighthouse keeper who finds a bottle."}]
+
+
+def load(path: Path, **options: object) -> LoadedModel:
+    return LoadedModel(record_for(path, SMOLLM2_ID), LoadOptions(context_size=1024, gpu_layers=GPU_LAYERS, **options))
+
+
+@pytest.fixture(scope="module")
+def lookup(smollm2_path: Path) -> Iterator[LoadedModel]:
+    model = load(smollm2_path, speculative="lookup")
+    yield model
+    model.close()
+
+
+def run(model: LoadedModel, messages: list[dict], sampling: SamplingParams) -> tuple[list[int], str, Finished]:
+    tokens: list[int] = []
+    parts: list[str] = []
+    finished = None
+    for event in model.generate(model.chat_tokens(messages), sampling, reuse_kv=False):
+        if isinstance(event, Chunk):
+            tokens += event.token_ids
+            parts.append(event.text)
+        else:
+            finished = event
+    assert isinstance(finished, Finished)
+    return tokens, "".join(parts), finished
+
+
+def test_lookup_keeps_greedy_output_and_accepts_drafts(smollm2: LoadedModel, lookup: LoadedModel) -> None:
+    greedy = SamplingParams(temperature=0.0, max_tokens=48)
+    plain, _, plain_finished = run(smollm2, GROUNDED, greedy)
+    drafted, text, finished = run(lookup, GROUNDED, greedy)
+    assert drafted == plain
+    assert "def add" in text
+    assert plain_finished.timings.draft_n == 0
+    assert finished.timings.draft_n_accepted > 0
+    assert finished.timings.draft_n >= finished.timings.draft_n_accepted
+
+
+def test_sampled_output_with_lookup_still_follows_its_grammar(lookup: LoadedModel) -> None:
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "count": {"type": "integer"}},
+              "required": ["name", "count"]}
+    record = '{"name": "lighthouse", "count": 3}'
+    messages = [{"role": "user", "content": f"Repeat this JSON exactly: {record}"}]
+    for seed in (1, 2, 3):
+        sampling = SamplingParams(temperature=0.8, seed=seed, max_tokens=40, grammar=grammar_for_schema(schema))
+        _, text, finished = run(lookup, messages, sampling)
+        value = json.loads(text)
+        assert isinstance(value["name"], str) and isinstance(value["count"], int)
+        assert finished.timings.draft_n > 0
+
+
+def test_a_sequence_whose_drafts_fail_stops_drafting(lookup: LoadedModel) -> None:
+    prompt = lookup.chat_tokens(FREE_FORM)
+    sequence = lookup.open_sequence(prompt, SamplingParams(temperature=0.0, max_tokens=160), threading.Event(),
+                                    time.perf_counter(), reuse_kv=False, slot=lookup.slots[0])
+    control = sequence.control
+    assert control is not None
+    drafted_while_paused = 0
+    paused_steps = 0
+    try:
+        while not sequence.done:
+            paused, before = not control.active, control.drafted
+            lookup.step([sequence], lookup.options.batch_size)
+            if paused:
+                paused_steps += 1
+                drafted_while_paused += control.drafted - before
+    finally:
+        lookup.release(sequence)
+    assert control.drafted > control.accepted * 2  # a story is not its prompt: most drafts fail
+    assert paused_steps > 0 and drafted_while_paused == 0
+
+
+def test_a_draft_model_of_the_same_vocabulary_keeps_greedy_output(smollm2: LoadedModel, smollm2_path: Path) -> None:
+    greedy = SamplingParams(temperature=0.0, max_tokens=32)
+    plain, _, _ = run(smollm2, GROUNDED, greedy)
+    model = load(smollm2_path, speculative="draft", draft_model=record_for(smollm2_path, SMOLLM2_ID))
+    try:
+        drafted, _, finished = run(model, GROUNDED, greedy)
+    finally:
+        model.close()
+    assert drafted == plain
+    # The model drafting for itself: nearly every draft is what it then decides.
+    assert finished.timings.draft_n_accepted >= 0.8 * finished.timings.draft_n > 0
+
+
+def test_a_draft_model_of_another_vocabulary_is_refused(smollm2_path: Path, gemma_path: Path) -> None:
+    with pytest.raises(ModelLoadError) as refused:
+        load(smollm2_path, speculative="draft", draft_model=record_for(gemma_path, "gemma-3-270m:q4_k_m"))
+    message = str(refused.value)
+    assert "gemma-3-270m:q4_k_m" in message and SMOLLM2_ID in message and "vocabular" in message
+
+
+def test_n_choices_prefill_their_prompt_once(home: Path) -> None:
+    with Engine() as engine:
+        engine.update_settings(parallel_sequences=4, context_size=1024)
+        for _ in engine.scheduler.load(STARTER):
+            pass
+        model = engine.scheduler.loaded_models()[0]
+        prompt = model.chat_tokens(FREE_FORM)
+        before = model.prompt_tokens_decoded
+        jobs = [GenerateJob(STARTER, sampling=SamplingParams(temperature=0.0, max_tokens=12), messages=FREE_FORM,
+                            use_cache=False) for _ in range(3)]
+        answers = [handle.result() for handle in engine.scheduler.submit_many(jobs)]
+        assert model.prompt_tokens_decoded - before == len(prompt)
+        texts = {text for text, _ in answers}
+        assert len(texts) == 1 and all(f.usage.completion_tokens == 12 for _, f in answers)
+        # A lone run of the same prompt (its own prefill) answers the same.
+        alone = engine.scheduler.submit(jobs[0]).result()[0]
+        assert alone in texts
