@@ -2,7 +2,8 @@
 
 Pages: General (models folders, default model), Performance (threads, context, GPU
 layers), Models & context (aliases, per-model context), API server (with the coding agents'
-settings), Appearance, Cache, Quantization (the lab), and About (the doctor
+settings), Team keys (named API keys), Engines (remote engines, RPC workers), Appearance,
+Cache, Quantization (the lab), and About (the doctor
 report: versions, CPU variant, backends, GPUs, a self-test).
 ``Save`` emits the changed fields; the window applies them off the GUI thread.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt, QUrl, Signal
@@ -37,11 +39,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inglenook.engine import CacheUsage, Endpoint, Engine, InglenookError, ModelRecord, Settings
+from inglenook.engine import ApiKeys, CacheUsage, Endpoint, Engine, InglenookError, ModelRecord, Settings
 
 from .about_page import AboutPage
 from .api_clients_page import ApiClientsCard
+from .engines_page import EnginesPage
 from .formatting import human_size
+from .keys_page import KeysPage
 from .model_names_page import ModelNamesPage
 from .workers import Workers
 
@@ -90,7 +94,8 @@ def cache_usage_text(usage: CacheUsage) -> str:
 
 class SettingsDialog(QDialog):
     saved = Signal(dict)  # the changed Settings fields
-    PAGES = ("General", "Performance", "Models & context", "API server", "Appearance", "Cache", "Quantization", "About")
+    PAGES = ("General", "Performance", "Models & context", "API server", "Team keys", "Engines", "Appearance", "Cache",
+             "Quantization", "About")
 
     def __init__(
         self,
@@ -99,8 +104,10 @@ class SettingsDialog(QDialog):
         models: list[ModelRecord],
         api_state: tuple[str, str] = ("stopped", ""),
         parent: QWidget | None = None,
+        api_streams: Callable[[], dict[str, int]] | None = None,
     ) -> None:
         super().__init__(parent)
+        self.api_streams = api_streams or dict  # named key -> generations in flight (Team keys)
         self.setWindowTitle("Settings")
         self.setObjectName("SettingsDialog")
         self.resize(880, 600)
@@ -124,8 +131,8 @@ class SettingsDialog(QDialog):
         self.stack = QStackedWidget(self)
         self.stack.setObjectName("SettingsStack")
         self.about_page: AboutPage | None = None
-        for builder in (self._general, self._performance, self._model_names, self._api, self._appearance, self._cache,
-                        self._lab_placeholder, self._about):
+        for builder in (self._general, self._performance, self._model_names, self._api, self._team_keys, self._engines,
+                        self._appearance, self._cache, self._lab_placeholder, self._about):
             page = builder()
             scroll = QScrollArea(self.stack)
             scroll.setWidgetResizable(True)
@@ -405,6 +412,26 @@ class SettingsDialog(QDialog):
         self.workers.disk.run(engine.clear_cache, lambda _: self.refresh_cache(),
                               lambda exc: self.cache_used.setText(f"Could not clear: {exc}"))
 
+    def _team_keys(self) -> QWidget:
+        page, layout = _page(
+            "Team keys",
+            "Named API keys for colleagues on your network, each with optional limits. Only a hash of a key is "
+            "kept: it is shown once, when it is made. Changes apply at once; a revoked key's open streams end.",
+        )
+        self.keys_page = KeysPage(ApiKeys(self.engine.store), self.api_streams, page)
+        layout.addWidget(self.keys_page, 1)
+        return page
+
+    def _engines(self) -> QWidget:
+        page, layout = _page(
+            "Engines",
+            "Other OpenAI-compatible servers (another Inglenook, llama-server, vLLM, a hosted API): their models "
+            "appear in the model picker marked remote, and the local API forwards requests naming them.",
+        )
+        self.engines_page = EnginesPage(self.engine.chats.remotes, self.original, self.workers, page)
+        layout.addWidget(self.engines_page, 1)
+        return page
+
     def changes(self) -> dict[str, Any]:
         checked = self.theme_group.checkedButton()
         key = self.api_key.text().strip() or None
@@ -425,6 +452,7 @@ class SettingsDialog(QDialog):
             "model_aliases": self.model_names.alias_map(),
             "model_context": self.model_names.context_map(),
             "theme": checked.property("theme") if checked is not None else self.original.theme,
+            "rpc_workers": self.engines_page.worker_list(),
         }
         return {k: v for k, v in wanted.items() if getattr(self.original, k) != v}
 
