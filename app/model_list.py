@@ -7,7 +7,7 @@ import logging
 
 from PySide6.QtCore import QObject, Signal
 
-from inglenook.engine import Engine, ModelNotFound, ModelRecord
+from inglenook.engine import REMOTE_SOURCE, Engine, ModelNotFound, ModelRecord
 
 from .workers import Workers
 
@@ -22,7 +22,8 @@ class ModelList(QObject):
         super().__init__(parent)
         self.engine = engine
         self.workers = workers
-        self.models: list[ModelRecord] = []
+        self.models: list[ModelRecord] = []  # installed ones first, then remote engines' models
+        self.remote_models: list[ModelRecord] = []
         self.default_model: str | None = None
 
     def refresh(self) -> None:
@@ -36,10 +37,23 @@ class ModelList(QObject):
             return engine.registry.list(), default
 
         self.workers.disk.run(read, self._read, self.failed.emit)
+        # Remote engines answer over the network, which must not hold up the local list.
+        self.workers.network.run(engine.chats.remotes.records, self._remote_read,
+                                 lambda exc: log.warning("remote engines: %s", exc))
 
     def _read(self, result: tuple[list[ModelRecord], str | None]) -> None:
-        self.models, self.default_model = result
+        local, self.default_model = result
+        self.models = [*local, *self.remote_models]
         self.changed.emit()
+
+    def _remote_read(self, records: list[ModelRecord]) -> None:
+        self.remote_models = records
+        self.models = [*(m for m in self.models if not self.is_remote(m)), *records]
+        self.changed.emit()
+
+    @staticmethod
+    def is_remote(record: ModelRecord) -> bool:
+        return record.source.startswith(REMOTE_SOURCE)
 
     def is_installed(self, model_id: str) -> bool:
         return any(m.id == model_id for m in self.models)
@@ -50,6 +64,8 @@ class ModelList(QObject):
 
     def load(self, model_id: str) -> None:
         """Load ``model_id`` ahead of the first message (the scheduler's thread does the work)."""
+        if any(m.id == model_id and self.is_remote(m) for m in self.models):
+            return  # a remote engine loads its own models
         try:
             self.engine.scheduler.load(model_id)  # only queues the load
         except Exception as exc:  # shown in the banner, never raised into Qt

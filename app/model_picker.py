@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inglenook.engine import ModelRecord
+from inglenook.engine import REMOTE_SOURCE, ModelRecord
 
 from . import theme
 from .formatting import human_count, human_size, model_label
@@ -44,6 +44,9 @@ class _ModelDelegate(QStyledItemDelegate):
             style.drawControl(QStyle.ControlElement.CE_ItemViewItem, opt, painter, widget)
         record: ModelRecord = index.data(RECORD_ROLE)
         state: str = index.data(STATE_ROLE) or ""
+        remote = record.source.startswith(REMOTE_SOURCE)  # served by another engine (Settings → Engines)
+        if remote:
+            state = state or "Remote"
         colors = theme.colors(theme.current_mode())
         rect = option.rect.adjusted(12, 8, -12, -8)
         painter.save()
@@ -62,6 +65,8 @@ class _ModelDelegate(QStyledItemDelegate):
         detail = f"{record.quantization}  ·  {human_size(record.size_bytes)}"
         if record.parameter_count:
             detail += f"  ·  {human_count(record.parameter_count)} params"
+        if remote:
+            detail = f"remote  ·  {record.source.partition(':')[2]}"
         bottom = QRect(rect.left(), rect.top() + rect.height() // 2, rect.width(), rect.height() // 2)
         painter.drawText(bottom, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, detail)
         if state:
@@ -199,6 +204,8 @@ class ModelPicker(QPushButton):
         else:
             self.missing = False
             label = f"{model_label(record)}  ·  {record.quantization}"
+            if record.source.startswith(REMOTE_SOURCE):
+                label = f"{model_label(record)}  ·  remote ({record.source.partition(':')[2]})"
             state = self.state_of(record.id)
             if state and state != "Loaded":
                 label += f"  ·  {state if state != 'Failed' else 'failed to load'}"

@@ -251,7 +251,8 @@ class MainWindow(QMainWindow):
         if self.settings_dialog is not None and self.settings_dialog.isVisible():
             self.settings_dialog.raise_()
             return self.settings_dialog
-        dialog = SettingsDialog(self.engine, self.workers, self.models, (self.server.state, self.server.url), self)
+        dialog = SettingsDialog(self.engine, self.workers, self.models, (self.server.state, self.server.url), self,
+                                api_streams=lambda: self.server.server.active_streams_by_key() if self.server.server else {})
         dialog.saved.connect(self.saver.apply)
         dialog.show_page(page)
         self.settings_dialog = dialog
