@@ -71,6 +71,8 @@ def m001_initial(db: sqlite_utils.Database) -> None:
     table_named(db, "settings").create({"key": str, "value": str}, pk="key")
 
 
+# There is no m002: the number was held for a migration that was never written, and
+# databases in the wild have recorded m003 onward, so the gap stays rather than renumbering.
 def m003_lab_results(db: sqlite_utils.Database) -> None:
     """Quantization lab measurements: one row per file version, machine and settings."""
     table_named(db, "lab_results").create(
