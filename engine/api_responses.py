@@ -32,6 +32,7 @@ from .protocol import (
     DeltaToolCall,
     PromptTokensDetails,
     ResponseModel,
+    ServerTimings,
     TokenLogprobInfo,
     TopLogprob,
     UsageInfo,
@@ -77,6 +78,23 @@ def usage_of(runs: Sequence[Run], per_prompt: int) -> UsageInfo:
     )
 
 
+def timings_of(runs: Sequence[Run]) -> ServerTimings | None:
+    """llama-server's ``timings`` for ``runs``: counts add up, times are the longest."""
+    done = [r.finished for r in runs if r.finished is not None]
+    if not done:
+        return None
+    predicted = sum(f.usage.completion_tokens for f in done)
+    decode_s = max(f.timings.decode_s for f in done)
+    return ServerTimings(
+        prompt_n=done[0].usage.prompt_tokens - done[0].usage.cached_tokens,
+        prompt_ms=round(max(f.timings.prompt_s for f in done) * 1000, 3),
+        predicted_n=predicted, predicted_ms=round(decode_s * 1000, 3),
+        predicted_per_second=round(sum(f.tokens_per_s for f in done), 3),
+        draft_n=sum(f.timings.draft_n for f in done),
+        draft_n_accepted=sum(f.timings.draft_n_accepted for f in done),
+    )
+
+
 def chat_logprobs(entries: Sequence[TokenLogprob]) -> ChoiceLogprobs:
     return ChoiceLogprobs(
         content=[
@@ -105,7 +123,7 @@ def chat_completion(plan: GenerationPlan, runs: Sequence[Run], meta: Meta, paral
         choices.append(ChatChoice(index=index, message=message, logprobs=logprobs, finish_reason=reason))
     return ChatCompletion(
         id=meta.id, created=meta.created, model=meta.model, choices=choices,
-        usage=usage_of(runs, len(runs)), system_fingerprint=meta.fingerprint,
+        usage=usage_of(runs, len(runs)), system_fingerprint=meta.fingerprint, timings=timings_of(runs),
     )
 
 
@@ -116,6 +134,7 @@ async def chat_stream(
         choice = ChunkChoice(index=index, delta=delta, logprobs=logprobs, finish_reason=reason)
         return sse(ChatCompletionChunk(
             id=meta.id, created=meta.created, model=meta.model, choices=[choice], system_fingerprint=meta.fingerprint,
+            timings=timings_of(runs[index:index + 1]) if reason else None,
         ))
 
     try:
@@ -199,7 +218,7 @@ def completion(plan: GenerationPlan, runs: Sequence[Run], meta: Meta) -> Complet
         choices.append(CompletionChoice(index=index, text=echo + run.text, logprobs=logprobs, finish_reason=run.finish_reason))
     return Completion(
         id=meta.id, created=meta.created, model=meta.model, choices=choices,
-        usage=usage_of(runs, plan.n), system_fingerprint=meta.fingerprint,
+        usage=usage_of(runs, plan.n), system_fingerprint=meta.fingerprint, timings=timings_of(runs),
     )
 
 

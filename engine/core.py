@@ -14,7 +14,7 @@ from pathlib import Path
 from .cache import MIB, CacheUsage, PrefixCache
 from .chat import ChatService
 from .crashguard import CrashGuard
-from .errors import ModelNotFound
+from .errors import ModelLoadError, ModelNotFound
 from .model_context import context_for, context_loader
 from .model_pool import budget_from_setting, estimate_resident_bytes
 from .paths import Paths
@@ -87,7 +87,21 @@ class Engine:
         return LoadOptions(
             context_size=s.context_size or NOMINAL_AUTO_CONTEXT, threads=s.threads, gpu_layers=s.gpu_layers, kv_cache_type=s.kv_cache_type,
             parallel=max(1, s.parallel_sequences),
+            speculative=s.speculative, draft_model=self._draft_record(),
         )
+
+    def _draft_record(self) -> ModelRecord | None:
+        """The draft model's record when speculative decoding uses one (the load says if it is missing)."""
+        s = self.settings
+        if s.speculative != "draft":
+            return None
+        if not s.draft_model:
+            return None  # the load explains that a draft model must be picked
+        try:
+            return self.registry.resolve(s.draft_model)
+        except ModelNotFound:
+            raise ModelLoadError(f"the draft model {s.draft_model} is not installed; pick another one "
+                                 "in Settings → Performance, or switch speculative decoding to prompt lookup") from None
 
     def update_settings(self, **changes: object) -> Settings:
         self.settings = self.settings.save(self.store, **changes)

@@ -208,6 +208,19 @@ class ChatChoice(ResponseModel):
     finish_reason: str
 
 
+class ServerTimings(ResponseModel):
+    """llama-server's ``timings`` object (the names its clients read), with speculative
+    decoding's drafted and accepted token counts."""
+
+    prompt_n: int
+    prompt_ms: float
+    predicted_n: int
+    predicted_ms: float
+    predicted_per_second: float
+    draft_n: int = 0
+    draft_n_accepted: int = 0
+
+
 class ChatCompletion(ResponseModel):
     id: str
     object: Literal["chat.completion"] = "chat.completion"
@@ -216,6 +229,7 @@ class ChatCompletion(ResponseModel):
     choices: list[ChatChoice]
     usage: UsageInfo
     system_fingerprint: str | None = None
+    timings: ServerTimings | None = None
 
 
 class DeltaFunctionCall(CompactModel):
@@ -252,6 +266,7 @@ class ChatCompletionChunk(ResponseModel):
     choices: list[ChunkChoice]
     usage: UsageInfo | None = None
     system_fingerprint: str | None = None
+    timings: ServerTimings | None = None  # on a choice's last chunk
 
 
 # -- completions (legacy text) ------------------------------------------------------------
@@ -287,6 +302,7 @@ class Completion(ResponseModel):
     choices: list[CompletionChoice]
     usage: UsageInfo | None = None
     system_fingerprint: str | None = None
+    timings: ServerTimings | None = None
 
 
 # -- embeddings ---------------------------------------------------------------------------

