@@ -54,6 +54,22 @@ def install_tray(window: MainWindow) -> TrayController:
     return tray
 
 
+def preload_default_model(window: MainWindow) -> None:
+    """Start loading the default model as the window opens, once the model list is read: by
+    the time the welcome is read and a first question typed, the model is resident (a load
+    allocates the KV cache of every parallel answer: seconds on a busy machine). The
+    scheduler unloads it again after ``idle_unload_s`` if nobody asks anything."""
+    model_list = window.model_list
+
+    def listed() -> None:
+        model_list.changed.disconnect(listed)
+        if model_list.default_model and not window.hub.loaded:
+            log.info("loading %s in the background for the first question", model_list.default_model)
+            model_list.load(model_list.default_model)
+
+    model_list.changed.connect(listed)
+
+
 def welcome_facts(window: MainWindow) -> WelcomeFacts:
     engine = window.engine
     # The file, not the model list: the list is still being read on a worker at this point.

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 from inglenook.engine import CrashGuard, InglenookError, Paths
 
 from . import theme
-from .desktop import bring_forward, install_tray, maybe_welcome
+from .desktop import bring_forward, install_tray, maybe_welcome, preload_default_model
 from .qt_platform import check_platform_libraries
 from .resources import resource_path
 from .single_instance import Handoff, InstanceServer, hand_over, server_name
@@ -68,6 +68,7 @@ def run_app(argv: Sequence[str] | None = None) -> int:
     instance.setParent(window)
     instance.opened.connect(lambda sent: bring_forward(window, [Path(p) for p in sent]))
     tray = install_tray(window)
+    preload_default_model(window)
     if last_crashes:
         window.report_last_crash(last_crashes[-1])
     # "Follow the system": restyle when the desktop switches between light and dark.

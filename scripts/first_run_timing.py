@@ -5,7 +5,8 @@
 Each run: a fresh HOME, a private Xvfb, no network (its own namespace with only loopback; needs
 root), the installed program started as a user would. Measured from just before the process
 starts (time.monotonic):
-- ``window_s``: the first window (the welcome) is on screen (xdotool polls every 50 ms);
+- ``window_s``: the first window (the welcome) is mapped (xdotool polls every 50 ms);
+- ``window_painted_s``: it has drawn its text (xwd of the window polled; each probe ~0.2 s);
 - ``question_sent_s``: the welcome dismissed and a short question typed and sent (the typing
   is the script's, ~20 ms a key);
 - ``first_token_s``: question_sent_s + the answer's time to first token, as the engine
@@ -42,6 +43,12 @@ def one_run(program: Path, work: Path) -> dict[str, float]:
         try:
             welcome = app.wait_window(WELCOME_TITLE, timeout=120)
             window_s = time.monotonic() - app.started
+            probe = work / "probe.png"
+            while True:  # mapped is not drawn: a new window is black until Qt first paints it
+                app.screenshot(probe, welcome)
+                if app.colours(probe) > 40 or time.monotonic() - app.started > 120:
+                    break
+            painted_s = time.monotonic() - app.started
             app.type_into(welcome, key="Return")
             main = app.wait_window(MAIN_TITLE)
             app.type_into(main, text=QUESTION, key="Return")
@@ -53,7 +60,8 @@ def one_run(program: Path, work: Path) -> dict[str, float]:
             if app.process.poll() is None:
                 app.process.kill()
                 app.process.wait(10)
-    return {"window_s": round(window_s, 3), "question_sent_s": round(question_sent_s, 3),
+    return {"window_s": round(window_s, 3), "window_painted_s": round(painted_s, 3),
+            "question_sent_s": round(question_sent_s, 3),
             "ttft_after_send_s": round(ttft_s, 3), "first_token_s": round(question_sent_s + ttft_s, 3)}
 
 

@@ -36,7 +36,7 @@ def missing_tools() -> list[str]:
 
 
 @contextmanager
-def xvfb(width: int = 1280, height: int = 860) -> Iterator[str]:
+def xvfb(width: int = 1280, height: int = 800) -> Iterator[str]:
     """A private X display (":N"), gone afterwards."""
     number = next(n for n in range(140, 400) if not Path(f"/tmp/.X11-unix/X{n}").exists()
                   and not Path(f"/tmp/.X{n}-lock").exists())
@@ -114,27 +114,34 @@ class RunningApp:
     def log_text(self) -> str:
         return self.log.read_text(errors="replace")[-4000:] if self.log.exists() else ""
 
-    def screenshot(self, target: Path) -> None:
+    def screenshot(self, target: Path, window: str = "root") -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         raw = target.with_suffix(".xwd")
-        subprocess.run(["xwd", "-root", "-silent", "-display", self.display, "-out", str(raw)], check=True,
+        which = ["-root"] if window == "root" else ["-id", window]
+        subprocess.run(["xwd", *which, "-silent", "-display", self.display, "-out", str(raw)], check=True,
                        timeout=30)
         subprocess.run(["convert", str(raw), str(target)], check=True, timeout=60)
         raw.unlink()
 
-    def screenshot_when_painted(self, target: Path, timeout: float = 60.0, settle: float = 1.5) -> int:
-        """A screenshot once the windows have painted: a freshly mapped window is black until
-        Qt's first paint, so wait until the screen has many colours, then a moment more for the
-        rest (the model list, the status line) to fill in. Returns the colour count."""
+    def colours(self, image: Path) -> int:
+        done = subprocess.run(["convert", str(image), "-format", "%k", "info:"], capture_output=True, text=True,
+                              check=True, timeout=60)
+        return int(done.stdout.strip() or 0)
+
+    def screenshot_when_painted(self, target: Path, window: str, timeout: float = 60.0, settle: float = 1.5) -> int:
+        """A screenshot of the screen once ``window`` has painted: a freshly mapped window is
+        black until Qt's first paint, so wait until it shows many colours (text is antialiased),
+        then a moment more for the rest (the model list, the status line). Returns the count."""
+        probe = target.with_name("probe.png")
         deadline = time.monotonic() + timeout
         while True:
             self.check_alive()
-            self.screenshot(target)
-            colours = int(subprocess.run(["convert", str(target), "-format", "%k", "info:"], capture_output=True,
-                                         text=True, check=True, timeout=60).stdout.strip() or 0)
-            if colours > 200 or time.monotonic() > deadline:
+            self.screenshot(probe, window)
+            colours = self.colours(probe)
+            if colours > 40 or time.monotonic() > deadline:
                 break
             time.sleep(0.25)
+        probe.unlink()
         time.sleep(settle)
         self.screenshot(target)
         return colours
