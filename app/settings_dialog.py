@@ -237,6 +237,7 @@ class SettingsDialog(QDialog):
         self.kv_type.addItem("8-bit (half the memory)", "q8_0")
         self.kv_type.setCurrentIndex(max(0, self.kv_type.findData(s.kv_cache_type)))
         form.addRow("KV cache", self.kv_type)
+        self._speculative_rows(card, form)
         self.parallel = QSpinBox(card)
         self.parallel.setRange(1, 16)
         self.parallel.setValue(s.parallel_sequences)
@@ -252,6 +253,29 @@ class SettingsDialog(QDialog):
         layout.addWidget(card)
         layout.addStretch(1)
         return page
+
+    def _speculative_rows(self, card: QWidget, form: QFormLayout) -> None:
+        """Speculative decoding: off, prompt lookup, or a draft model picked from the installed ones."""
+        s = self.original
+        self.speculative = QComboBox(card)
+        for label, mode in (("Off", "off"), ("Prompt lookup (no extra model)", "lookup"), ("Draft model", "draft")):
+            self.speculative.addItem(label, mode)
+        self.speculative.setCurrentIndex(max(0, self.speculative.findData(s.speculative)))
+        self.speculative.setToolTip("Guess a few tokens ahead and check them in one step: answers that repeat "
+                                    "their input (edits, quotes) come much faster. The text stays the same.")
+        form.addRow("Speculative decoding", self.speculative)
+        self.draft_picker = QComboBox(card)
+        self.draft_picker.addItem("None", None)
+        for record in self.models:
+            if not record.source.startswith("remote"):
+                self.draft_picker.addItem(record.id, record.id)
+        self.draft_picker.setCurrentIndex(max(0, self.draft_picker.findData(s.draft_model)))
+        self.draft_picker.setToolTip("A small model with the same vocabulary as the one you chat with (the same "
+                                     "family); one with another vocabulary is refused when the model loads.")
+        self.draft_picker.setEnabled(s.speculative == "draft")
+        self.speculative.currentIndexChanged.connect(
+            lambda _index: self.draft_picker.setEnabled(self.speculative.currentData() == "draft"))
+        form.addRow("Draft model", self.draft_picker)
 
     def _api(self) -> QWidget:
         s = self.original
@@ -442,6 +466,8 @@ class SettingsDialog(QDialog):
             "context_size": self.context_size.value(),
             "gpu_layers": -1 if self.gpu_auto.isChecked() else self.gpu_layers.value(),
             "kv_cache_type": self.kv_type.currentData(),
+            "speculative": self.speculative.currentData(),
+            "draft_model": self.draft_picker.currentData(),
             "parallel_sequences": self.parallel.value(),
             "idle_unload_s": float(self.idle_unload.value() * 60),
             "api_enabled": self.api_enabled.isChecked(),
