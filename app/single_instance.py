@@ -18,7 +18,7 @@ import json
 import logging
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, Signal, SignalInstance
 from PySide6.QtNetwork import QLocalServer, QLocalSocket
 
 log = logging.getLogger(__name__)
@@ -78,7 +78,6 @@ class InstanceServer(QObject):
         # Only this user may connect (the socket is created 0700 on Unix).
         self.server.setSocketOptions(QLocalServer.SocketOption.UserAccessOption)
         self.server.newConnection.connect(self._accept)
-        self._pending: dict[QLocalSocket, bytearray] = {}
 
     def listen(self) -> bool:
         """Start listening; a socket file left by a crashed instance is removed first (the
@@ -97,34 +96,46 @@ class InstanceServer(QObject):
     def _accept(self) -> None:
         while self.server.hasPendingConnections():
             connection = self.server.nextPendingConnection()
-            # Held here until answered: Qt owns the socket, this keeps its wrapper and buffer.
-            self._pending[connection] = bytearray()
-            connection.readyRead.connect(lambda c=connection: self._read(c))
+            # The reader is the socket's child: Qt deletes both together, and a bound method
+            # (not a lambda holding the socket) is what PySide disconnects safely on deletion.
+            _LaunchReader(connection, self.opened)
 
-    def _read(self, connection: QLocalSocket) -> None:
-        buffer = self._pending.get(connection)
-        if buffer is None:  # already answered
+
+class _LaunchReader(QObject):
+    """Reads one later launch's line from ``connection``, answers, and closes it."""
+
+    def __init__(self, connection: QLocalSocket, opened: SignalInstance) -> None:
+        super().__init__(connection)
+        self.connection = connection
+        self.opened = opened
+        self.buffer = bytearray()
+        self.done = False
+        connection.readyRead.connect(self.read)
+
+    def read(self) -> None:
+        if self.done:
             return
-        buffer += bytes(connection.readAll().data())
-        if len(buffer) > MAX_MESSAGE_BYTES:
+        self.buffer += bytes(self.connection.readAll().data())
+        if len(self.buffer) > MAX_MESSAGE_BYTES:
             log.warning("dropped an oversized message from a later launch")
-            self._finish(connection, None)
+            self.finish(None)
             return
-        if b"\n" not in buffer:
+        if b"\n" not in self.buffer:
             return
-        line = bytes(buffer).split(b"\n", 1)[0]
+        line = bytes(self.buffer).split(b"\n", 1)[0]
         try:
             message = json.loads(line)
             paths = [str(p) for p in message.get("open", [])]
         except (ValueError, AttributeError, TypeError):
             log.warning("ignored a malformed message from a later launch")
-            self._finish(connection, b"error\n")
+            self.finish(b"error\n")
             return
-        self._finish(connection, b"ok\n")
+        self.finish(b"ok\n")
         self.opened.emit(paths)
 
-    def _finish(self, connection: QLocalSocket, answer: bytes | None) -> None:
-        del self._pending[connection]
+    def finish(self, answer: bytes | None) -> None:
+        self.done = True
+        connection = self.connection
         if answer is not None:
             connection.write(answer)
             connection.flush()
