@@ -325,3 +325,54 @@ def test_exclusive_work_is_not_reported_as_a_stuck_step(scheduler: Scheduler) ->
     beats: list[object] = []
     scheduler.run_exclusive(lambda: beats.append(scheduler.heartbeat()))
     assert beats == [None]
+
+
+# -- events on an event loop (the HTTP server's path) --------------------------------------
+
+
+def test_runs_read_every_event_on_the_loop_without_worker_threads(scheduler: Scheduler) -> None:
+    import asyncio
+
+    import anyio
+
+    from inglenook.engine.api_runs import Run, RunSet
+
+    async def read_two() -> list[str]:
+        handles = [scheduler.submit(GenerateJob("m:q4_0", text=f"q{i}")) for i in range(2)]
+        runs = [Run(handle, anyio.CapacityLimiter(1), None, RunSet()) for handle in handles]
+
+        async def text(run: Run) -> str:
+            return "".join([chunk.text async for chunk in run.chunks()])
+
+        return list(await asyncio.gather(*(text(run) for run in runs)))
+
+    before = {t.ident for t in threading.enumerate()}
+    assert asyncio.run(read_two()) == [FakeModel.reply, FakeModel.reply]
+    assert not [t.name for t in threading.enumerate() if t.ident not in before and "AnyIO" in t.name]
+
+
+def test_one_loop_wake_up_serves_every_event_of_a_step() -> None:
+    import asyncio
+
+    from inglenook.engine.api_runs import LoopWaker
+
+    async def main() -> tuple[list[bool], int]:
+        waker = LoopWaker(asyncio.get_running_loop())
+        fired = 0
+        original = waker._fire
+
+        def counted() -> None:
+            nonlocal fired
+            fired += 1
+            original()
+
+        waker._fire = counted  # type: ignore[method-assign]
+        events = [asyncio.Event() for _ in range(3)]
+        wakes = [waker.waker_for(event) for event in events]
+        worker = threading.Thread(target=lambda: [wake() for wake in wakes])  # the scheduler's thread
+        worker.start()
+        worker.join()
+        await asyncio.wait_for(asyncio.gather(*(event.wait() for event in events)), 5)
+        return [event.is_set() for event in events], fired
+
+    assert asyncio.run(main()) == ([True, True, True], 1)
