@@ -238,21 +238,45 @@ class SettingsDialog(QDialog):
         self.kv_type.setCurrentIndex(max(0, self.kv_type.findData(s.kv_cache_type)))
         form.addRow("KV cache", self.kv_type)
         self._speculative_rows(card, form)
+        self._serving_rows(card, form)
+        layout.addWidget(card)
+        layout.addStretch(1)
+        return page
+
+    def _serving_rows(self, card: QWidget, form: QFormLayout) -> None:
+        """How answers share a model, and how many models stay in memory."""
+        s = self.original
         self.parallel = QSpinBox(card)
         self.parallel.setRange(1, 16)
         self.parallel.setValue(s.parallel_sequences)
         self.parallel.setToolTip("Answers one model works on at once (the window, the terminal and the API "
                                  "share them). Each takes its own KV cache of the context size.")
         form.addRow("Answers at once", self.parallel)
+        self.prefill_chunk = QSpinBox(card)
+        self.prefill_chunk.setRange(8, 4096)
+        self.prefill_chunk.setSingleStep(32)
+        self.prefill_chunk.setSuffix(" tokens")
+        self.prefill_chunk.setValue(s.prefill_chunk)
+        self.prefill_chunk.setToolTip("The most prompt tokens read per step while other answers stream. Smaller "
+                                      "keeps their text flowing while a long prompt arrives; fewer are read "
+                                      "when measurements say a chunk would stall them.")
+        form.addRow("Prompt tokens per step", self.prefill_chunk)
+        self.memory_budget = QSpinBox(card)
+        self.memory_budget.setRange(0, 4 * 1024 * 1024)
+        self.memory_budget.setSingleStep(512)
+        self.memory_budget.setSuffix(" MiB")
+        self.memory_budget.setSpecialValueText("Automatic (60% of memory)")
+        self.memory_budget.setValue(s.memory_budget_mb)
+        self.memory_budget.setToolTip("Memory the loaded models may take together (weights and KV cache). "
+                                      "Another model loads beside them while it fits; otherwise the one "
+                                      "used least recently is unloaded first.")
+        form.addRow("Memory for models", self.memory_budget)
         self.idle_unload = QSpinBox(card)
         self.idle_unload.setRange(0, 24 * 60)
         self.idle_unload.setSuffix(" min")
         self.idle_unload.setSpecialValueText("Never")
         self.idle_unload.setValue(int(s.idle_unload_s // 60))
         form.addRow("Unload when idle for", self.idle_unload)
-        layout.addWidget(card)
-        layout.addStretch(1)
-        return page
 
     def _speculative_rows(self, card: QWidget, form: QFormLayout) -> None:
         """Speculative decoding: off, prompt lookup, or a draft model picked from the installed ones."""
@@ -469,6 +493,8 @@ class SettingsDialog(QDialog):
             "speculative": self.speculative.currentData(),
             "draft_model": self.draft_picker.currentData(),
             "parallel_sequences": self.parallel.value(),
+            "prefill_chunk": self.prefill_chunk.value(),
+            "memory_budget_mb": self.memory_budget.value(),
             "idle_unload_s": float(self.idle_unload.value() * 60),
             "api_enabled": self.api_enabled.isChecked(),
             "api_port": self.api_port.value(),
