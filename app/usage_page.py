@@ -103,6 +103,7 @@ class UsagePage(QWidget):
         for days, label in PERIODS:
             self.period.addItem(label, days)
         self.compare = QComboBox(self)
+        self.compare.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.compare.setToolTip("The API whose prices the cost chart uses")
         self.refresh_button = QPushButton("Refresh", self)
         row.addWidget(title)
@@ -123,20 +124,24 @@ class UsagePage(QWidget):
         self.model_table = self._table(["Model", *COUNT_COLUMNS], parent)
         self.client_table = self._table(["Client", *COUNT_COLUMNS], parent)
         self.cost_table = self._table(["On", "Would have cost", "Prices read"], parent)
-        for column, (title, table) in enumerate(
-                (("Per model", self.model_table), ("Per client", self.client_table), ("What it cost", self.cost_table))):
-            grid.addWidget(self._section(title, parent), 0, column)
-            grid.addWidget(table, 1, column)
+        # Two tables a row, so names and numbers fit without scrolling sideways.
+        places = (("Per model", self.model_table, 0, 0), ("Per client", self.client_table, 0, 1),
+                  ("What it would have cost", self.cost_table, 2, 0))
+        for title, table, row, column in places:
+            grid.addWidget(self._section(title, parent), row, column)
+            grid.addWidget(table, row + 1, column)
         return grid
 
     @staticmethod
     def _table(headers: list[str], parent: QWidget) -> QTableWidget:
         table = QTableWidget(0, len(headers), parent)
         table.setHorizontalHeaderLabels(headers)
-        table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        header = table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         table.verticalHeader().hide()
         table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
-        table.setMinimumHeight(120)
+        table.setMinimumHeight(150)
         return table
 
     # -- reading ----------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Screenshots for the README: the main window (light and dark), Settings, the model picker, Models.
+"""Screenshots for the README: the main window (light and dark), Settings, the model picker, Models, Usage.
 
 Runs offscreen at 1280x800 in a throwaway INGLENOOK_HOME. The first exchange is written
 into the store (so the sidebar and history look lived-in); the last answer is generated
@@ -152,9 +152,13 @@ def main() -> int:
 
     shoot_models(app, window, out, wait, settle)
 
+    from usage_shot import shoot_usage  # the Usage page after real chats and API calls
+
+    shoot_usage(app, window, out, wait, settle)
+
     window.shutdown()
     engine.close()
-    for name in ("main-light.png", "main-dark.png", "model-picker.png", "settings.png", "about.png", "models.png"):
+    for name in ("main-light.png", "main-dark.png", "model-picker.png", "settings.png", "about.png", "models.png", "usage.png"):
         print(out / name)
     return 0
 
