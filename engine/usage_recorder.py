@@ -132,7 +132,7 @@ class UsageRecorder:
 
     def _run(self) -> None:
         while True:
-            wait = RETRY_AFTER_S if self._unwritten else None
+            wait = RETRY_AFTER_S if self._unwritten or self._late else None
             try:
                 first = self._queue.get(timeout=wait)
             except queue.Empty:
