@@ -7,6 +7,7 @@ API called with the OpenAI SDK from inside the app's own network namespace.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import shutil
@@ -28,6 +29,19 @@ MAIN_TITLE = "^Inglenook$"
 def newest_deb() -> Path | None:
     found = sorted((ROOT / "dist").glob("inglenook_*_amd64.deb"), key=lambda p: p.stat().st_mtime)
     return found[-1] if found else None
+
+
+MODELS_SCRIPT = """
+import json, time
+from openai import OpenAI
+client = OpenAI(base_url="http://127.0.0.1:8484/v1", api_key="unused", timeout=30, max_retries=0)
+for attempt in range(300):  # the server starts on a worker beside the window
+    try:
+        print(json.dumps({"models": [m.id for m in client.models.list().data]}))
+        break
+    except Exception:
+        time.sleep(1)
+"""
 
 
 def missing_tools() -> list[str]:
@@ -89,7 +103,7 @@ class RunningApp:
         out = self.xdotool("search", "--onlyvisible", "--name", title_regex, check=False)
         return [line for line in out.splitlines() if line.strip()]
 
-    def wait_window(self, title_regex: str, timeout: float = 90.0) -> str:
+    def wait_window(self, title_regex: str, timeout: float = 300.0) -> str:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self.check_alive()
@@ -150,7 +164,7 @@ class RunningApp:
         """Run ``script`` (Python, using the OpenAI SDK; prints one JSON line) inside the app's
         network namespace: the only place its loopback API exists."""
         done = subprocess.run(["nsenter", "-t", str(self.process.pid), "-n", sys.executable, "-c", script],
-                              capture_output=True, text=True, timeout=180)
+                              capture_output=True, text=True, timeout=900)
         if done.returncode != 0:
             raise RuntimeError(f"API client failed: {done.stderr[-2000:]}")
         return json.loads(done.stdout.strip().splitlines()[-1])
@@ -169,18 +183,51 @@ class RunningApp:
             return self.process.wait(30)
 
 
-def launch(program: Path, home: Path, display: str, offline: bool = True) -> RunningApp:
-    """Start ``program`` as a user would; ``offline``: in a network namespace with only
-    loopback, so nothing outside this machine can be reached (and the API's port is private)."""
+def launch(program: Path | list[str], home: Path, display: str, offline: bool = True) -> RunningApp:
+    """Start ``program`` (a path, or a whole command) as a user would; ``offline``: in a network
+    namespace with only loopback, so nothing outside this machine can be reached (and the
+    API's port is private)."""
     env = user_environment(home, display)
     log = home / "inglenook-stdout.log"
-    command = [str(program)]
+    command = [str(part) for part in program] if isinstance(program, list) else [str(program)]
     if offline:
         command = ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$0" "$@"', *command]
     started = time.monotonic()
     with log.open("wb") as out:
         process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=home)
     return RunningApp(process=process, home=home, display=display, started=started, log=log)
+
+
+class _ClientMessage(ctypes.Structure):
+    """Xlib's XClientMessageEvent, padded to the size of an XEvent (24 longs)."""
+
+    _fields_ = [("type", ctypes.c_int), ("serial", ctypes.c_ulong), ("send_event", ctypes.c_int),
+                ("display", ctypes.c_void_p), ("window", ctypes.c_ulong), ("message_type", ctypes.c_ulong),
+                ("format", ctypes.c_int), ("data", ctypes.c_long * 5), ("pad", ctypes.c_long * 12)]
+
+
+def request_close(display: str, window: str) -> None:
+    """Ask ``window`` to close as a window manager's close button does: a WM_PROTOCOLS
+    client message carrying WM_DELETE_WINDOW (Xvfb has no window manager to click)."""
+    x11 = ctypes.CDLL("libX11.so.6")
+    x11.XOpenDisplay.restype = ctypes.c_void_p
+    x11.XOpenDisplay.argtypes = [ctypes.c_char_p]
+    x11.XInternAtom.restype = ctypes.c_ulong
+    x11.XInternAtom.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int]
+    x11.XSendEvent.argtypes = [ctypes.c_void_p, ctypes.c_ulong, ctypes.c_int, ctypes.c_long, ctypes.c_void_p]
+    x11.XFlush.argtypes = [ctypes.c_void_p]
+    x11.XCloseDisplay.argtypes = [ctypes.c_void_p]
+    connection = x11.XOpenDisplay(display.encode())
+    if not connection:
+        raise RuntimeError(f"cannot open X display {display}")
+    try:
+        event = _ClientMessage(type=33, window=int(window), format=32)  # 33: ClientMessage
+        event.message_type = x11.XInternAtom(connection, b"WM_PROTOCOLS", 0)
+        event.data[0] = x11.XInternAtom(connection, b"WM_DELETE_WINDOW", 0)
+        x11.XSendEvent(connection, int(window), 0, 0, ctypes.byref(event))
+        x11.XFlush(connection)
+    finally:
+        x11.XCloseDisplay(connection)
 
 
 def assistant_answers(database: Path) -> list[sqlite3.Row]:
@@ -198,7 +245,7 @@ def assistant_answers(database: Path) -> list[sqlite3.Row]:
         connection.close()
 
 
-def wait_answers(app: RunningApp, count: int, timeout: float = 180.0) -> list[sqlite3.Row]:
+def wait_answers(app: RunningApp, count: int, timeout: float = 900.0) -> list[sqlite3.Row]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         app.check_alive()
@@ -217,10 +264,12 @@ def integrity(database: Path) -> str:
         connection.close()
 
 
+# Generous waits, never assertions on time: on a shared two-core machine an answer of a few
+# tokens can take minutes while other processes decode.
 API_SCRIPT = """
 import json
 from openai import OpenAI
-client = OpenAI(base_url="http://127.0.0.1:8484/v1", api_key="unused")
+client = OpenAI(base_url="http://127.0.0.1:8484/v1", api_key="unused", timeout=850, max_retries=0)
 models = [m.id for m in client.models.list().data]
 reply = client.chat.completions.create(model="smollm2-135m-instruct:q4_1", max_tokens=16,
     messages=[{"role": "user", "content": "Say hello."}])

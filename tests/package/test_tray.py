@@ -1,0 +1,63 @@
+"""Closing the window while the API serves keeps Inglenook in the tray; launching again brings
+it back. Real parts: Xvfb, a real system tray (trayer owns the XEmbed tray selection Qt looks
+for), the app started as ``python -m inglenook`` with a fresh HOME in its own network
+namespace, the close sent as a window manager sends it (WM_DELETE_WINDOW)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .desktop_session import MAIN_TITLE, MODELS_SCRIPT, WELCOME_TITLE, launch, missing_tools, request_close, \
+    user_environment, xvfb
+
+pytestmark = pytest.mark.gui
+
+if missing_tools() or shutil.which("trayer") is None:
+    pytest.skip(f"needs Xvfb, xdotool, unshare and trayer (missing: {', '.join(missing_tools()) or 'trayer'})",
+                allow_module_level=True)
+if os.geteuid() != 0:
+    pytest.skip("runs the app in its own network namespace, which needs root", allow_module_level=True)
+
+
+def wait_until(condition, failure: str, timeout: float = 300.0) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, failure
+        time.sleep(0.2)
+
+
+def test_closing_while_the_api_serves_keeps_running_in_the_tray(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    with xvfb() as display:
+        tray_host = subprocess.Popen(["trayer", "--edge", "top", "--align", "right", "--widthtype", "pixel",
+                                      "--width", "64", "--height", "24"], env={**os.environ, "DISPLAY": display},
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        app = launch([sys.executable, "-m", "inglenook"], home, display)
+        try:
+            app.type_into(app.wait_window(WELCOME_TITLE), key="Return")
+            main = app.wait_window(MAIN_TITLE)
+            assert app.api(MODELS_SCRIPT)["models"], "the API did not come up"
+            request_close(display, main)
+            wait_until(lambda: not app.window_ids(MAIN_TITLE), "closing the window did not hide it")
+            app.check_alive()  # still running, in the tray
+            assert app.api(MODELS_SCRIPT)["models"], "the API stopped when the window closed"
+            # Launching again brings the hidden window back (and the second process leaves).
+            again = subprocess.run([sys.executable, "-m", "inglenook"], env=user_environment(home, display),
+                                   capture_output=True, text=True, timeout=300)
+            assert again.returncode == 0, again.stdout + again.stderr
+            wait_until(lambda: bool(app.window_ids(MAIN_TITLE)), "a second launch did not bring the window back")
+            assert app.quit() == 0, app.log_text()
+        finally:
+            if app.process.poll() is None:
+                app.process.kill()
+                app.process.wait(10)
+            tray_host.terminate()
+            tray_host.wait(10)
