@@ -28,6 +28,8 @@ from inglenook.engine.runtime import Chunk, Finished, LoadedModel, LoadOptions
 from inglenook.engine.sampling import SamplingParams
 from inglenook.engine.starter import find_starter_model
 
+log = logging.getLogger("speculative")
+
 CODE = '''def summarize_orders(orders, currency="EUR", include_refunds=False):
     """Total, count and average of the paid orders, grouped by customer."""
     totals = {}
@@ -109,6 +111,8 @@ def main() -> None:
             for task in TASKS:
                 for mode in modes:
                     ids, finished = run(models[mode], task, args.tokens)
+                    log.warning("%s %s: %d tokens at %.1f tok/s, %d of %d drafts kept", task, mode, len(ids),
+                                finished.tokens_per_s, finished.timings.draft_n_accepted, finished.timings.draft_n)
                     speeds[task][mode].append(finished.tokens_per_s)
                     outputs[task][mode] = ids
                     counts[task][mode] = {"tokens": len(ids), "draft_n": finished.timings.draft_n,

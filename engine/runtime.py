@@ -30,7 +30,7 @@ from .registry import ModelRecord
 from .sampling import SamplingParams
 from .sequence import DECODE, DONE, PREFILL, KvSlot, Sequence, SlotView
 from .special_split import PieceCutter
-from .speculative import DRAFT, MAX_DRAFT, OFF, check_mode
+from .speculative import DRAFT, MAX_DRAFT, OFF, RowCost, check_mode
 from .tool_call_parser import PRESERVED_MARKERS
 
 if TYPE_CHECKING:
@@ -187,6 +187,7 @@ class LoadedModel:
         self._draft: DraftModel | None = None  # the draft model of speculative "draft"
         self._prefilling: list[Sequence] = []  # opened sequences that may lead a shared prefill
         self.prompt_tokens_decoded = 0  # prompt tokens fed to llama_decode by steps (tests count them)
+        self.row_cost = RowCost()  # what a draft row costs here, measured from decode steps
         self._pieces: dict[int, bytes] = {}
         self._cutters: dict[bool, PieceCutter | None] = {}  # by parse_special, made on first need
         # One KvSlot per llama.cpp sequence id: the tokens whose KV entries it holds.
@@ -620,10 +621,13 @@ class LoadedModel:
             return 0
         logit_rows = self._fill_batch([BatchRow(s.seq_id, len(s.slot.kv_tokens), tokens, logits)
                                        for s, tokens, logits in rows])
+        decode_started = time.perf_counter()
         status = self._lib.llama_decode(self._ctx, self._batch)
         if status != 0:
             self._decode_failed(rows, status)
         prefill_tokens = sum(len(tokens) for sequence, tokens, _ in rows if sequence.state == PREFILL)
+        if self.speculative_mode != OFF and prefill_tokens == 0:
+            self.row_cost.observe(time.perf_counter() - decode_started, sum(len(t) - 1 for _, t, _ in rows))
         self.prompt_tokens_decoded += prefill_tokens
         for (sequence, tokens, _), index in zip(rows, logit_rows):
             if sequence.state == PREFILL:

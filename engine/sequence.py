@@ -128,7 +128,7 @@ class Sequence:
         """A prompt-lookup draft for this step (empty when paused or nothing matches)."""
         if self.control is None or self.state != DECODE:
             return []
-        wanted = self.control.wanted(self.draft_room())
+        wanted = self.control.wanted(self.draft_room(), self.model.row_cost.per_row)
         if wanted <= 0:
             return []
         if self._lookup is None:

@@ -73,6 +73,38 @@ class PromptLookup:
         return []
 
 
+# Draft only when the expected tokens per step beat the step's extra cost by this much.
+MIN_GAIN = 1.05
+
+
+def expected_tokens(acceptance: float, length: int) -> float:
+    """Tokens one verification of ``length`` drafts yields when each draft token is kept
+    with probability ``acceptance`` (until the first miss), plus the model's own next one."""
+    if acceptance >= 1.0:
+        return float(length + 1)
+    return (1.0 - acceptance ** (length + 1)) / (1.0 - acceptance)
+
+
+@dataclass
+class RowCost:
+    """What one more batch row costs, as a share of a step without drafts, measured.
+
+    On a GPU, or a CPU with memory bandwidth to spare, a step of eight rows costs little
+    more than one; on a CPU that is busy with other work each row costs nearly a whole step,
+    and a draft must be nearly certain to pay. Learned from the context's own decode steps.
+    """
+
+    plain_s: float = 0.0  # a decode step without drafts
+    per_row: float = 0.35  # extra cost of one draft row / plain_s (a prior until measured)
+
+    def observe(self, seconds: float, draft_rows: int) -> None:
+        if draft_rows == 0:
+            self.plain_s = seconds if self.plain_s <= 0 else self.plain_s + 0.2 * (seconds - self.plain_s)
+        elif self.plain_s > 0:
+            sample = max(0.0, seconds / self.plain_s - 1.0) / draft_rows
+            self.per_row += 0.2 * (sample - self.per_row)
+
+
 @dataclass
 class DraftControl:
     """One sequence's draft length and on/off state, with its counts for the timings."""
@@ -89,16 +121,31 @@ class DraftControl:
     paused_for: int = 0
     drafted: int = 0
     accepted: int = 0
+    probe: bool = False
 
     @property
     def active(self) -> bool:
         return self.paused_for <= 0
 
-    def wanted(self, room: int) -> int:
-        """How many tokens to draft now, at most ``room`` (what the budget still allows)."""
+    def wanted(self, room: int, per_row: float = 0.0) -> int:
+        """How many tokens to draft now, at most ``room`` (what the budget still allows).
+        ``per_row`` is a draft row's cost as a share of a plain step (``RowCost``): a
+        draft whose expected yield does not pay for its rows is not made, and the sequence
+        pauses as if its drafts had failed."""
         if not self.active:
             return 0
-        return max(0, min(self.length, room, self.max_length))
+        length = max(0, min(self.length, room, self.max_length))
+        if self.probe:
+            self.probe = False
+            return min(length, self.min_length)
+        if length and expected_tokens(self.rate, length) < MIN_GAIN * (1.0 + per_row * length):
+            shorter = [n for n in range(1, length)
+                       if expected_tokens(self.rate, n) >= MIN_GAIN * (1.0 + per_row * n)]
+            if not shorter:
+                self._pause()
+                return 0
+            length = shorter[-1]
+        return length
 
     def tick(self, emitted: int) -> None:
         """``emitted`` tokens were produced without a draft (paused, or nothing to draft)."""
@@ -106,6 +153,7 @@ class DraftControl:
             self.paused_for = max(0, self.paused_for - emitted)
             if self.paused_for == 0:
                 self.rate = 0.5  # a fresh chance: the answer may have turned to quoting
+                self.probe = True  # one short draft whatever it costs: it re-measures both
 
     def record(self, drafted: int, accepted: int) -> None:
         """A verification of ``drafted`` tokens kept ``accepted`` of them."""
@@ -120,5 +168,8 @@ class DraftControl:
         else:
             self.length = max(self.min_length, min(self.length, accepted + 2))
         if self.rate < self.floor:
-            self.paused_for = self.pause
-            self.pause = min(self.max_pause, self.pause * 2)
+            self._pause()
+
+    def _pause(self) -> None:
+        self.paused_for = self.pause
+        self.pause = min(self.max_pause, self.pause * 2)

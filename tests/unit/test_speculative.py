@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from inglenook.engine.speculative import MAX_DRAFT, DraftControl, PromptLookup
+from inglenook.engine.speculative import MAX_DRAFT, DraftControl, PromptLookup, RowCost, expected_tokens
 
 
 def test_lookup_copies_what_followed_the_latest_match_of_the_longest_ngram() -> None:
@@ -49,3 +49,17 @@ def test_control_pauses_when_acceptance_stays_low_and_tries_again_later() -> Non
         control.record(control.wanted(100), 0)
     assert control.paused_for == 2 * first_pause  # each pause is longer than the last
     assert control.drafted > 0 and control.accepted == 0
+
+
+def test_drafts_that_cannot_pay_for_their_rows_are_not_made() -> None:
+    cost = RowCost()
+    cost.observe(1.0, 0)  # a plain step
+    for _ in range(30):
+        cost.observe(5.0, 4)  # a busy CPU: four draft rows cost four more steps
+    assert cost.per_row > 0.9
+    control = DraftControl(rate=0.8)
+    assert control.wanted(100, per_row=0.2) > 0  # cheap rows: an 80% draft pays
+    assert control.wanted(100, per_row=cost.per_row) == 0 and not control.active
+    control.tick(control.paused_for)
+    assert control.wanted(100, per_row=cost.per_row) == control.min_length  # one probe, then judged again
+    assert expected_tokens(1.0, 4) == 5 and expected_tokens(0.5, 1) == 1.5
