@@ -180,13 +180,19 @@ class Gate:
         """Serve a keyed request as its client; a generation holds one of the key's streams and
         ends, with an error in its own stream format, if the key is revoked meanwhile."""
         generation = scope["method"] == "POST" and scope["path"] in GENERATION_PATHS
-        try:
-            holding = self.traffic.stream(record) if generation else contextlib.nullcontext()
-            holding.__enter__()
-        except ApiError as error:
-            await send_error(send, error, scope["path"])
-            return
-        client = request_client.set(record.client)
+        with contextlib.ExitStack() as held:
+            try:
+                if generation:
+                    held.enter_context(self.traffic.stream(record))
+            except ApiError as error:
+                await send_error(send, error, scope["path"])
+                return
+            client = request_client.set(record.client)
+            held.callback(request_client.reset, client)
+            await self._run_watched(record, generation, scope, receive, send)
+
+    async def _run_watched(self, record: ApiKeyRecord, generation: bool, scope: Scope, receive: Receive,
+                           send: Send) -> None:
         response = _ResponseState()
 
         async def tracked_send(message: Message) -> None:
@@ -207,8 +213,6 @@ class Gate:
                 watcher.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await watcher
-            request_client.reset(client)
-            holding.__exit__(None, None, None)
 
     async def _end_if_revoked(self, name: str, app_scope: anyio.CancelScope, response: "_ResponseState") -> None:
         assert self.keys is not None

@@ -154,6 +154,10 @@ class RemoteAnswer:
     def model_id(self) -> str:
         return f"{self.endpoint.name}{SEPARATOR}{self.body['model']}"
 
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled.is_set()
+
     def cancel(self) -> None:
         self._cancelled.set()
         with self._lock:
@@ -199,7 +203,7 @@ class _AnswerStream:
 
     def read(self, lines: Iterator[str]) -> Iterator[Chunk]:
         for line in lines:
-            if self.answer._cancelled.is_set():
+            if self.answer.cancelled:
                 return
             if not line.startswith("data:"):
                 continue  # comments, event names, keep-alives
@@ -213,7 +217,7 @@ class _AnswerStream:
                 self.first_at = self.first_at or self.last_at
                 self.pieces += 1
                 yield Chunk(text, [])
-        if not self.done and not self.answer._cancelled.is_set() and self.reason is None:
+        if not self.done and not self.answer.cancelled and self.reason is None:
             hint = f" ({self.answer.endpoint.failure_hint})" if self.answer.endpoint.failure_hint else ""
             raise RemoteEngineError(f"the answer from {self.answer.endpoint.name!r} ended before it was complete{hint}")
 
