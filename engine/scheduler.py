@@ -504,6 +504,10 @@ class Scheduler:
             handle.cancel()
             _end_cancelled(handle)
         self._worker.join(timeout)
+        if self._worker.is_alive():
+            # Still inside a step: closing its model now would free memory under llama.cpp.
+            log.warning("the scheduler did not stop within %.0fs; models stay loaded until exit", timeout)
+            return
         self._take_loaded()
         for key in self._pool.keys():
             self._unload(key)
