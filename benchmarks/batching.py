@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -153,6 +154,8 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--baseline", metavar="REV", help="also serve the engine as of this git revision")
     args = parser.parse_args()
+    # A SIGTERM (a timeout) still runs the finally below: no server is left behind.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     levels = [int(x) for x in args.levels.split(",")]
     model_path = find_starter_model()
     servers = {}
@@ -173,6 +176,7 @@ def main() -> int:
             for level in levels:  # interleaved, so machine noise hits both alike
                 for name, (url, process, model) in servers.items():
                     table[name][str(level)] = load(url, model, level, args.tokens, process)
+                    print(json.dumps({name: {level: table[name][str(level)]}}), file=sys.stderr, flush=True)
             for name, rows in table.items():
                 base = rows[str(levels[0])]["aggregate_tok_s"]
                 for row in rows.values():
