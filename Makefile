@@ -34,12 +34,15 @@ $(PY):
 	$(PIP) install --quiet --upgrade pip
 
 # llama.cpp, built by the recipe, goes in before the project so pip never builds its own.
+# The RPC backend module and rpc-server (`inglenook worker`) come from the same CMake tree.
 $(VENV)/.llama-installed: scripts/llama_build.py | $(PY)
 	$(PY) scripts/llama_build.py install
+	$(PY) scripts/llama_build.py rpc
 	touch $@
 
 cuda: $(VENV)/.app-installed
 	$(PY) scripts/llama_build.py install --cuda
+	$(PY) scripts/llama_build.py rpc --cuda
 	$(PIP) install --quiet -e '.[cuda]'
 	touch $(VENV)/.llama-installed
 
