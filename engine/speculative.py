@@ -96,8 +96,11 @@ class RowCost:
 
     plain_s: float = 0.0  # a decode step without drafts
     per_row: float = 0.35  # extra cost of one draft row / plain_s (a prior until measured)
+    fixed: bool = False  # keep ``per_row`` as given (tests: behaviour must not depend on timing)
 
     def observe(self, seconds: float, draft_rows: int) -> None:
+        if self.fixed:
+            return
         if draft_rows == 0:
             self.plain_s = seconds if self.plain_s <= 0 else self.plain_s + 0.2 * (seconds - self.plain_s)
         elif self.plain_s > 0:

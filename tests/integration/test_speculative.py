@@ -25,6 +25,7 @@ from inglenook.engine.runtime import Chunk, Finished, LoadedModel, LoadOptions
 from inglenook.engine.sampling import SamplingParams
 from inglenook.engine.scheduler import GenerateJob
 from inglenook.engine.server import ApiServer
+from inglenook.engine.speculative import RowCost
 from tests.integration.conftest import GPU_LAYERS, record_for
 from tests.integration.test_cli import STARTER
 
@@ -40,8 +41,15 @@ GROUNDED = [{"role": "user", "content": f"Repeat this code exactly, renaming `va
 FREE_FORM = [{"role": "user", "content": "Write a short story about a lighthouse keeper who finds a bottle."}]
 
 
+# Whether a draft pays depends on what a batch row costs on the machine at that moment; the
+# tests fix it (free rows) so what they check never depends on timing.
+FREE_ROWS = RowCost(per_row=0.0, fixed=True)
+
+
 def load(path: Path, **options: object) -> LoadedModel:
-    return LoadedModel(record_for(path, SMOLLM2_ID), LoadOptions(context_size=1024, gpu_layers=GPU_LAYERS, **options))
+    model = LoadedModel(record_for(path, SMOLLM2_ID), LoadOptions(context_size=1024, gpu_layers=GPU_LAYERS, **options))
+    model.row_cost = FREE_ROWS
+    return model
 
 
 @pytest.fixture(scope="module")
@@ -152,6 +160,9 @@ def test_n_choices_prefill_their_prompt_once(home: Path) -> None:
 def test_the_api_reports_drafted_and_accepted_tokens_as_llama_server_does(home: Path) -> None:
     with Engine() as engine:
         engine.update_settings(context_size=1024, speculative="lookup")
+        for _ in engine.scheduler.load(STARTER):
+            pass
+        engine.scheduler.loaded_models()[0].row_cost = FREE_ROWS
         server = ApiServer(engine, port=0)
         server.start()
         try:
