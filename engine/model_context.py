@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 
 from .fit import ModelShape, auto_context, detect_machine
-from .gguf import read_gguf
+from .gguf_headers import header_of
 from .registry import ModelRecord
 from .runtime import LoadedModel, LoadOptions, ProgressCallback
 from .settings import AUTO_CONTEXT, Settings
@@ -26,7 +26,7 @@ def context_for(record: ModelRecord, settings: Settings, options: LoadOptions) -
     wanted = settings.context_for(record.id)
     if wanted != AUTO_CONTEXT:
         return wanted
-    info = read_gguf(record.path)
+    info = header_of(record)
     chosen = auto_context(
         ModelShape.from_gguf(info), detect_machine(), info.context_length,
         parallel=options.parallel, kv_type=options.kv_cache_type, n_ubatch=options.batch_size,

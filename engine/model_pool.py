@@ -23,7 +23,7 @@ from typing import Any
 
 from .errors import ModelLoadError, ModelTooLarge
 from .fit import ModelShape, compute_bytes, kv_cache_bytes
-from .gguf import read_gguf
+from .gguf_headers import header_of
 from .registry import ModelRecord
 from .runtime import LoadOptions
 
@@ -51,7 +51,7 @@ def estimate_resident_bytes(record: ModelRecord, options: LoadOptions) -> int:
     sequence at ``options.context_size`` tokens each, and one micro-batch's scratch buffer.
     A header that cannot be read counts as the file's size (the load will say what is wrong)."""
     try:
-        shape = ModelShape.from_gguf(read_gguf(record.path))
+        shape = ModelShape.from_gguf(header_of(record))
     except (ModelLoadError, OSError):
         return record.size_bytes
     cells = max(1, options.context_size) * max(1, options.parallel)

@@ -1,0 +1,38 @@
+"""GGUF headers by model version, parsed once.
+
+Before a load the scheduler estimates the model's memory and the engine picks its automatic
+context; both need the header, and so does the memory count after the load. Parsing one
+takes about 0.2 s for a 49k-token vocabulary (more for larger ones), so reading it afresh
+each time added most of a second to every load. A record's fingerprint names the file's
+content, so a header cached under it is never stale; a file that changes gets a new record
+(and fingerprint) from the registry. ``LoadedModel`` still reads the file itself: that read
+is the validation right before llama.cpp opens it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+from .gguf import GGUFInfo, read_gguf
+from .registry import ModelRecord
+
+_KEEP = 4  # a few models' headers; each holds its vocabulary's metadata
+_headers: OrderedDict[tuple[str, str], GGUFInfo] = OrderedDict()
+_lock = threading.Lock()
+
+
+def header_of(record: ModelRecord) -> GGUFInfo:
+    """The parsed header of ``record``'s file (raises as ``read_gguf`` does; failures are not kept)."""
+    key = (str(record.path), record.fingerprint)
+    with _lock:
+        found = _headers.get(key)
+        if found is not None:
+            _headers.move_to_end(key)
+            return found
+    info = read_gguf(record.path)
+    with _lock:
+        _headers[key] = info
+        while len(_headers) > _KEEP:
+            _headers.popitem(last=False)
+    return info

@@ -1,0 +1,38 @@
+"""Headers read once per model version, and never a stale or failed one."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from inglenook.engine.errors import ModelLoadError
+from inglenook.engine.gguf_headers import header_of
+from inglenook.engine.registry import ModelRecord
+
+from tests.gguf_writer import write_gguf
+
+
+def record_at(path: Path, fingerprint: str) -> ModelRecord:
+    return ModelRecord("m:q4_0", path, "m", "llama", "Q4_0", 1, 256, path.stat().st_size if path.exists() else 1,
+                       fingerprint, "scan")
+
+
+def test_one_parse_per_version(tmp_path: Path) -> None:
+    path = write_gguf(tmp_path / "m.gguf", metadata={"general.name": "first"})
+    record = record_at(path, "fp-first")
+    assert header_of(record) is header_of(record)
+    # The file changes; the registry gives it a new fingerprint, and the header is read again.
+    write_gguf(path, metadata={"general.name": "second"})
+    changed = dataclasses.replace(record, fingerprint="fp-second")
+    assert header_of(changed) is not header_of(record)
+    assert header_of(changed).metadata["general.name"] == "second"
+
+
+def test_a_failed_read_is_not_kept(tmp_path: Path) -> None:
+    path = tmp_path / "late.gguf"
+    record = record_at(path, "fp-late")
+    with pytest.raises(ModelLoadError):
+        header_of(record)
+    write_gguf(path, metadata={"general.name": "arrived"})
+    assert header_of(record).metadata["general.name"] == "arrived"
