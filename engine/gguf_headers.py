@@ -4,9 +4,9 @@ Before a load the scheduler estimates the model's memory and the engine picks it
 context; both need the header, and so does the memory count after the load. Parsing one
 takes about 0.2 s for a 49k-token vocabulary (more for larger ones), so reading it afresh
 each time added most of a second to every load. A record's fingerprint names the file's
-content, so a header cached under it is never stale; a file that changes gets a new record
-(and fingerprint) from the registry. ``LoadedModel`` still reads the file itself: that read
-is the validation right before llama.cpp opens it.
+content as the registry last saw it (a changed file gets a new fingerprint at the next
+scan), so between scans an estimate may use the older header; ``LoadedModel`` still reads
+the file itself, and that read is the validation right before llama.cpp opens it.
 """
 
 from __future__ import annotations
