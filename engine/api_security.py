@@ -111,7 +111,7 @@ class Gate:
         except ApiError as error:
             await send_error(send, error, scope["path"])
             return
-        receive = _replay(body, early, receive)
+        receive = replay_body(body, early, receive)
         if record is None:
             await self.app(scope, receive, send)
         else:
@@ -306,7 +306,9 @@ def _too_large(limit: int) -> ApiError:
     return ApiError(413, f"the request body is larger than {limit // 1024} KiB", code="request_too_large")
 
 
-def _replay(body: bytes, early: Message | None, receive: Receive) -> Receive:
+def replay_body(body: bytes, early: Message | None, receive: Receive) -> Receive:
+    """A ``receive`` that hands the app the body already read (or the message that ended the
+    read early), then the client's later messages (its disconnect)."""
     sent = False
 
     async def replay() -> Message:

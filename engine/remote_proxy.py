@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .api_errors import ApiError, error_body
 from .api_key_limits import GENERATION_PATHS
-from .api_security import send_error
+from .api_security import replay_body, send_error
 from .errors import InglenookError
 from .remote import SEPARATOR, RemoteEndpoint, RemoteEngineError, status_failure, timeouts, transport_failure
 from .remote_catalogue import RemoteCatalogue
@@ -64,7 +64,7 @@ class RemoteProxy:
                 await send_error(send, error, scope["path"])
                 return
         if found is None or data is None:
-            await self.app(scope, _replay(body, early, receive), send)
+            await self.app(scope, replay_body(body, early, receive), send)
             return
         endpoint, remote_id = found
         if remote_id is not None:
@@ -147,19 +147,6 @@ async def _read_all(receive: Receive) -> tuple[bytes, Message | None]:
         chunks.append(message.get("body", b""))
         if not message.get("more_body", False):
             return b"".join(chunks), None
-
-
-def _replay(body: bytes, early: Message | None, receive: Receive) -> Receive:
-    sent = False
-
-    async def replay() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return early or {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replay
 
 
 def _json_object(body: bytes) -> dict | None:

@@ -7,24 +7,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.second_server import REMOTE_KEY, second_inglenook
+
 from .conftest import type_and_send, wait_answer
 
 STARTER = "smollm2-135m-instruct:q4_1"
-REMOTE_KEY = "remote-secret"
 
 
 @pytest.fixture
 def remote(tmp_path: Path, smollm2_path: Path) -> Iterator[object]:  # noqa: ARG001
-    """A second Inglenook with its own home, on another loopback port."""
-    from inglenook.engine import ApiServer, Engine, Paths
-
-    engine = Engine(Paths.under(tmp_path / "remote-home"))
-    engine.update_settings(context_size=1024)
-    server = ApiServer(engine, port=0, api_key=REMOTE_KEY)
-    server.start()
-    yield server
-    server.stop()
-    engine.close()
+    with second_inglenook(tmp_path / "remote-home") as server:
+        yield server
 
 
 def test_team_keys_page_creates_shows_once_and_revokes(qtbot, window) -> None:  # noqa: ANN001

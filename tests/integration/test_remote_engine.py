@@ -27,23 +27,18 @@ from inglenook.engine.remote_catalogue import RemoteCatalogue
 from inglenook.engine.sampling import SamplingParams
 from inglenook.engine.server import ApiServer
 
+from tests.second_server import REMOTE_KEY, second_inglenook
+
 pytestmark = pytest.mark.integration
 
 STARTER = "smollm2-135m-instruct:q4_1"
-REMOTE_KEY = "remote-secret"
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def remote(tmp_path: Path, smollm2_path: Path) -> Iterator[ApiServer]:
-    """A second Inglenook, with its own home, serving on another loopback port with a key."""
-    engine = Engine(Paths.under(tmp_path / "remote-home"))
-    engine.update_settings(context_size=1024)
-    server = ApiServer(engine, port=0, api_key=REMOTE_KEY)
-    server.start()
-    yield server
-    server.stop()
-    engine.close()
+def remote(tmp_path: Path, smollm2_path: Path) -> Iterator[ApiServer]:  # noqa: ARG001
+    with second_inglenook(tmp_path / "remote-home") as server:
+        yield server
 
 
 @pytest.fixture
