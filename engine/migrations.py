@@ -158,6 +158,28 @@ def m007_usage_events(db: sqlite_utils.Database) -> None:
     table_named(db, "usage_events").create_index(["at"])
 
 
+def m008_lora_adapters(db: sqlite_utils.Database) -> None:
+    """Imported LoRA adapters (GGUF files used in place), like models: one row per file."""
+    table_named(db, "lora_adapters").create(
+        {
+            "id": str,  # a slug from the file name, e.g. "pirate-lora"
+            "path": str,
+            "architecture": str,  # the base model's architecture, from the adapter's header
+            "base_model": str,  # general.base_model.0.name when the adapter names one
+            "rank": int,
+            "alpha": float,
+            "tensors": int,  # A/B pairs
+            "size_bytes": int,
+            "mtime": float,
+            "fingerprint": str,
+            "source": str,  # import | download
+            "added_at": float,
+        },
+        pk="id",
+    )
+    table_named(db, "lora_adapters").create_index(["path"], unique=True)
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     m001_initial,
     m003_lab_results,
@@ -165,4 +187,5 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     m005_model_paths_and_problems,
     m006_api_keys,
     m007_usage_events,
+    m008_lora_adapters,
 ]
