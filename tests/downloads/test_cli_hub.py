@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from inglenook.cli import main
-from inglenook.cli_hub import parse_spec
+from inglenook.cli.hub import parse_spec
 from inglenook.engine.fit import detect_machine
 from inglenook.engine.paths import Paths
 from tests.downloads.conftest import GATED_REPO, GEMMA_REPO, SMOL_REPO

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from inglenook.cli.terminal import print_table
 from inglenook.engine import InglenookError, JobCancelled, Paths, human_duration, human_size
-from inglenook.terminal import print_table
 
 EXIT_CANCELLED = 130
 

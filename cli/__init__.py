@@ -16,9 +16,10 @@ import sqlite3
 import sys
 from collections.abc import Iterator, Sequence
 
-from inglenook import __version__, cli_alias, cli_hub, cli_keys, cli_lab, cli_launch, cli_serve, cli_usage, cli_worker
+from inglenook import __version__
+from inglenook.cli import alias, hub, keys, lab, launch, serve, usage, worker
+from inglenook.cli.terminal import print_table
 from inglenook.engine import CrashGuard, InglenookError, Paths, StoreError, human_count, human_size
-from inglenook.terminal import print_table
 
 log = logging.getLogger("inglenook.cli")
 
@@ -108,14 +109,14 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--json", action="store_true", help="print JSON instead of text")
     doctor.add_argument("--no-self-test", action="store_true", help="skip the test generation")
     doctor.set_defaults(handler=cmd_doctor)
-    cli_serve.add_commands(commands)
-    cli_alias.add_commands(commands)
-    cli_usage.add_commands(commands)
-    cli_keys.add_commands(commands)
-    cli_worker.add_commands(commands)
-    cli_launch.add_commands(commands)
-    cli_lab.add_commands(commands)
-    cli_hub.add_commands(commands)
+    serve.add_commands(commands)
+    alias.add_commands(commands)
+    usage.add_commands(commands)
+    keys.add_commands(commands)
+    worker.add_commands(commands)
+    launch.add_commands(commands)
+    lab.add_commands(commands)
+    hub.add_commands(commands)
     return parser
 
 

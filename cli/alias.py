@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from inglenook.cli.terminal import print_table
 from inglenook.engine import Paths
-from inglenook.terminal import print_table
 
 
 def add_commands(commands: Any) -> None:

@@ -6,8 +6,8 @@ import argparse
 import time
 from typing import Any
 
+from inglenook.cli.terminal import print_table
 from inglenook.engine import Paths
-from inglenook.terminal import print_table
 
 
 def add_commands(commands: Any) -> None:
