@@ -24,6 +24,8 @@ from .chat_template import ChatTemplate
 from .errors import ContextLengthExceeded, InvalidRequest, JobCancelled, ModelLoadError
 from .fit import ModelShape, detect_machine, estimate_fit
 from .gguf import GGUFInfo, read_gguf
+from .lora import LoraSet
+from .lora_runtime import ContextAdapters
 from .native import llama, physical_cores
 from .reasoning import REASONING_MARKERS
 from .registry import ModelRecord
@@ -175,6 +177,7 @@ class LoadedModel:
     _memory: Any
     _batch: Any  # a llama_batch, None before _load and after close
     _batch_capacity: int
+    adapters: ContextAdapters  # the LoRA adapters this context applies (lora_runtime)
 
     def __init__(self, record: ModelRecord, options: LoadOptions, progress: ProgressCallback | None = None) -> None:
         self.record = record
@@ -293,6 +296,7 @@ class LoadedModel:
         self.threads = threads
         self._memory = lib.llama_get_memory(self._ctx)
         self._batch = lib.llama_batch_init(self._batch_capacity, 0, 1)
+        self.adapters = ContextAdapters(lib, self._model, self._ctx, self.info, self.record.id)
         self.speculative_mode = self._speculative_mode()
         self.chat_template = ChatTemplate(
             self.info.chat_template,
@@ -579,6 +583,16 @@ class LoadedModel:
             return None
         return max(free, key=lambda s: (self.reusable_prefix(prompt, s), -s.last_used))
 
+    @property
+    def lora_key(self) -> str:
+        """The key of the LoRA set the context applies now ("" for none)."""
+        return self.adapters.key
+
+    def use_lora(self, lora: LoraSet) -> None:
+        """Apply ``lora`` to the whole context, without a reload; only while no sequence
+        runs (the scheduler's rule), since every row of a step shares the set."""
+        self.adapters.apply(lora)
+
     def release(self, sequence: Sequence) -> None:
         """The job is over: its slot is free; its prefilled KV stays for the next turn to reuse."""
         sequence.slot.busy = False
@@ -732,6 +746,8 @@ class LoadedModel:
     def reusable_prefix(self, prompt: list[int], slot: KvSlot | None = None) -> int:
         """How many leading tokens of ``prompt`` a slot's resident KV cache can serve."""
         slot = slot or self.slots[0]
+        if slot.lora != self.adapters.key:
+            return 0  # that KV was computed with other adapters (or none)
         common = 0
         # At least two prompt tokens are always prefilled (one-token batches differ; see
         # ``KvSlot.prefilled``), and the last one yields the logits of the first new token.
@@ -778,7 +794,9 @@ class LoadedModel:
         from llama_cpp import __version__ as binding_version  # noqa: PLC0415 — already loaded
 
         layout = self.options.kv_layout_key(self.flash_attention)
-        return f"{self.record.fingerprint}|{layout}|llama-cpp-python {binding_version}"
+        # A state computed with adapters is only ever restored with the same ones and scales.
+        lora = f"|lora {self.adapters.key}" if self.adapters.key else ""
+        return f"{self.record.fingerprint}|{layout}|llama-cpp-python {binding_version}{lora}"
 
     def export_sequence(
         self, limit: int | None = None, destination: Callable[[int], np.ndarray | None] | None = None,
@@ -792,7 +810,7 @@ class LoadedModel:
         (the prompt cache hands over a buffer it has already paged in).
         """
         slot = self.slots[seq_id]
-        if self.closed or not slot.kv_tokens:
+        if self.closed or not slot.kv_tokens or slot.lora != self.adapters.key:
             return None
         # Only the prefilled part is ever reused, so only it is saved; for sliding-window
         # models this also makes the saved window end where the next turn continues.
@@ -859,6 +877,7 @@ class LoadedModel:
             self._lib.llama_memory_seq_rm(self._memory, target.seq_id, -1, -1)
             target.kv_tokens = []
             target.prefilled = 0
+            target.lora = self.adapters.key  # what it computes from now on is under this set
         return 0
 
     def _prefill_for_embedding(self, tokens: list[int]) -> None:

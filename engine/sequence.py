@@ -39,6 +39,9 @@ class KvSlot:
     prefilled: int = 0
     busy: bool = False
     last_used: float = 0.0
+    # The key of the LoRA set its KV entries were computed with ("" for none): they serve
+    # only a sequence that runs with the same set (``LoadedModel.reusable_prefix``).
+    lora: str = ""
 
 
 class Sequence:
