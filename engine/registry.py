@@ -145,6 +145,8 @@ def fingerprint_file(path: Path, size: int) -> str:
 
 def unrunnable_reason(info: GGUFInfo) -> str | None:
     """Why llama.cpp would refuse this file for certain, seen from its header alone."""
+    if info.metadata.get("general.type") == "adapter":
+        return "it is a LoRA adapter, not a model (`inglenook import` adds it as an adapter)"
     if not info.tensors:
         return "it holds no tensors (a vocabulary-only or empty file)"
     unknown = sorted({t.ggml_type for t in info.tensors if t.n_bytes is None})
