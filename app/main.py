@@ -7,18 +7,22 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QTimer
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from inglenook.engine import CrashGuard, InglenookError, Paths
+from inglenook.engine import CrashGuard, InglenookError, LastCrash, Paths
 
 from . import theme
 from .desktop import bring_forward, install_tray, maybe_welcome, preload_default_model
 from .qt_platform import check_platform_libraries
 from .resources import resource_path
 from .single_instance import Handoff, InstanceServer, hand_over, server_name
+
+if TYPE_CHECKING:
+    from inglenook.engine import Engine
 
 log = logging.getLogger(__name__)
 
@@ -36,31 +40,16 @@ def run_app(argv: Sequence[str] | None = None) -> int:
     icon = resource_path("inglenook.svg")
     if icon is not None:
         app.setWindowIcon(QIcon(str(icon)))
-    guard: CrashGuard | None = None
-    try:
-        from inglenook import __version__  # noqa: PLC0415
-        from inglenook.cli import setup_logging  # noqa: PLC0415
-        from inglenook.engine import Engine  # noqa: PLC0415
-
-        paths = Paths.default().ensure()
-        setup_logging(paths)
-        opened = model_arguments(arguments)
-        instance = _claim_instance(paths, opened)
-        if isinstance(instance, int):
-            return instance  # another Inglenook has this profile
-        guard = CrashGuard(paths.logs, "app", __version__)
-        last_crashes = guard.start()
-        engine = Engine(paths, crash_guard=guard, full_check=True)
-    except InglenookError as exc:
-        if guard is not None:
-            guard.stop()
-        theme.apply_theme(app, "system")
-        # The one mapping of errors to words (a full or locked disk reads as such, not as a bug).
-        from .errors import explain  # noqa: PLC0415
-
-        explanation = explain(exc)
-        QMessageBox.critical(None, "Inglenook cannot start", f"{explanation.title}\n\n{explanation.text}\n\n{exc}")
-        return 1
+    while True:
+        try:
+            started = _start_engine(arguments)
+            break
+        except InglenookError as exc:
+            if not _startup_failed(app, exc):
+                return 1
+    if isinstance(started, int):
+        return started  # another Inglenook has this profile
+    engine, guard, instance, opened, last_crashes = started
     theme.apply_theme(app, engine.settings.theme)
     from .window import MainWindow  # noqa: PLC0415
 
@@ -88,6 +77,58 @@ def run_app(argv: Sequence[str] | None = None) -> int:
         window.shutdown()
         engine.close()
         guard.stop()
+
+
+_Started = tuple["Engine", CrashGuard, InstanceServer, list[Path], list[LastCrash]]
+
+
+def _start_engine(arguments: list[str]) -> _Started | int:
+    """The data folders, logging, the one-instance claim, the crash guard and the engine.
+    On an error what was started is stopped again, so the start can be tried once more."""
+    from inglenook import __version__  # noqa: PLC0415
+    from inglenook.cli import setup_logging  # noqa: PLC0415
+    from inglenook.engine import Engine  # noqa: PLC0415
+
+    paths = Paths.default().ensure()
+    setup_logging(paths)
+    opened = model_arguments(arguments)
+    instance = _claim_instance(paths, opened)
+    if isinstance(instance, int):
+        return instance
+    guard = CrashGuard(paths.logs, "app", __version__)
+    try:
+        last_crashes = guard.start()
+        return Engine(paths, crash_guard=guard, full_check=True), guard, instance, opened, last_crashes
+    except BaseException:
+        guard.stop()
+        instance.close()
+        raise
+
+
+def _startup_failed(app: QApplication, exc: InglenookError) -> bool:
+    """Say why Inglenook cannot start, and where; True when the person asks to try again
+    (after freeing space, say). Also logged and printed, for a launch from a terminal."""
+    from .errors import explain  # noqa: PLC0415 — the one mapping of errors to words
+    from .startup_error import disk_trouble, startup_message  # noqa: PLC0415
+
+    log.info("cannot start: %s", exc)  # into the log file; the line below is for the terminal
+    paths = Paths.default()
+    message = startup_message(explain(exc), exc, paths, disk_trouble(paths))
+    print(f"inglenook: {message.headline}: {exc}", file=sys.stderr)  # noqa: T201 — maybe no window shows
+    theme.apply_theme(app, "system")
+    box = QMessageBox(QMessageBox.Icon.Critical, "Inglenook cannot start", message.headline)
+    box.setInformativeText(message.body)
+    retry = box.addButton("Try again", QMessageBox.ButtonRole.AcceptRole)
+    box.addButton("Quit", QMessageBox.ButtonRole.RejectRole)
+    box.setDefaultButton(retry)
+    # The style sheet's bold for a `:default` button is not in its size (a pseudo-state is
+    # matched when painting), so the label was clipped; the primary-button name is matched
+    # when the button is polished, and polishing again sizes it for the bold label.
+    retry.setObjectName("PrimaryButton")
+    retry.style().unpolish(retry)
+    retry.style().polish(retry)
+    box.exec()
+    return box.clickedButton() is retry
 
 
 def model_arguments(argv: Sequence[str]) -> list[Path]:
