@@ -59,6 +59,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "pricing": ("DEFAULT_PRICES", "MachineCost", "Price", "validated_prices"),
     "usage": ("TokenCounts", "UsageReport", "checked_days"),
     "usage_summary": ("UsageSummary", "machine_cost_of"),
+    "lora": ("MAX_SCALE", "AdapterError"),
+    "lora_registry": ("AdapterImport", "AdapterRecord", "AdapterRegistry"),
     "lab": ("LabProgress", "LabReport", "LabResult", "LabRun", "QuantLab", "Variant", "VariantGroup"),
     "lab.evaltext": ("EvalText",),
     "lab.measure": ("MeasureConfig",),
@@ -152,6 +154,12 @@ if TYPE_CHECKING:
         VariantGroup as VariantGroup,
     )
     from .lab.evaltext import EvalText as EvalText
+    from .lora import MAX_SCALE as MAX_SCALE, AdapterError as AdapterError
+    from .lora_registry import (
+        AdapterImport as AdapterImport,
+        AdapterRecord as AdapterRecord,
+        AdapterRegistry as AdapterRegistry,
+    )
     from .lab.measure import MeasureConfig as MeasureConfig
     from .lab.recommend import Recommendation as Recommendation
     from .paths import Paths as Paths

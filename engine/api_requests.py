@@ -16,6 +16,7 @@ from .core import Engine
 from .errors import InglenookError, InvalidRequest, ModelNotFound
 from .gguf import read_gguf
 from .json_grammar import JSON_OBJECT_GRAMMAR, grammar_for_schema
+from .lora_api import requested_lora
 from .protocol import ChatCompletionRequest, CompletionRequest, SamplingFields
 from .registry import ModelRecord
 from .routing import ChatModels, Router
@@ -152,9 +153,10 @@ def chat_plan(request: ChatCompletionRequest, names: ModelNames) -> GenerationPl
     max_tokens = _max_tokens(request.max_completion_tokens, request.max_tokens)
     sampling = sampling_for(request, max_tokens, logprobs, grammar)
     native_tools = list(tools.tools) if tools is not None and tools.native else None
+    lora = requested_lora(request.lora, names.engine.adapters, record)
     jobs = [
         GenerateJob(model_id=record.id, sampling=_seeded(sampling, i), messages=messages, tools=native_tools,
-                    use_cache=request.cache_prompt, template_options=template_options(request))
+                    use_cache=request.cache_prompt, template_options=template_options(request), lora=lora)
         for i in range(request.n)
     ]
     return GenerationPlan(record, jobs, request.n, max_tokens is None, tools,
@@ -210,16 +212,17 @@ def completion_plan(request: CompletionRequest, names: ModelNames) -> Generation
     if request.echo and any(not isinstance(p, str) for p in prompts):
         raise InvalidRequest("echo works with text prompts only", param="echo")
     sampling = sampling_for(request, request.max_tokens, request.logprobs, None)
+    lora = requested_lora(request.lora, names.engine.adapters, record)
     jobs = []
     for prompt in prompts:
         for i in range(request.n):
             seeded = _seeded(sampling, i)
             if isinstance(prompt, str):
                 jobs.append(GenerateJob(model_id=record.id, sampling=seeded, text=prompt,
-                                        use_cache=request.cache_prompt))
+                                        use_cache=request.cache_prompt, lora=lora))
             else:
                 jobs.append(GenerateJob(model_id=record.id, sampling=seeded, tokens=prompt,
-                                        use_cache=request.cache_prompt))
+                                        use_cache=request.cache_prompt, lora=lora))
     echo = [p if isinstance(p, str) else "" for p in prompts] if request.echo else []
     return GenerationPlan(record, jobs, request.n, request.max_tokens is None, echo_prompts=echo)
 

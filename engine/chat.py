@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from .cache import PrefixCache
 from .errors import InglenookError, InvalidRequest
+from .lora import NO_LORA, AdapterError, LoraSet
+from .lora_registry import AdapterRegistry
 from .remote import SEPARATOR, RemoteAnswer
 from .remote_catalogue import RemoteCatalogue
 from .runtime import Chunk, Finished
@@ -29,6 +31,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TITLE_LENGTH = 48
+#: The key of a conversation's settings that holds its LoRA adapters: [{"id", "scale"}].
+LORA_KEY = "lora"
 
 
 def title_from(text: str) -> str:
@@ -114,15 +118,17 @@ class Turn:
 
 class ChatService:
     def __init__(self, store: Store, scheduler: Scheduler, default_model: Any, cache: PrefixCache | None = None,
-                 usage: UsageRecorder | None = None) -> None:
+                 usage: UsageRecorder | None = None, adapters: AdapterRegistry | None = None) -> None:
         """``default_model`` is a callable returning the id to use when a chat names none;
         ``cache`` holds the conversations' saved prompt states (deleted with them);
-        ``usage`` hears each answer's reasoning token count."""
+        ``usage`` hears each answer's reasoning token count; ``adapters``: the LoRA adapters
+        a conversation may name in its settings."""
         self.store = store
         self.scheduler = scheduler
         self._default_model = default_model
         self.cache = cache
         self.usage = usage
+        self.adapters = adapters
         # Who is chatting, for usage: the terminal unless the window says it is the window.
         self.client = TERMINAL
         # Titles written by a small model, and background work that gives way to a person.
@@ -139,6 +145,7 @@ class ChatService:
     ) -> Conversation:
         if sampling:
             SamplingParams.from_dict(sampling)  # reject bad values before they are stored
+            self.lora_for(sampling)
         return self.store.create_conversation(title, model_id, system_prompt, sampling)
 
     def delete_conversation(self, conversation_id: int) -> None:
@@ -171,8 +178,22 @@ class ChatService:
     ) -> Conversation:
         """Replace a conversation's system prompt and sampling settings, validated like new ones."""
         SamplingParams.from_dict(sampling)  # reject bad values before they are stored
+        self.lora_for(sampling)  # unknown adapters and bad scales too
         prompt = system_prompt.strip() if system_prompt else None
         return self.store.update_conversation(conversation_id, system_prompt=prompt or None, sampling=sampling)
+
+    def lora_for(self, settings: dict[str, Any]) -> LoraSet:
+        """The adapters a conversation's settings name (``settings["lora"]``), checked: an
+        unknown adapter or a bad scale is ``AdapterError``. Whether one fits the model is
+        checked when it is applied, so switching a chat's model never loses the choice."""
+        chosen = settings.get(LORA_KEY)
+        if not chosen:
+            return NO_LORA
+        if not isinstance(chosen, list) or not all(isinstance(c, dict) and "id" in c for c in chosen):
+            raise AdapterError('a chat\'s adapters must be a list of {"id", "scale"}')
+        if self.adapters is None:
+            raise AdapterError("this engine has no LoRA adapters")
+        return self.adapters.lora_set([(c["id"], c.get("scale", 1.0)) for c in chosen])
 
     def trim_oldest(self, conversation_id: int) -> list[Message]:
         """Drop the oldest third of a conversation (at least one exchange) so it fits the context
@@ -230,7 +251,11 @@ class ChatService:
 
     def _answer(self, conversation: Conversation, overrides: dict[str, Any], use_cache: bool = True) -> Turn:
         model_id = conversation.model_id or self._default_model()
-        sampling = SamplingParams.from_dict({**conversation.sampling, **overrides})
+        settings = {**conversation.sampling, **overrides}
+        sampling = SamplingParams.from_dict(settings)
+        lora = self.lora_for(settings)
+        if lora and SEPARATOR in model_id and self.remotes.owner(model_id) is not None:
+            raise AdapterError(f"LoRA adapters run on local models only; {model_id} is answered by a remote engine")
         job = GenerateJob(
             model_id=model_id,
             sampling=sampling,
@@ -238,6 +263,7 @@ class ChatService:
             use_cache=use_cache,
             conversation_id=conversation.id,
             client=self.client,
+            lora=lora,
         )
         if SEPARATOR in model_id and self.remotes.owner(model_id) is not None:
             # The same events as a local job; nothing runs here, so there is no usage to count.

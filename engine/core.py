@@ -15,6 +15,7 @@ from .cache import MIB, CacheUsage, PrefixCache
 from .chat import ChatService
 from .crashguard import CrashGuard
 from .errors import ModelLoadError, ModelNotFound
+from .lora_registry import AdapterRegistry
 from .model_context import context_for, context_loader
 from .model_pool import budget_from_setting, estimate_resident_bytes
 from .paths import Paths
@@ -43,6 +44,7 @@ class Engine:
         self.registry = ModelRegistry(self.store, self.paths, self.settings.models_dirs)
         if scan:
             self.registry.refresh()
+        self.adapters = AdapterRegistry(self.store)  # imported LoRA adapters (lora_registry)
         self.cache = PrefixCache(
             self.paths.state_cache,
             disk_budget_bytes=lambda: self.settings.cache_budget_mb * MIB,
@@ -65,7 +67,8 @@ class Engine:
         # Every generation's counts (never its content), written off the scheduler's thread.
         self.usage = UsageRecorder(self.store, lambda: self.settings.usage_retention_days)
         self.scheduler.add_finished_observer(self.usage.observe)
-        self.chats = ChatService(self.store, self.scheduler, self.default_model_id, cache=self.cache, usage=self.usage)
+        self.chats = ChatService(self.store, self.scheduler, self.default_model_id, cache=self.cache, usage=self.usage,
+                                 adapters=self.adapters)
         # Titles on the smallest chat model, only while nothing else runs.
         self.background = BackgroundWork(self.scheduler, self.store, lambda: self.settings, ChatModels(self.registry))
         self.chats.background = self.background

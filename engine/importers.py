@@ -26,6 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import ModelLoadError
+from .gguf import read_gguf
+from .lora import AdapterError
+from .lora_registry import AdapterRecord, AdapterRegistry, is_adapter
 from .registry import ModelRecord, ModelRegistry, is_secondary_shard
 
 log = logging.getLogger(__name__)
@@ -54,6 +57,8 @@ class ImportResult:
     imported: list[ModelRecord] = field(default_factory=list)
     already: list[ModelRecord] = field(default_factory=list)  # registered before, under any path
     skipped: list[tuple[Path, str]] = field(default_factory=list)  # (path, reason)
+    # LoRA adapters among the files (general.type "adapter"): imported as adapters, not models.
+    adapters: list[AdapterRecord] = field(default_factory=list)
 
 
 # -- where to look ---------------------------------------------------------------------------
@@ -168,11 +173,15 @@ def find_known_places(
 
 
 def import_found(registry: ModelRegistry, found: list[FoundModel]) -> ImportResult:
-    """Register each model in place. A file registered before (under any path) is not added twice."""
+    """Register each model in place. A file registered before (under any path) is not added twice.
+    LoRA adapters among them go to the adapter registry (``result.adapters``)."""
     result = ImportResult()
     known = {_real(r.path): r for r in registry.list()}
+    adapters = AdapterRegistry(registry.store)
     for item in found:
         real = _real(item.path)
+        if real not in known and _import_adapter(adapters, item.path, result):
+            continue
         if real in known:
             if known[real] not in result.imported + result.already:
                 result.already.append(known[real])
@@ -194,6 +203,19 @@ def import_found(registry: ModelRegistry, found: list[FoundModel]) -> ImportResu
         else:
             result.imported.append(record)
     return result
+
+
+def _import_adapter(adapters: AdapterRegistry, path: Path, result: ImportResult) -> bool:
+    """True when ``path`` is an adapter (then registered, or skipped with the reason)."""
+    try:
+        if not is_adapter(read_gguf(path)):
+            return False
+        result.adapters.append(adapters.register_file(path))
+    except ModelLoadError:
+        return False  # not a readable GGUF: the model registry says why, as before
+    except AdapterError as exc:
+        result.skipped.append((path, str(exc)))
+    return True
 
 
 def import_path(registry: ModelRegistry, path: Path | str) -> ImportResult:

@@ -116,6 +116,13 @@ class ResponseFormat(RequestModel):
     json_schema: JsonSchemaFormat | None = None
 
 
+class LoraRequest(RequestModel):
+    """One adapter of ``lora``: its index in ``GET /lora-adapters`` (or its name) and scale."""
+
+    id: int | str
+    scale: float = 1.0
+
+
 class SamplingFields(RequestModel):
     """Sampling fields shared by chat and text completions, plus llama.cpp's extras."""
 
@@ -138,6 +145,8 @@ class SamplingFields(RequestModel):
     repeat_penalty: float | None = None
     # llama-server's switch: false prefills the whole prompt, bypassing every prompt cache.
     cache_prompt: bool = True
+    # llama-server's LoRA adapters for this request: [{"id": index or name, "scale": float}].
+    lora: list[LoraRequest] | None = Field(default=None, max_length=8)
 
 
 class ChatCompletionRequest(SamplingFields):

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from .cache import PrefixCache
 from .errors import InglenookError, InvalidRequest, JobCancelled, ModelLoadError, QueueFull
+from .lora import NO_LORA, LoraSet
 from .model_pool import MIB, Key, LoadOutcome, ModelLoader, ModelPool, auto_budget_bytes, estimate_resident_bytes
 from .registry import ModelRecord
 from .runtime import (
@@ -68,6 +69,9 @@ class GenerateJob:
     # work (titles, summaries). None: a chat turn (it has a conversation) is INTERACTIVE,
     # anything else API.
     priority: int | None = None
+    # LoRA adapters and scales (lora.LoraSet): they apply to a model's whole context, so
+    # jobs with another set wait until the model's running sequences end.
+    lora: LoraSet = NO_LORA
 
     @property
     def rank(self) -> int:
@@ -261,6 +265,11 @@ class BatchedModel(Protocol):
 
     def slot_view(self, slot: KvSlot) -> Any: ...
 
+    @property
+    def lora_key(self) -> str: ...
+
+    def use_lora(self, lora: LoraSet) -> None: ...
+
     def embed(self, text: str) -> list[float]: ...
 
     def close(self) -> None: ...
@@ -391,6 +400,9 @@ class Scheduler:
         # A failed load's error, for the jobs that were waiting for it: (when, error).
         self._load_failures: dict[ModelKey, tuple[float, BaseException]] = {}
         self._unload_requests: list[threading.Event] = []
+        # Per admission pass: models a job is waiting to switch to another LoRA set, and that
+        # set; later jobs of the running set wait too, so the switch is not starved.
+        self._lora_held: dict[int, str] = {}
         self._idle_checked = time.monotonic()
         self._listeners: list[ModelListener] = []
         self._finished_observers: list[FinishedObserver] = []
@@ -554,6 +566,7 @@ class Scheduler:
     def _admit(self) -> None:
         """Admit waiting jobs that can start now, in order; skip those that wait for their
         model's load or a free sequence; stop at one that needs running work to end."""
+        self._lora_held = {}
         for handle in self._waiting_in_order():
             self._beat(describe_job(handle.job))
             try:
@@ -601,6 +614,8 @@ class Scheduler:
         if job.load_only:
             handle._put(_DONE)
             return ADMITTED
+        if not self._lora_ready(model, job):
+            return WAIT  # its adapters differ from those of the running sequences
         if all(slot.busy for slot in model.slots):
             return WAIT  # every sequence is busy: the next free one takes it
         prompt = self._prompt_tokens(model, job, handle.cancel_event)
@@ -618,6 +633,23 @@ class Scheduler:
         self._pool.touch((record.id, False))
         self._running.append(_Running(handle, sequence, len(prompt), job.use_cache))
         return ADMITTED
+
+    def _lora_ready(self, model: BatchedModel, job: GenerateJob) -> bool:
+        """Whether ``job`` may run on ``model`` now as far as LoRA adapters go. A step applies
+        one adapter set to every row, so a job joins running sequences only with their set;
+        with none running, the model switches to the job's set (no reload). A job waiting
+        for a switch holds back later jobs of the running set on that model."""
+        wanted = job.lora.key
+        held = self._lora_held.get(id(model))
+        if held is not None and held != wanted:
+            return False
+        if any(r.sequence.model is model for r in self._running):
+            if model.lora_key == wanted:
+                return True
+            self._lora_held.setdefault(id(model), wanted)
+            return False
+        model.use_lora(job.lora)  # an adapter that does not fit: AdapterError, for this job alone
+        return True
 
     def _step(self) -> None:
         """One step of every resident model with admitted sequences, in turn."""

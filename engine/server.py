@@ -41,6 +41,7 @@ from .api_key_limits import KeyTraffic, stamp_client
 from .api_keys import ApiKeys
 from .api_security import Gate, is_loopback_host
 from .api_usage_routes import tag_jobs, usage_router
+from .lora_api import lora_router
 from .scheduler import GenerateJob
 from .usage_recorder import ReasoningCount
 from .core import Engine
@@ -232,6 +233,7 @@ def create_app(service: ApiService) -> FastAPI:
 
     app.include_router(responses_router(service))  # /v1/responses
     app.include_router(usage_router(service))  # /v1/usage
+    app.include_router(lora_router(service))  # /lora-adapters
     return app
 
 

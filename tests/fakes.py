@@ -70,6 +70,8 @@ class FakeModel:
         self.closed = False
         self.slots = [KvSlot(i) for i in range(max(1, options.parallel))]
         self.steps: list[list[int]] = []  # which slots each step advanced
+        self.lora_key = ""  # the LoRA set applied (fakes only record it)
+        self.step_loras: list[str] = []  # the set of each step
         FakeModel.loads.append(record.id)
         if progress:
             progress(0.5)
@@ -101,10 +103,14 @@ class FakeModel:
         if self.step_delay_s:
             time.sleep(self.step_delay_s)
         self.steps.append([s.slot.seq_id for s in sequences if not s.done])
+        self.step_loras.append(self.lora_key)
         for sequence in sequences:
             if not sequence.done:
                 sequence.advance()
         return 0
+
+    def use_lora(self, lora) -> None:  # noqa: ANN001 — a lora.LoraSet
+        self.lora_key = lora.key
 
     def release(self, sequence: FakeSequence) -> None:
         sequence.slot.busy = False
