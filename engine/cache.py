@@ -115,7 +115,7 @@ class _Entry:
     tokens: np.ndarray  # int32, for fast prefix comparison
     payload: bytearray | np.ndarray | None = None  # present while the entry is in the RAM tier
     on_disk: bool = False
-    size: int = 0  # payload bytes
+    size: int = 0  # RAM the payload holds while in the RAM tier (``held_bytes``)
 
     @property
     def conversation_id(self) -> int | None:
@@ -151,6 +151,19 @@ def block_hashes(state_key: str, tokens: np.ndarray, count: int) -> list[bytes]:
         digest = hashlib.blake2b(digest + chunk, digest_size=16).digest()
         out.append(digest)
     return out
+
+
+def held_bytes(payload: bytearray | bytes | np.ndarray) -> int:
+    """The memory ``payload`` keeps alive: for a numpy view (a state copied into the spare
+    buffer), the whole buffer it is a view of, not only the bytes it shows."""
+    if not isinstance(payload, np.ndarray):
+        return len(payload)
+    owner = payload
+    while isinstance(owner.base, np.ndarray):
+        owner = owner.base
+    if owner.base is not None:  # a view of another buffer (np.frombuffer): all of it stays
+        return max(owner.nbytes, memoryview(owner.base).nbytes)
+    return owner.nbytes
 
 
 class PrefixCache:
@@ -270,7 +283,7 @@ class PrefixCache:
             name = f"conv-{conversation_id}-{key_hash(state_key)}"
         else:
             name = f"pfx-{key_hash(state_key)}-{hashlib.sha256(array.tobytes()).hexdigest()[:24]}"
-        entry = _Entry(name, header, array, payload=payload, size=len(payload))
+        entry = _Entry(name, header, array, payload=payload, size=held_bytes(payload))
         with self._lock:
             self._drop(name, keep_file=True)
             self._entries[name] = entry
@@ -289,10 +302,14 @@ class PrefixCache:
     # -- the spare buffer ----------------------------------------------------------------
 
     def _take_spare(self, size: int) -> np.ndarray | None:
-        """The paged-in spare, cut to ``size``, when it is large enough (it is then used up)."""
+        """The paged-in spare, cut to ``size``, when it is large enough (it is then used up).
+
+        The saved entry keeps the whole spare alive, so a spare more than twice the state is
+        not used: a small state is copied into memory of its own size (a few milliseconds)
+        rather than holding the spare's headroom in the RAM tier for as long as it stays."""
         with self._lock:
             spare = self._spare
-            if spare is None or len(spare) < size:
+            if spare is None or not size <= len(spare) <= 2 * size:
                 return None
             self._spare = None
         return spare[:size]
@@ -457,8 +474,9 @@ class PrefixCache:
         with self._lock:
             if self._entries.get(entry.name) is entry:
                 entry.payload = payload
+                entry.size = held_bytes(payload)
                 self._ram[entry.name] = None
-                self._ram_bytes += len(payload)
+                self._ram_bytes += entry.size
                 self._fit_ram(protect=entry.name)
         return payload
 

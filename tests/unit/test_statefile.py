@@ -342,7 +342,7 @@ def test_saves_copy_into_a_buffer_paged_in_ahead_of_time(tmp_path: Path) -> None
     import time
 
     cache = cache_at(tmp_path)
-    model = StateModel()
+    model = StateModel(bytes_per_token=40_000)  # 12 MB: a spare more than twice a state is not used
     turn(cache, model, list(range(300)), conversation_id=1)
     deadline = time.monotonic() + 5
     while cache._spare is None and time.monotonic() < deadline:  # prepared on a helper thread
@@ -354,5 +354,5 @@ def test_saves_copy_into_a_buffer_paged_in_ahead_of_time(tmp_path: Path) -> None
     assert entry.payload.base is spare  # the copy landed in the spare, not in fresh memory
     cache.close()
     # What was saved through the spare restores byte for byte after a restart.
-    fresh, again = cache_at(tmp_path), StateModel()
+    fresh, again = cache_at(tmp_path), StateModel(bytes_per_token=40_000)
     assert fresh.restore(again, list(range(300)) + [900_000, 900_001, 900_002] + list(range(7, 45)), 1) > 300
