@@ -104,12 +104,12 @@ def _parallel(body: MessagesRequest) -> bool:
 async def prompt_tokens(request: Request, service: "ApiService", plan: GenerationPlan) -> int:
     """The prompt's length as the model reads it (template and tool text included).
 
-    The scheduler offers no tokenize-only job, so this prefills the prompt and generates
-    one token; the prompt then sits in the prefix cache for the request that follows.
+    A count-only job: the scheduler tokenizes the prompt with the model's vocabulary between
+    steps and ends it there, so no decode runs and no usage row is written.
     """
-    job = plan.jobs[0]
-    one_token = dataclasses.replace(job, sampling=job.sampling.with_overrides(max_tokens=1))
-    run = start_run(service, dataclasses.replace(plan, jobs=[one_token]), cap=None)
+    job = dataclasses.replace(plan.jobs[0], count_only=True)
+    stamp_client([job])
+    run = Run(service.engine.scheduler.submit(job), service.limiter, None, service.runs)
     try:
         async with cancelled_on_disconnect(request, [run]):
             await run.drain()

@@ -74,8 +74,11 @@ class _Blocks:
 
 
 async def message_stream(answer: Answer, calls_filter: ToolCallFilter | None, model: str) -> AsyncIterator[str]:
-    # The prompt's size is known when the job finishes; message_delta carries the totals.
-    start_usage = TokenCounts(0, 0, 0).usage()
+    # The route primed the run, so its sequence has opened and the prompt's size is known;
+    # message_delta carries the totals again with the output.
+    prompt = answer.run.handle.prompt_usage
+    start_usage = TokenCounts(prompt.prompt_tokens, prompt.cached_tokens, 0).usage() if prompt else \
+        TokenCounts(0, 0, 0).usage()
     try:
         yield event("message_start", {"message": message(new_message_id(), model, [], None, None, start_usage)})
         yield event("ping", {})

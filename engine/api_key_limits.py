@@ -17,6 +17,7 @@ from contextlib import contextmanager
 
 from .api_errors import ApiError
 from .api_keys import ApiKeyRecord
+from .usage import UNCOUNTED_PREFIX, uncounted
 
 RATE_WINDOW_S = 60.0
 # Paths whose POSTs generate (or embed): each one in flight holds one of the key's streams.
@@ -29,12 +30,14 @@ request_client: contextvars.ContextVar[str] = contextvars.ContextVar("inglenook_
 
 
 def stamp_client(jobs: Sequence[object]) -> None:
-    """Mark jobs with the keyed request's client (usage accounting); unkeyed jobs keep theirs."""
+    """Mark jobs with the keyed request's client (usage accounting); unkeyed jobs keep theirs.
+    Work tagged uncounted (count_tokens' probe) stays uncounted under the key's name."""
     client = request_client.get()
     if client:
         for job in jobs:
             if hasattr(job, "client"):  # GenerateJob; embeddings carry no client
-                setattr(job, "client", client)
+                was_uncounted = str(getattr(job, "client")).startswith(UNCOUNTED_PREFIX)
+                setattr(job, "client", uncounted(client) if was_uncounted else client)
 
 
 class KeyTraffic:

@@ -72,6 +72,9 @@ class GenerateJob:
     # LoRA adapters and scales (lora.LoraSet): they apply to a model's whole context, so
     # jobs with another set wait until the model's running sequences end.
     lora: LoraSet = NO_LORA
+    # Only count the prompt's tokens (the Messages API's count_tokens): the job ends with a
+    # ``Finished`` whose usage holds the count, with no decode, no sequence and no usage row.
+    count_only: bool = False
 
     @property
     def rank(self) -> int:
@@ -141,6 +144,9 @@ class JobHandle:
         self._events: queue.Queue[Any] = queue.Queue()
         self.submitted_at = time.perf_counter()
         self.record: ModelRecord | None = None  # the job's model, resolved once at admission
+        # The prompt's tokens and how many came from a cache, set when its sequence opens
+        # (before its first event), for front ends that report them up front.
+        self.prompt_usage: Usage | None = None
         self._waker: Callable[[], None] | None = None
 
     def cancel(self) -> None:
@@ -614,6 +620,12 @@ class Scheduler:
         if job.load_only:
             handle._put(_DONE)
             return ADMITTED
+        if job.count_only:
+            # Tokenizing needs the vocabulary, not a free sequence: it runs between steps.
+            counted = len(self._prompt_tokens(model, job, handle.cancel_event))
+            handle._put(Finished("stop", Usage(prompt_tokens=counted), Timings(), record.id))
+            handle._put(_DONE)
+            return ADMITTED
         if not self._lora_ready(model, job):
             return WAIT  # its adapters differ from those of the running sequences
         if all(slot.busy for slot in model.slots):
@@ -630,6 +642,7 @@ class Scheduler:
                 model.free_slot(slot)
         sequence = model.open_sequence(prompt, job.sampling, handle.cancel_event, handle.submitted_at,
                                        reuse_kv=job.use_cache, slot=slot)
+        handle.prompt_usage = Usage(prompt_tokens=len(prompt), cached_tokens=sequence.usage.cached_tokens)
         self._pool.touch((record.id, False))
         self._running.append(_Running(handle, sequence, len(prompt), job.use_cache))
         return ADMITTED
