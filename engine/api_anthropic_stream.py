@@ -16,6 +16,8 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
+
 from .api_anthropic_errors import anthropic_error
 from .api_anthropic_out import Answer, TokenCounts, message, new_message_id, split_calls
 from .api_anthropic_thinking import Piece, ThinkSplit
@@ -82,6 +84,8 @@ async def message_stream(answer: Answer, calls_filter: ToolCallFilter | None, mo
     try:
         yield event("message_start", {"message": message(new_message_id(), model, [], None, None, start_usage)})
         yield event("ping", {})
+        async for ping in _pings_while_prefilling(answer):
+            yield ping
         blocks = _Blocks()
         split = ThinkSplit(answer.reasoning_inside)
         last_sent = time.monotonic()
@@ -116,6 +120,18 @@ async def message_stream(answer: Answer, calls_filter: ToolCallFilter | None, mo
         yield f"event: error\ndata: {json.dumps(body, ensure_ascii=False)}\n\n"
     finally:
         answer.run.close()
+
+
+async def _pings_while_prefilling(answer: Answer, poll_s: float = 0.2) -> AsyncIterator[str]:
+    """A ping every ``PING_EVERY_S`` until the first token is there: the client sees the
+    answer coming through a prefill of minutes (a sleep, so a disconnect cancels it cleanly)."""
+    handle = answer.run.handle
+    last_sent = time.monotonic()
+    while not handle.pending() and answer.run.finished is None:
+        await anyio.sleep(poll_s)
+        if time.monotonic() - last_sent >= PING_EVERY_S:
+            last_sent = time.monotonic()
+            yield event("ping", {})
 
 
 def _deltas(blocks: _Blocks, pieces: list[Piece], calls_filter: ToolCallFilter | None) -> list[str]:

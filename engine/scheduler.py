@@ -188,6 +188,10 @@ class JobHandle:
                 return event
         raise JobCancelled("the job ended without a result")
 
+    def pending(self) -> bool:
+        """Whether an event (or the job's end) waits to be read; reads nothing."""
+        return not self._events.empty()
+
     def set_waker(self, waker: Callable[[], None]) -> None:
         """Have ``waker()`` called (on the scheduler's thread, so it must be quick) after
         each new item: an event loop then reads with ``poll`` instead of parking a thread
