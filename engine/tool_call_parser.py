@@ -5,7 +5,8 @@ Models fine-tuned for tools each have their own way of writing a call:
 - Hermes / Qwen 2.5 / Qwen 3: ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``
 - Qwen3-Coder: ``<tool_call><function=NAME><parameter=P>value</parameter></function></tool_call>``
 - Llama 3.x: ``<|python_tag|>`` and/or a bare ``{"name": ..., "parameters": {...}}``
-- Mistral: ``[TOOL_CALLS][{"name": ..., "arguments": {...}}]`` or ``[TOOL_CALLS]NAME[ARGS]{...}``
+- Mistral: ``[TOOL_CALLS][{"name": ..., "arguments": {...}}]`` or ``[TOOL_CALLS]NAME[ARGS]{...}``,
+  the latter with ``[CALL_ID]ID`` before ``[ARGS]`` in Mistral Small 3.2's template
 - and, for models without a format of their own, the bare JSON object (or list) that
   Inglenook's tool instructions ask for, possibly in a ```json fence.
 
@@ -29,12 +30,12 @@ from .textstream import longest_partial_match
 # Markers that open a call anywhere in the answer, and what closes the call they open.
 _TAG_OPEN, _TAG_CLOSE = "<tool_call>", "</tool_call>"
 _FUNCTION_OPEN = "<function="
-_MISTRAL, _MISTRAL_ARGS = "[TOOL_CALLS]", "[ARGS]"
+_MISTRAL, _MISTRAL_ARGS, _MISTRAL_CALL_ID = "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"
 _PYTHON_TAG = "<|python_tag|>"
 _FENCE_OPEN = "```json"
 _MARKERS = (_TAG_OPEN, _FUNCTION_OPEN, _MISTRAL, _PYTHON_TAG, _FENCE_OPEN)
 # Tokens a tool-calling template's model writes as control tokens; rendered, not dropped.
-PRESERVED_MARKERS = (_TAG_OPEN, _TAG_CLOSE, _MISTRAL, _MISTRAL_ARGS, _PYTHON_TAG)
+PRESERVED_MARKERS = (_TAG_OPEN, _TAG_CLOSE, _MISTRAL, _MISTRAL_ARGS, _MISTRAL_CALL_ID, _PYTHON_TAG)
 
 _XML_FUNCTION = re.compile(r"<function=([^>\s]+)>(.*?)(?:</function>|$)", re.DOTALL)
 _XML_PARAMETER = re.compile(r"<parameter=([^>\s]+)>\n?(.*?)\n?(?:</parameter>|(?=<parameter=)|$)", re.DOTALL)
@@ -187,7 +188,7 @@ class ToolCallParser:
             if end is not None:
                 offset = len(args) - len(args.lstrip())
                 self._held = args[offset + end:]
-                self._complete(events, json.dumps({"name": name.strip(), "arguments": _loads(args[: offset + end])}))
+                self._complete(events, json.dumps({"name": _mistral_name(name), "arguments": _loads(args[: offset + end])}))
                 return True
         if final:
             self._complete(events, call.raw)
@@ -297,11 +298,17 @@ def _arguments_start(kind: str, raw: str) -> tuple[str, str] | None:
     text = raw.lstrip()
     if kind == "mistral" and _MISTRAL_ARGS in text:
         name, rest = text.split(_MISTRAL_ARGS, 1)
-        return name.strip(), rest.lstrip()
+        return _mistral_name(name), rest.lstrip()
     if kind == "mistral" and text.startswith("["):
         text = text[1:].lstrip()
     match = _JSON_CALL_START.match(text)
     return (match.group(1), text[match.end():]) if match else None
+
+
+def _mistral_name(head: str) -> str:
+    """The function name of ``NAME[ARGS]`` or ``NAME[CALL_ID]ID[ARGS]`` (the id is the model's;
+    calls get ids of their own here, as in every other format)."""
+    return head.split(_MISTRAL_CALL_ID, 1)[0].strip()
 
 
 def _streamed_arguments(kind: str, body: str) -> str | None:
