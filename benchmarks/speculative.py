@@ -1,8 +1,9 @@
 """Speculative decoding: decode speed plain vs prompt lookup vs a draft model, side by side.
 
-Two tasks: an input-grounded one (repeat a ~300-token function, renaming one identifier:
-the answer copies its prompt, where lookup drafts land) and a free-form one (a story: the
-drafts mostly fail, and lookup must switch itself off rather than slow the answer down).
+Three tasks: two input-grounded ones (repeat a ~300-token function, renaming one
+identifier; return a paragraph with its typos fixed: the answer copies its prompt, where
+lookup drafts land) and a free-form one (a story: the drafts mostly fail, and lookup must
+switch itself off rather than slow the answer down).
 Each mode is its own loaded model (the draft mode: SmolLM2 drafting for itself unless
 ``--draft`` names another GGUF of the same vocabulary); runs are interleaved round by round
 so machine noise hits every mode alike. Greedy decoding, so every mode must produce the
@@ -55,8 +56,17 @@ CODE = '''def summarize_orders(orders, currency="EUR", include_refunds=False):
         })
     return report
 '''
+# A paragraph with two misspellings: SmolLM2-135M returns it nearly verbatim (98% of its answer
+# is what a lookup draft would guess), where it rewrites much of the code above (76%) — how
+# much lookup can gain is bounded by how much of the answer really is its input.
+TEXT = ("The lighthouse stood on a rock at the edge of the bay. Every night the keepr climbed the stairs, lit the "
+        "lamp and watched the ships pass. In winter the storms came from the north and the waves broke over the "
+        "rocks, but the light never went out. The village below relied on it, and the fishermen said that as long "
+        "as the lamp burned they would always find their way home. One morning the keepr found a bottle wedged "
+        "between two stones, with a letter inside.")
 TASKS = {
     "grounded": f"Repeat this Python code exactly, only renaming `totals` to `sums`. Reply with the code only.\n\n{CODE}",
+    "quote": f"Fix the spelling in this text and return it unchanged otherwise:\n\n{TEXT}",
     "free_form": "Write a short story about a lighthouse keeper who finds a message in a bottle.",
 }
 

@@ -75,6 +75,7 @@ class Sequence:
         self.tokens = list(prompt)
         self.control: DraftControl | None = DraftControl() if model.speculative_mode != "off" else None
         self._lookup: PromptLookup | None = None
+        self._shadow_guess: list[int] = []  # lookup's guess on a step that did not draft
         # Another sequence prefilling the same prompt: this one waits and copies its KV.
         self.leader: Sequence | None = None
 
@@ -118,9 +119,14 @@ class Sequence:
 
     def on_logits(self, index: int) -> None:
         """Sample from the logits of batch row ``index`` and stream what it makes."""
-        self._take(self._sample(index))
+        token = self._sample(index)
+        self._take(token)
         if self.control is not None and not self.done:
-            self.control.tick(1)
+            if self._shadow_guess:
+                self.control.shadow(self._shadow_guess[0] == token)
+                self._shadow_guess = []
+            else:
+                self.control.tick(1)
 
     def draft_room(self) -> int:
         """How many draft tokens the budget allows this step: feed + draft + the token
@@ -131,11 +137,14 @@ class Sequence:
         """A prompt-lookup draft for this step (empty when paused or nothing matches)."""
         if self.control is None or self.state != DECODE:
             return []
-        wanted = self.control.wanted(self.draft_room(), self.model.row_cost.per_row)
-        if wanted <= 0:
-            return []
         if self._lookup is None:
             self._lookup = PromptLookup(self.tokens)
+        wanted = self.control.wanted(self.draft_room(), self.model.row_cost.per_row)
+        if wanted <= 0:
+            # Not drafting this step: note what lookup would have drafted, and learn from
+            # the token the step samples (DraftControl.shadow), at no cost.
+            self._shadow_guess = self._lookup.draft(1)
+            return []
         return self.model.cut_at_end(self._lookup.draft(wanted))
 
     def verify(self, first_index: int, draft: list[int]) -> int:

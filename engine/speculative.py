@@ -15,9 +15,10 @@ distributed as without speculation (with a seed, it is the same output).
 continuation of the most recent earlier occurrence of the current last few tokens. It
 costs no model, and wins big when the answer repeats its input (edits, refactors, quotes).
 
-``DraftControl`` decides how many tokens to draft for one sequence: longer after drafts
-that were taken whole, shorter after rejections, and none for a while when acceptance
-stays low (a free-form answer must not pay for verifying guesses that never land).
+``DraftControl`` decides how many tokens to draft for one sequence: the length with the
+best expected tokens per unit of step cost, from the sequence's measured acceptance and
+what a batch row costs on this machine (``RowCost``), and none while acceptance is low (a
+free-form answer must not pay for verifying guesses that never land).
 """
 
 from __future__ import annotations
@@ -46,7 +47,9 @@ class PromptLookup:
     emits); the index catches up with it on each lookup, ``max_ngram`` writes per token.
     """
 
-    def __init__(self, history: list[int], max_ngram: int = 3, min_ngram: int = 1) -> None:
+    # A match of one token is a weak guess (after "the", anything): on SmolLM2 answers that
+    # quote their prompt, requiring two tokens kept acceptance higher at the same speed.
+    def __init__(self, history: list[int], max_ngram: int = 3, min_ngram: int = 2) -> None:
         self.max_ngram = max_ngram
         self.min_ngram = min_ngram
         self.history = history
@@ -110,69 +113,69 @@ class RowCost:
 
 @dataclass
 class DraftControl:
-    """One sequence's draft length and on/off state, with its counts for the timings."""
+    """One sequence's draft length, from its measured acceptance and what a row costs.
 
-    length: int = 4  # tokens to draft next time
-    min_length: int = 2
+    Acceptance is modelled per draft token: each is kept with probability ``acceptance``,
+    until the first miss. The estimate is a decaying count of hits and misses, so it follows
+    an answer that turns from copying its input to writing its own words and back. Evidence
+    comes from verifications (``record``) and, for lookup, from every plain step too
+    (``shadow``): what the draft would have been is compared with the token sampled, at no
+    cost. So a sequence that stops drafting keeps learning, and starts again when its answer
+    turns to quoting — no blind probe drafts. (A draft model has no free shadow; ``tick``
+    lets its estimate drift back to the prior, which brings one trial draft.)
+
+    Each step drafts the length whose expected tokens per unit of step cost is best, and
+    nothing when no length beats a plain step by ``MIN_GAIN``; or when acceptance is under
+    ``floor`` whatever the rows cost, so a free-form answer never pays to verify guesses.
+    """
+
+    hits: float = 2.0  # prior: a draft token is kept 2 times in 3 until measured
+    misses: float = 1.0
+    memory: float = 0.7  # weight left to the past at each observation
+    floor: float = 0.2
     max_length: int = MAX_DRAFT
-    # Acceptance (accepted / drafted per verification), smoothed; below ``floor`` the
-    # sequence stops drafting for ``pause`` tokens, a pause that doubles each time.
-    rate: float = 0.5
-    floor: float = 0.25
-    pause: int = 32
-    max_pause: int = 1024
-    paused_for: int = 0
     drafted: int = 0
     accepted: int = 0
-    probe: bool = False
+
+    @property
+    def acceptance(self) -> float:
+        return self.hits / (self.hits + self.misses)
 
     @property
     def active(self) -> bool:
-        return self.paused_for <= 0
+        return self.acceptance >= self.floor
 
     def wanted(self, room: int, per_row: float = 0.0) -> int:
         """How many tokens to draft now, at most ``room`` (what the budget still allows).
-        ``per_row`` is a draft row's cost as a share of a plain step (``RowCost``): a
-        draft whose expected yield does not pay for its rows is not made, and the sequence
-        pauses as if its drafts had failed."""
+        ``per_row`` is a draft row's cost as a share of a plain step (``RowCost``)."""
         if not self.active:
             return 0
-        length = max(0, min(self.length, room, self.max_length))
-        if self.probe:
-            self.probe = False
-            return min(length, self.min_length)
-        if length and expected_tokens(self.rate, length) < MIN_GAIN * (1.0 + per_row * length):
-            shorter = [n for n in range(1, length)
-                       if expected_tokens(self.rate, n) >= MIN_GAIN * (1.0 + per_row * n)]
-            if not shorter:
-                self._pause()
-                return 0
-            length = shorter[-1]
-        return length
-
-    def tick(self, emitted: int) -> None:
-        """``emitted`` tokens were produced without a draft (paused, or nothing to draft)."""
-        if self.paused_for > 0:
-            self.paused_for = max(0, self.paused_for - emitted)
-            if self.paused_for == 0:
-                self.rate = 0.5  # a fresh chance: the answer may have turned to quoting
-                self.probe = True  # one short draft whatever it costs: it re-measures both
+        rate, best, best_length = self.acceptance, MIN_GAIN, 0
+        for length in range(1, min(room, self.max_length) + 1):
+            gain = expected_tokens(rate, length) / (1.0 + per_row * length)
+            if gain > best:
+                best, best_length = gain, length
+        return best_length
 
     def record(self, drafted: int, accepted: int) -> None:
-        """A verification of ``drafted`` tokens kept ``accepted`` of them."""
+        """A verification of ``drafted`` tokens kept the first ``accepted`` of them."""
         if drafted <= 0:
             return
         self.drafted += drafted
         self.accepted += accepted
-        self.rate += 0.3 * (accepted / drafted - self.rate)
-        if accepted == drafted:
-            # Taken whole: the sequence is copying; reach further next time.
-            self.length = min(self.max_length, self.length * 2)
-        else:
-            self.length = max(self.min_length, min(self.length, accepted + 2))
-        if self.rate < self.floor:
-            self._pause()
+        self._observe(accepted, 1 if accepted < drafted else 0)
 
-    def _pause(self) -> None:
-        self.paused_for = self.pause
-        self.pause = min(self.max_pause, self.pause * 2)
+    def shadow(self, hit: bool) -> None:
+        """A plain step: the one-token draft lookup had ready was (not) the token sampled."""
+        self._observe(int(hit), int(not hit))
+
+    def tick(self, emitted: int) -> None:
+        """``emitted`` tokens went by with no evidence: the estimate drifts to the prior."""
+        keep = self.memory ** (0.1 * emitted)
+        prior = DraftControl.hits, DraftControl.misses
+        self.hits = prior[0] + (self.hits - prior[0]) * keep
+        self.misses = prior[1] + (self.misses - prior[1]) * keep
+
+    def _observe(self, hits: int, misses: int) -> None:
+        self.hits = self.hits * self.memory + hits
+        self.misses = self.misses * self.memory + misses
