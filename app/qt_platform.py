@@ -16,7 +16,7 @@ import sys
 log = logging.getLogger(__name__)
 
 # What Qt 6's libqxcb.so and libQt6XcbQpa link beyond libc, from `ldd` on the bundled
-# plugin, with the Debian package that ships each (installer/deb/control lists the same).
+# plugin, with the Debian package that ships each (installer/deb/build_deb.py declares them).
 XCB_LIBRARIES: dict[str, str] = {
     "libxcb.so.1": "libxcb1",
     "libX11.so.6": "libx11-6",

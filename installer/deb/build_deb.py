@@ -28,18 +28,80 @@ PACKAGING = ROOT / "packaging"
 HERE = Path(__file__).resolve().parent
 METAINFO = "app.inglenook.Inglenook.metainfo.xml"
 
-# The system libraries the bundle leaves to the system: what Qt's xcb platform plugin and
-# libQt6Gui link (`ldd` on the bundled libqxcb.so / libQt6XcbQpa.so.6, which PyInstaller does
-# not copy), OpenMP for llama.cpp's CPU backends, and glibc as new as the build machine's.
-# app/qt_platform.py names the same packages when one is missing.
-DEPENDS = [
-    "libc6 (>= 2.36)", "libgomp1", "libstdc++6",
-    "libgl1", "libegl1", "libfontconfig1", "libfreetype6", "libdbus-1-3", "libglib2.0-0",
+# What the bundle leaves to the system is found, not listed: `ldd` on every ELF file in the
+# bundle (with LD_LIBRARY_PATH at _internal, as the PyInstaller bootloader sets it) names the
+# libraries that resolve outside it (glibc, the GL/EGL dispatchers, libdrm, libxcb and
+# libwayland: PyInstaller copies everything else), and `dpkg -S` the package of each.
+# Every Qt plugin is in that walk, so a plugin that will load (xcb, wayland, the portal theme)
+# cannot need an undeclared library; a library this machine lacks stops the build.
+#
+# On top of those, the packages app/qt_platform.py names when a library is missing at start:
+# that check looks the libraries up before Qt starts, so the .deb declares them too.
+LAUNCH_CHECK_DEPENDS = [
+    "libgl1", "libegl1", "libfontconfig1", "libdbus-1-3",
     "libx11-6", "libx11-xcb1", "libxcb1", "libxkbcommon0", "libxkbcommon-x11-0",
     "libxcb-cursor0", "libxcb-icccm4", "libxcb-image0", "libxcb-keysyms1", "libxcb-randr0",
     "libxcb-render0", "libxcb-render-util0", "libxcb-shape0", "libxcb-shm0", "libxcb-sync1",
     "libxcb-util1", "libxcb-xfixes0", "libxcb-xkb1",
 ]
+ELF_MAGIC = b"\x7fELF"
+
+
+def elf_files(bundle: Path) -> list[Path]:
+    found = []
+    for path in sorted(bundle.rglob("*")):
+        if path.is_file() and not path.is_symlink():
+            with path.open("rb") as handle:
+                if handle.read(4) == ELF_MAGIC:
+                    found.append(path)
+    return found
+
+
+def system_libraries(bundle: Path) -> dict[str, str | None]:
+    """Each library a file in ``bundle`` links that resolves outside it: soname -> path
+    (None: this machine does not have it)."""
+    env = {**os.environ, "LD_LIBRARY_PATH": str(bundle / "_internal")}
+    outside: dict[str, str | None] = {}
+    for path in elf_files(bundle):
+        done = subprocess.run(["ldd", str(path)], capture_output=True, text=True, env=env)
+        for line in done.stdout.splitlines():
+            name, arrow, target = line.strip().partition(" => ")
+            if not arrow:
+                continue  # the vDSO and the dynamic loader itself
+            resolved = target.split(" (")[0].strip()
+            if resolved == "not found":
+                outside[name] = None
+            elif not Path(resolved).resolve().is_relative_to(bundle.resolve()):
+                outside[name] = resolved
+    return outside
+
+
+def package_of(library: str) -> str:
+    """The Debian package that ships ``library`` (a path; /lib and /usr/lib are one on merged /usr)."""
+    candidates = [library, os.path.realpath(library)]
+    candidates += [c.replace("/usr/lib/", "/lib/", 1) if c.startswith("/usr/lib/") else c.replace("/lib/", "/usr/lib/", 1)
+                   for c in list(candidates)]
+    for candidate in candidates:
+        done = subprocess.run(["dpkg", "-S", candidate], capture_output=True, text=True)
+        if done.returncode == 0:
+            return done.stdout.split(":")[0].strip()
+    raise SystemExit(f"no installed package ships {library}; the .deb cannot declare it")
+
+
+def derived_depends(bundle: Path) -> list[str]:
+    libraries = system_libraries(bundle)
+    missing = sorted(name for name, path in libraries.items() if path is None)
+    if missing:
+        raise SystemExit(f"the bundle links {', '.join(missing)}, which this machine lacks: install the "
+                         "packages that ship them (apt-get install …) so the .deb can declare them")
+    packages = {package_of(path) for path in libraries.values() if path is not None}
+    return sorted(packages | set(LAUNCH_CHECK_DEPENDS))
+
+
+def with_versions(packages: list[str]) -> list[str]:
+    """glibc as new as the build machine's (the bundle's libraries were linked against it)."""
+    glibc = (os.confstr("CS_GNU_LIBC_VERSION") or "glibc 2.36").split()[-1]
+    return [f"libc6 (>= {glibc})" if name == "libc6" else name for name in packages]
 
 
 def project_version() -> str:
@@ -48,7 +110,9 @@ def project_version() -> str:
     return namespace["__version__"]
 
 
-def control_text(version: str, installed_kib: int) -> str:
+def control_text(version: str, installed_kib: int, depends: list[str] | None = None) -> str:
+    """``depends``: from derived_depends(bundle); without a bundle, the launch check's packages."""
+    declared = with_versions(sorted(set(depends or []) | set(LAUNCH_CHECK_DEPENDS) | {"libc6"}))
     return "\n".join([
         "Package: inglenook",
         f"Version: {version}",
@@ -57,7 +121,7 @@ def control_text(version: str, installed_kib: int) -> str:
         "Architecture: amd64",
         "Maintainer: The Inglenook developers <inglenook@localhost>",
         f"Installed-Size: {installed_kib}",
-        f"Depends: {', '.join(DEPENDS)}",
+        f"Depends: {', '.join(declared)}",
         "Homepage: https://github.com/inglenook/inglenook",
         "Description: chat with language models on your own computer",
         " Inglenook runs GGUF language models through llama.cpp on this machine: a",
@@ -108,7 +172,9 @@ def build(bundle: Path, out: Path, version: str, icons: Path) -> Path:
     stage(bundle, icons, root)
     debian = root / "DEBIAN"
     debian.mkdir()
-    (debian / "control").write_text(control_text(version, directory_kib(root)))
+    depends = derived_depends(bundle)
+    log.info("Depends (ldd of the bundle): %s", ", ".join(depends))
+    (debian / "control").write_text(control_text(version, directory_kib(root), depends))
     out.mkdir(parents=True, exist_ok=True)
     target = out / f"inglenook_{version}_amd64.deb"
     # Root-owned files whoever builds it. gzip, not xz: the quantized model and the libraries

@@ -81,6 +81,44 @@ def test_the_deb_depends_on_every_library_the_launch_check_names() -> None:
     assert set(XCB_LIBRARIES.values()) <= declared
 
 
+def test_depends_are_found_with_ldd_and_a_library_the_machine_lacks_stops_the_build(tmp_path: Path) -> None:
+    """Real ELF files: xdotool links libxdo, which lives outside this little "bundle", so its
+    package is declared; a Qt plugin copied without its Qt libraries links libraries nobody
+    has, and the build refuses to make a .deb that would not start."""
+    needs("xdotool")
+    needs("dpkg")
+    build_deb = load(ROOT / "installer" / "deb" / "build_deb.py", "build_deb")
+    bundle = tmp_path / "bundle"
+    (bundle / "_internal").mkdir(parents=True)
+    shutil.copy(shutil.which("xdotool"), bundle / "xdotool")
+    libraries = build_deb.system_libraries(bundle)
+    assert libraries["libxdo.so.3"] is not None and libraries["libc.so.6"] is not None
+    depends = build_deb.derived_depends(bundle)
+    assert "libxdo3" in depends and "libc6" in depends
+    import PySide6
+
+    plugin = Path(PySide6.__file__).parent / "Qt" / "plugins" / "platforms" / "libqxcb.so"
+    shutil.copy(plugin, bundle / "_internal" / "libqxcb.so")
+    with pytest.raises(SystemExit, match="libQt6XcbQpa.so.6.*which this machine lacks"):
+        build_deb.derived_depends(bundle)
+
+
+def test_the_built_deb_declares_every_library_its_bundle_leaves_to_the_system() -> None:
+    """ldd over every ELF file of the bundle `make package` built (each Qt plugin included)."""
+    needs("dpkg-deb")
+    bundle = ROOT / "dist" / "inglenook"
+    debs = sorted((ROOT / "dist").glob("inglenook_*_amd64.deb"), key=lambda p: p.stat().st_mtime)
+    if not bundle.is_dir() or not debs or debs[-1].stat().st_mtime < (bundle / "inglenook").stat().st_mtime:
+        pytest.skip("no bundle with a .deb built from it: run `make package`")
+    build_deb = load(ROOT / "installer" / "deb" / "build_deb.py", "build_deb")
+    field = subprocess.run(["dpkg-deb", "--field", str(debs[-1]), "Depends"], capture_output=True, text=True,
+                           check=True).stdout
+    declared = {item.strip().split(" ")[0] for item in field.split(",")}
+    needed = {build_deb.package_of(path) for path in build_deb.system_libraries(bundle).values() if path}
+    assert needed and needed <= declared, needed - declared
+    assert not list(bundle.rglob("libqgtk3*"))  # the GTK theme plugin stays out (it links GTK)
+
+
 def test_a_missing_library_is_named_with_its_package() -> None:
     from inglenook.app.qt_platform import explain_missing, missing_libraries, uses_xcb
 
