@@ -17,7 +17,7 @@ import sys
 from collections.abc import Iterator, Sequence
 
 from inglenook import __version__
-from inglenook.cli import alias, hub, keys, lab, launch, serve, usage, worker
+from inglenook.cli import adapters, alias, hub, keys, lab, launch, serve, usage, worker
 from inglenook.cli.terminal import print_table
 from inglenook.engine import CrashGuard, InglenookError, Paths, StoreError, human_count, human_size
 
@@ -117,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     launch.add_commands(commands)
     lab.add_commands(commands)
     hub.add_commands(commands)
+    adapters.add_commands(commands)
     return parser
 
 

@@ -238,8 +238,10 @@ def cmd_import(args: argparse.Namespace, paths: Paths) -> int:
         print(f"imported {record.id}  ({record.path})")
     for record in result.already:
         print(f"already there: {record.id}  ({record.path})")
+    for adapter in result.adapters:  # LoRA adapter files are imported as adapters
+        print(f"imported LoRA adapter {adapter.id}  ({adapter.path})")
     for path, reason in result.skipped:
         print(f"skipped {path}: {reason}", file=sys.stderr)
-    if not (result.imported or result.already or result.skipped):
+    if not (result.imported or result.already or result.skipped or result.adapters):
         print("No GGUF models found in the Hugging Face cache, LM Studio or Ollama.")
-    return 0 if result.imported or result.already or not result.skipped else 1
+    return 0 if result.imported or result.already or result.adapters or not result.skipped else 1

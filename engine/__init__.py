@@ -61,6 +61,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "usage_summary": ("UsageSummary", "machine_cost_of"),
     "lora": ("MAX_SCALE", "AdapterError"),
     "lora_registry": ("AdapterImport", "AdapterRecord", "AdapterRegistry"),
+    "lora_hub": ("pull_adapters",),
     "lab": ("LabProgress", "LabReport", "LabResult", "LabRun", "QuantLab", "Variant", "VariantGroup"),
     "lab.evaltext": ("EvalText",),
     "lab.measure": ("MeasureConfig",),
@@ -160,6 +161,7 @@ if TYPE_CHECKING:
         AdapterRecord as AdapterRecord,
         AdapterRegistry as AdapterRegistry,
     )
+    from .lora_hub import pull_adapters as pull_adapters
     from .lab.measure import MeasureConfig as MeasureConfig
     from .lab.recommend import Recommendation as Recommendation
     from .paths import Paths as Paths

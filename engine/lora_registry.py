@@ -97,15 +97,16 @@ class AdapterRegistry:
             return [AdapterRecord.from_row(dict(zip(names, row))) for row in cursor.fetchall()]
 
     def get(self, wanted: str | int) -> AdapterRecord:
-        """By id, or by index in ``list()`` (llama-server's numeric ids); ``AdapterError`` if unknown."""
+        """By id, else by index in ``list()`` (llama-server's numeric ids); ``AdapterError`` if unknown."""
         records = self.list()
-        if isinstance(wanted, int) and not isinstance(wanted, bool):
-            if 0 <= wanted < len(records):
-                return records[wanted]
-        else:
-            found = next((r for r in records if r.id == str(wanted).strip().lower()), None)
+        if isinstance(wanted, str):
+            found = next((r for r in records if r.id == wanted.strip().lower()), None)
             if found is not None:
                 return found
+            if wanted.strip().isdigit():  # "1" from a command line: the index, when no id is "1"
+                wanted = int(wanted)
+        if isinstance(wanted, int) and not isinstance(wanted, bool) and 0 <= wanted < len(records):
+            return records[wanted]
         known = ", ".join(f"{i}: {r.id}" for i, r in enumerate(records)) or "none are imported"
         raise AdapterError(f"there is no LoRA adapter {wanted!r} (adapters: {known})")
 
