@@ -11,7 +11,7 @@ With ``--baseline REV`` a third server runs the engine as it was at git revision
 side by side. Each row also gives the server process's CPU seconds per generated token
 (all its threads), which shows what HTTP and Python cost beside decoding.
 
-    python benchmarks/batching.py [--llama-server PATH] [--baseline REV] [--tokens 128] [--levels 1,2,4,8]
+    python benchmarks/batching.py [--llama-server PATH] [--baseline REV] [--tokens 128] [--levels 1,2,4,8] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -146,6 +146,12 @@ def load(url: str, model: str, streams: int, tokens: int, process: subprocess.Po
     return row
 
 
+def median_run(rows: list[dict[str, float]]) -> dict[str, float]:
+    """The round with the median aggregate speed, with every round's speed beside it."""
+    ranked = sorted(rows, key=lambda row: row["aggregate_tok_s"])
+    return {**ranked[len(ranked) // 2], "rounds_tok_s": [row["aggregate_tok_s"] for row in rows]}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--llama-server", type=Path)
@@ -153,6 +159,7 @@ def main() -> int:
     parser.add_argument("--levels", default="1,2,4,8")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--baseline", metavar="REV", help="also serve the engine as of this git revision")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds per level; each row is the median round")
     args = parser.parse_args()
     # A SIGTERM (a timeout) still runs the finally below: no server is left behind.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
@@ -173,10 +180,14 @@ def main() -> int:
             result: dict[str, object] = {"model": model_path.name, "tokens_per_stream": args.tokens,
                                          "sequences": SEQUENCES, "baseline": args.baseline}
             table: dict[str, dict[str, dict[str, float]]] = {name: {} for name in servers}
-            for level in levels:  # interleaved, so machine noise hits both alike
-                for name, (url, process, model) in servers.items():
-                    table[name][str(level)] = load(url, model, level, args.tokens, process)
-                    print(json.dumps({name: {level: table[name][str(level)]}}), file=sys.stderr, flush=True)
+            for level in levels:
+                runs: dict[str, list[dict[str, float]]] = {name: [] for name in servers}
+                for _ in range(args.rounds):  # interleaved, so machine noise hits every server alike
+                    for name, (url, process, model) in servers.items():
+                        runs[name].append(load(url, model, level, args.tokens, process))
+                        print(json.dumps({name: {level: runs[name][-1]}}), file=sys.stderr, flush=True)
+                for name, rows in runs.items():
+                    table[name][str(level)] = median_run(rows)
             for name, rows in table.items():
                 base = rows[str(levels[0])]["aggregate_tok_s"]
                 for row in rows.values():
