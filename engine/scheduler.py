@@ -786,9 +786,10 @@ class Scheduler:
         if failure is not None and handle.submitted_at <= failure[0]:
             raise failure[1]
         model = self._pool.get(key)
-        if model is None:
-            self._take_loaded()  # a load that just landed
-            model = self._pool.get(key)
+        if model is None and self._landed(key):
+            # Installed at the next pass's start, not mid-pass: a job ranked before this one
+            # was told WAIT for this load and must get the model first.
+            return WAIT
         if model is not None:
             if model.record.fingerprint == record.fingerprint:
                 self._pool.touch(key)
@@ -839,6 +840,11 @@ class Scheduler:
                 return
         if outcome.model is not None:  # the engine closed while it loaded: nobody will use it
             outcome.model.close()
+
+    def _landed(self, key: ModelKey) -> bool:
+        """A load of ``key`` has finished (loaded or failed) and waits in the inbox."""
+        with self._wake:
+            return any(outcome.key == key for outcome in self._inbox)
 
     def _take_loaded(self) -> None:
         """Install finished loads into the pool (worker thread, or close)."""

@@ -13,7 +13,7 @@ from inglenook.engine.runtime import Chunk, Finished, LoadOptions
 from inglenook.engine.sampling import SamplingParams
 from inglenook.engine.scheduler import EmbedJob, GenerateJob, Scheduler
 from inglenook.engine.store import Store
-from tests.fakes import FakeModel
+from tests.fakes import FakeModel, FakeSequence
 
 
 def _record(model_id: str) -> ModelRecord:
@@ -268,28 +268,45 @@ def test_exclusive_work_runs_on_the_worker_with_no_model_resident(scheduler: Sch
     assert seen == {"thread": "inglenook-scheduler", "resident": []}
 
 
-def test_exclusive_work_errors_reach_the_caller_and_queued_chats_wait(scheduler: Scheduler) -> None:
-    def fails() -> None:
-        raise ModelNotFound("gone")
+def test_exclusive_work_errors_reach_the_caller_and_queued_chats_wait() -> None:
+    """Jobs queued behind exclusive work wait for it, then a chat turn is admitted before API
+    requests queued earlier. Everything is recorded on the scheduler's thread as it happens:
+    the end of the exclusive work, and each job's admission (the model opening its sequence)."""
+    events: list[str] = []
 
-    with pytest.raises(ModelNotFound):
-        scheduler.run_exclusive(fails)
-    order: list[str] = []
-    gate = threading.Event()
+    class AdmissionLog(FakeModel):
+        def open_sequence(self, prompt: list[int], *args, **kwargs) -> FakeSequence:  # noqa: ANN002, ANN003
+            events.append("admitted " + "".join(map(chr, prompt)))
+            return super().open_sequence(prompt, *args, **kwargs)
 
-    def slow() -> None:
-        gate.wait(5)
-        order.append("exclusive")
+    FakeModel.step_delay_s = 0.0
+    scheduler = Scheduler(_resolve, lambda: LoadOptions(context_size=256), idle_unload_s=0, loader=AdmissionLog)
+    try:
+        def fails() -> None:
+            raise ModelNotFound("gone")
 
-    worker = threading.Thread(target=scheduler.run_exclusive, args=(slow,))
-    worker.start()
-    time.sleep(0.05)
-    chat = scheduler.submit(GenerateJob("m:q4_0", text="x"))
-    gate.set()
-    chat.result()
-    order.append("chat")
-    worker.join(5)
-    assert order == ["exclusive", "chat"]
+        with pytest.raises(ModelNotFound):
+            scheduler.run_exclusive(fails)
+        holding, gate = threading.Event(), threading.Event()
+
+        def slow() -> None:
+            holding.set()
+            gate.wait(30)
+            events.append("exclusive ended")
+
+        worker = threading.Thread(target=scheduler.run_exclusive, args=(slow,))
+        worker.start()
+        assert holding.wait(30)  # the worker is inside the exclusive work: what comes now queues
+        api = [scheduler.submit(GenerateJob("m:q4_0", text=f"api{i}", client="api:x")) for i in range(2)]
+        chat = scheduler.submit(GenerateJob("m:q4_0", text="chat", conversation_id=1, client="window"))
+        assert events == []  # nothing admitted while the exclusive work holds the worker
+        gate.set()
+        for handle in (*api, chat):
+            handle.result()
+        worker.join(30)
+        assert events == ["exclusive ended", "admitted chat", "admitted api0", "admitted api1"]
+    finally:
+        scheduler.close()
 
 
 def test_a_request_larger_than_the_queue_is_invalid_not_busy() -> None:
