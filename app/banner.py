@@ -37,8 +37,8 @@ class Banner(QFrame):
         self.setToolTip(explanation.detail)
         while self.buttons.count():
             item = self.buttons.takeAt(0)
-            if item.widget() is not None:
-                item.widget().deleteLater()
+            if item is not None and (widget := item.widget()) is not None:
+                widget.deleteLater()
         actions = list(explanation.actions)
         if not any(a == DISMISS for a, _ in actions):
             actions.append((DISMISS, "Dismiss"))
@@ -52,8 +52,8 @@ class Banner(QFrame):
         self.show()
 
     def action_ids(self) -> list[str]:
-        return [self.buttons.itemAt(i).widget().property("action")
-                for i in range(self.buttons.count()) if self.buttons.itemAt(i).widget() is not None]
+        items = (self.buttons.itemAt(i) for i in range(self.buttons.count()))
+        return [widget.property("action") for item in items if item is not None and (widget := item.widget()) is not None]
 
     def _clicked(self, action_id: str) -> None:
         self.hide()

@@ -8,6 +8,7 @@ Each conversation can have one answer in flight; the scheduler queues them in or
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -117,8 +118,8 @@ class ChatController(QObject):
         self.streams[conversation_id] = StreamState(control)
         self.streams_changed.emit()
         cid = conversation_id
-        started = self.lane.relay(lambda messages: self._on_started(cid, messages))
-        chunk = self.lane.relay(lambda text: self._on_chunk(cid, text))
+        started = self.lane.relay(functools.partial(self._on_started, cid))
+        chunk = self.lane.relay(functools.partial(self._on_chunk, cid))
         store = self.engine.store
 
         def stream() -> Message | None:

@@ -38,17 +38,17 @@ def plot(
     """Draw ``points`` (result, y) on ``chart``: a dashed trend line and one labelled dot per variant,
     the recommended one a larger star."""
     chart.removeAllSeries()
-    points = [(r, y) for r, y in points if y is not None and math.isfinite(y)]
-    if not points:
+    drawn = [(r, y) for r, y in points if y is not None and math.isfinite(y)]
+    if not drawn:
         return
     trend = QLineSeries()
     trend.setPen(QPen(QColor(palette["muted"]), 1.2, Qt.PenStyle.DashLine))
-    for r, y in points:
+    for r, y in drawn:
         trend.append(QPointF(r.size_bytes / 1e6, y))
     chart.addSeries(trend)
     trend.attachAxis(x_axis)
     trend.attachAxis(y_axis)
-    by_precision = sorted(points, key=lambda p: -p[0].bits_per_weight)
+    by_precision = sorted(drawn, key=lambda p: -p[0].bits_per_weight)
     for i, (r, y) in enumerate(by_precision):
         dot = QScatterSeries()
         dot.setName(r.quantization)
@@ -71,8 +71,8 @@ def plot(
         chart.addSeries(dot)
         dot.attachAxis(x_axis)
         dot.attachAxis(y_axis)
-    xs = [r.size_bytes / 1e6 for r, _ in points]
-    ys = [y for _, y in points]
+    xs = [r.size_bytes / 1e6 for r, _ in drawn]
+    ys = [y for _, y in drawn]
     x_pad = max(1.0, (max(xs) - min(xs)) * 0.12)
     y_pad = max(abs(max(ys)) * 0.05, (max(ys) - min(ys)) * 0.15, 1e-3)
     x_axis.setRange(max(0.0, min(xs) - x_pad), max(xs) + x_pad)

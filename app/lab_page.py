@@ -321,7 +321,8 @@ class LabPage(QWidget):
 
     def checked(self) -> tuple[list[str], list[str]]:
         """(installed variant ids, quantizations to create) currently ticked."""
-        installed, create = [], []
+        installed: list[str] = []
+        create: list[str] = []
         for i in range(self.variant_list.count()):
             item = self.variant_list.item(i)
             if item.checkState() != Qt.CheckState.Checked:

@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from inglenook.engine import LabResult
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, Qt
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QPersistentModelIndex, Qt
 from PySide6.QtGui import QBrush, QColor, QFont
 
 from .theme import colors, current_mode
@@ -47,10 +47,10 @@ class LabTableModel(QAbstractTableModel):
         others = [r for r in self.results if r.model_id != result.model_id]
         self.set_results([*others, result], self.recommended_id)
 
-    def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: B008, N802 — Qt's name
+    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008, N802 — Qt's name
         return 0 if parent.isValid() else len(self.results)
 
-    def columnCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: B008, N802
+    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008, N802
         return 0 if parent.isValid() else len(self.COLUMNS)
 
     def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:  # noqa: N802
@@ -58,7 +58,7 @@ class LabTableModel(QAbstractTableModel):
             return self.COLUMNS[section][0]
         return None
 
-    def data(self, index: QModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+    def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid():
             return None
         result = self.results[index.row()]

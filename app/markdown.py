@@ -98,10 +98,10 @@ def _style_document(document: QTextDocument, palette: dict[str, str]) -> None:
         while not iterator.atEnd():
             fragment = iterator.fragment()
             if fragment.isValid():
-                fmt = fragment.charFormat()
+                char_format = fragment.charFormat()
                 change = QTextCharFormat()
                 changed = False
-                if fmt.fontFixedPitch() and not block.blockFormat().nonBreakableLines():
+                if char_format.fontFixedPitch() and not block.blockFormat().nonBreakableLines():
                     change.setBackground(code_bg)
                     changed = True
                 if quote_level > 0:

@@ -43,7 +43,7 @@ class ModelStateHub(QObject):
 
     def _apply(self, model_id: str, state: str, detail: object) -> None:
         if state == "loading":
-            self.loading, self.progress = model_id, float(detail or 0.0)
+            self.loading, self.progress = model_id, detail if isinstance(detail, float) else 0.0  # the listener's float
             self.failed.pop(model_id, None)
         elif state == "loaded":
             self.loaded, self.loading, self.progress = model_id, None, 1.0

@@ -44,7 +44,7 @@ class StatusLine(QObject):
 
     def show_model_state(self, model_id: str, state: str, detail: object) -> None:
         if state == "loading":
-            percent = int(float(detail or 0) * 100)  # detail: the fraction loaded
+            percent = int(detail * 100) if isinstance(detail, float) else 0  # detail: the fraction loaded
             self.load_bar.show()
             self.load_bar.setValue(percent)
             self.model_status.setText(f"Loading {model_id}… {percent}%")

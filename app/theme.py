@@ -84,6 +84,6 @@ def apply_theme(app: QApplication, theme: str) -> str:
 
 
 def current_mode(app: QApplication | None = None) -> str:
-    app = app or QApplication.instance()
-    mode = app.property("inglenook_theme") if app is not None else None
+    found = app or QApplication.instance()  # any QCoreApplication carries the property
+    mode = found.property("inglenook_theme") if found is not None else None
     return mode if mode in ("light", "dark") else "light"

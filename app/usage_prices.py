@@ -116,9 +116,8 @@ class CostEditor(QWidget):
     def entries(self) -> list[dict[str, Any]]:
         rows = []
         for row in range(self.table.rowCount()):
-            cells = {key: (self.table.item(row, c).text() if self.table.item(row, c) else "")
-                     for c, (key, _) in enumerate(COLUMNS)}
-            rows.append(cells)
+            items = [self.table.item(row, c) for c in range(len(COLUMNS))]
+            rows.append({key: item.text() if item is not None else "" for (key, _), item in zip(COLUMNS, items, strict=True)})
         return rows
 
     def save(self) -> bool:
@@ -174,4 +173,4 @@ class CostEditor(QWidget):
     def marked_cells(self) -> list[tuple[int, int]]:
         """The table cells marked as bad (for tests and screenshots)."""
         return [(r, c) for r in range(self.table.rowCount()) for c in range(self.table.columnCount())
-                if self.table.item(r, c) is not None and self.table.item(r, c).toolTip()]
+                if (item := self.table.item(r, c)) is not None and item.toolTip()]
