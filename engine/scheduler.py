@@ -72,6 +72,12 @@ class GenerateJob:
     # LoRA adapters and scales (lora.LoraSet): they apply to a model's whole context, so
     # jobs with another set wait until the model's running sequences end.
     lora: LoraSet = NO_LORA
+    # When ``sampling.max_tokens`` is None, the most tokens to generate, clipped at admission
+    # to the context left after the prompt: the HTTP API's default for a client that sends
+    # no max_tokens, and the Messages API's max_tokens (clients ask for more than a local
+    # context holds). The answer ends with "length" and its usage is what was generated. A
+    # ``sampling.max_tokens`` must fit the context instead.
+    token_cap: int | None = None
     # Only count the prompt's tokens (the Messages API's count_tokens): the job ends with a
     # ``Finished`` whose usage holds the count, with no decode, no sequence and no usage row.
     count_only: bool = False
@@ -348,6 +354,15 @@ class _StepCosts:
             return
         extra = seconds - (self.decode_step_s if decoding else 0.0)
         self.prefill_token_s = _ewma(self.prefill_token_s, max(extra, 0.0) / prefill_tokens)
+
+
+def _capped(sampling: SamplingParams, cap: int | None, room: int) -> SamplingParams:
+    """``sampling`` with a job's ``token_cap`` as its max_tokens, clipped to ``room`` (the
+    context left after the prompt). With no room the prompt alone is too long: the model
+    refuses it with its own error (ContextLengthExceeded)."""
+    if cap is None or sampling.max_tokens is not None or room < 1:
+        return sampling
+    return dataclasses.replace(sampling, max_tokens=min(cap, room))
 
 
 # What admission decided for a waiting job.
@@ -644,7 +659,8 @@ class Scheduler:
             except Exception:  # a cache fault costs a full prefill, never the answer
                 log.exception("restoring a saved prompt state failed; prefilling instead")
                 model.free_slot(slot)
-        sequence = model.open_sequence(prompt, job.sampling, handle.cancel_event, handle.submitted_at,
+        sampling = _capped(job.sampling, job.token_cap, model.n_ctx - len(prompt))
+        sequence = model.open_sequence(prompt, sampling, handle.cancel_event, handle.submitted_at,
                                        reuse_kv=job.use_cache, slot=slot)
         handle.prompt_usage = Usage(prompt_tokens=len(prompt), cached_tokens=sequence.usage.cached_tokens)
         self._pool.touch((record.id, False))

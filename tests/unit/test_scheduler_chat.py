@@ -47,6 +47,21 @@ def test_max_tokens_ends_with_length(scheduler: Scheduler) -> None:
     assert text == "The quick brown" and finished.finish_reason == "length"
 
 
+def test_a_token_cap_is_a_limit_clipped_to_the_context_left(scheduler: Scheduler) -> None:
+    """The API's default cap (and the Messages API's max_tokens) ends the answer as max_tokens
+    would, with real usage, yet never refuses a prompt for want of room; max_tokens still must fit."""
+    text, finished = scheduler.submit(GenerateJob("m:q4_0", text="x", token_cap=3)).result()
+    assert (text, finished.finish_reason, finished.usage.completion_tokens) == ("The quick brown", "length", 3)
+    long_prompt = "y" * 250  # 250 of the fake's 256 context tokens: room for 6 more
+    text, finished = scheduler.submit(GenerateJob("m:q4_0", text=long_prompt, token_cap=10_000)).result()
+    assert (finished.finish_reason, finished.usage.completion_tokens) == ("length", 6)
+    assert text == "The quick brown fox jumps over"
+    with pytest.raises(ContextLengthExceeded):
+        scheduler.submit(GenerateJob("m:q4_0", text=long_prompt, sampling=SamplingParams(max_tokens=10_000))).result()
+    text, _ = scheduler.submit(GenerateJob("m:q4_0", text="x", sampling=SamplingParams(max_tokens=2), token_cap=5)).result()
+    assert text == "The quick"  # the client's own max_tokens wins over the cap
+
+
 def test_cancel_stops_between_steps(scheduler: Scheduler) -> None:
     FakeModel.step_delay_s = 0.05
     handle = scheduler.submit(GenerateJob("m:q4_0", text="x"))
