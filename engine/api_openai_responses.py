@@ -12,6 +12,7 @@ every request, and refusing them would refuse the agent.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -37,6 +38,7 @@ log = logging.getLogger(__name__)
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
 TEXT_PART_TYPES = ("input_text", "output_text", "text", "summary_text", "reasoning_text")
 MESSAGE_ROLES = ("user", "assistant", "system", "developer")
+ITEM_REFERENCE = "item_reference"
 CALL_TYPES = ("function_call", "custom_tool_call")
 OUTPUT_TYPES = ("function_call_output", "custom_tool_call_output")
 ChoiceName = Literal["none", "auto", "required"]
@@ -138,11 +140,16 @@ class Translated:
     input_items: list[dict[str, Any]]
 
 
-def translate(request: ResponseCreateRequest, history: list[dict[str, Any]]) -> Translated:
-    """``request`` (continuing ``history``, the stored items of its chain) as a chat request."""
+ItemLookup = Callable[[str], "dict[str, Any] | None"]
+
+
+def translate(request: ResponseCreateRequest, history: list[dict[str, Any]],
+              lookup: ItemLookup = lambda _id: None) -> Translated:
+    """``request`` (continuing ``history``, the stored items of its chain) as a chat request;
+    ``lookup`` finds the stored items that ``item_reference`` inputs name."""
     if request.background:
         raise InvalidRequest("background responses are not supported by this server", param="background")
-    items = input_items(request.input)
+    items = resolve_references(input_items(request.input), history, lookup)
     messages: list[ChatMessage] = []
     if request.instructions:
         # Instructions belong to this request only: a chain does not carry them forward.
@@ -184,7 +191,37 @@ def input_items(value: str | list[InputItem]) -> list[dict[str, Any]]:
         if not value:
             return []
         return [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": value}]}]
-    return [item.model_dump(exclude_none=True, by_alias=True) for item in value]
+    return [_reference(item) or item.model_dump(exclude_none=True, by_alias=True) for item in value]
+
+
+def _reference(item: InputItem) -> dict[str, Any] | None:
+    """An ``item_reference``, also in its short form: an id alone, with no type or role."""
+    if item.type == ITEM_REFERENCE or ("type" not in item.model_fields_set and item.role is None and item.id):
+        return {"type": ITEM_REFERENCE, "id": item.id}
+    return None
+
+
+def resolve_references(items: list[dict[str, Any]], history: list[dict[str, Any]],
+                       lookup: ItemLookup) -> list[dict[str, Any]]:
+    """Each ``item_reference`` replaced by the item it names: one of the chain's (``history``),
+    else a stored one. The resolved items are what is stored, so a later chain never depends
+    on the referenced response still being there."""
+    in_chain = {item["id"]: item for item in history if isinstance(item.get("id"), str)}
+    resolved = []
+    for index, item in enumerate(items):
+        if item.get("type") != ITEM_REFERENCE:
+            resolved.append(item)
+            continue
+        item_id = item.get("id")
+        if not isinstance(item_id, str) or not item_id:
+            raise InvalidRequest(f"input[{index}] is an item_reference without an id", param="input")
+        found = in_chain.get(item_id) or lookup(item_id)
+        if found is None:
+            raise InvalidRequest(
+                f"input[{index}] refers to the item {item_id!r}, which this server does not hold: it was never "
+                "stored (store: false), or its response was deleted", param="input")
+        resolved.append(dict(found))
+    return resolved
 
 
 def add_items(messages: list[ChatMessage], items: list[dict[str, Any]], where: str) -> None:

@@ -89,7 +89,7 @@ def responses_router(service: "ApiService") -> APIRouter:
             history = []
             if body.previous_response_id:
                 history = await anyio.to_thread.run_sync(stored.history, body.previous_response_id)
-            translated = translate(body, history)
+            translated = await anyio.to_thread.run_sync(translate, body, history, stored.find_item)
             plan = await anyio.to_thread.run_sync(chat_plan, translated.chat, service.names)
             runs = await run_plan(request, service, plan, body.stream)
         meta = ResponseMeta(body, plan.record.id)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,8 @@ log = logging.getLogger(__name__)
 DEFAULT_KEEP = 5000
 MAX_CHAIN = 10_000  # links followed at most; a longer chain is refused rather than walked forever
 TABLE = "api_responses"
+# How GET /v1/responses/{id}/input_items names an input item that came without an id.
+LISTED_ITEM_ID = re.compile(r"item_(.+)_(\d+)")
 
 
 class PreviousResponseNotFound(InvalidRequest):
@@ -90,6 +93,28 @@ class ResponseStore:
     def delete(self, response_id: str) -> bool:
         with self.store.writing() as conn:
             return conn.execute(f"DELETE FROM {TABLE} WHERE id = ?", [response_id]).rowcount > 0
+
+    def find_item(self, item_id: str) -> dict[str, Any] | None:
+        """A stored item by its id (what an ``item_reference`` names), newest first: an item a
+        response returned (``msg_…``, ``fc_…``, ``rs_…``), an input item sent with an id, or
+        an input item as ``input_items`` lists it (``item_<response id>_<n>``); None if none."""
+        listed = LISTED_ITEM_ID.fullmatch(item_id)
+        with self.store.reading() as conn:
+            for column, path in (("response", "$.output"), ("input_items", "$")):
+                row = conn.execute(
+                    f"SELECT item.value FROM {TABLE} AS r, json_each(r.{column}, '{path}') AS item "
+                    "WHERE json_extract(item.value, '$.id') = ? ORDER BY r.created_at DESC, r.rowid DESC LIMIT 1",
+                    [item_id],
+                ).fetchone()
+                if row is not None:
+                    found: dict[str, Any] = json.loads(row[0])
+                    return found
+        if listed is not None:
+            turn = self.get(listed.group(1))
+            index = int(listed.group(2))
+            if turn is not None and index < len(turn.input_items) and not turn.input_items[index].get("id"):
+                return turn.input_items[index]
+        return None
 
     def history(self, response_id: str) -> list[dict[str, Any]]:
         """Every item of the chain that ends with ``response_id``, oldest first.

@@ -79,3 +79,17 @@ def test_only_the_newest_responses_are_kept(store: Store) -> None:
     for n in range(4):
         stored.save(response(f"r{n}", str(n)), [user(str(n))])
     assert [stored.get(f"r{n}") is not None for n in range(4)] == [False, False, True, True]
+
+
+def test_items_are_found_by_id_for_item_references(store: Store) -> None:
+    stored = ResponseStore(store)
+    given = {**user("with an id"), "id": "msg_client_1"}
+    stored.save(response("resp_a", "first answer"), [user("no id"), given])
+    stored.save(response("resp_b", "second answer", previous="resp_a"), [user("later")])
+    assert texts([stored.find_item("msg_resp_a")]) == ["first answer"]  # an output item
+    assert stored.find_item("msg_client_1") == given  # an input item sent with its id
+    assert texts([stored.find_item("item_resp_a_0")]) == ["no id"]  # as input_items lists it
+    assert stored.find_item("item_resp_a_1") is None  # that one has an id of its own
+    assert stored.find_item("item_resp_a_7") is None and stored.find_item("msg_nowhere") is None
+    stored.delete("resp_a")
+    assert stored.find_item("msg_resp_a") is None
