@@ -180,6 +180,19 @@ def m008_lora_adapters(db: sqlite_utils.Database) -> None:
     table_named(db, "lora_adapters").create_index(["path"], unique=True)
 
 
+def m009_conversation_summaries(db: sqlite_utils.Database) -> None:
+    """A long conversation's summary for the sidebar, written by the background model."""
+    table_named(db, "conversation_summaries").create(
+        {
+            "conversation_id": int,
+            "summary": str,
+            "messages": int,  # how many messages the conversation had when it was summarised
+            "updated_at": float,
+        },
+        pk="conversation_id",
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     m001_initial,
     m003_lab_results,
@@ -188,4 +201,5 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     m006_api_keys,
     m007_usage_events,
     m008_lora_adapters,
+    m009_conversation_summaries,
 ]
