@@ -34,7 +34,8 @@ def run_app(argv: Sequence[str] | None = None) -> int:
         # Qt would print its plugin error and abort with a core dump; say what to install.
         print(problem, file=sys.stderr)  # noqa: T201 — no window can show it
         return 1
-    app = QApplication.instance() or QApplication(arguments)
+    existing = QApplication.instance()  # tests create theirs first
+    app = existing if isinstance(existing, QApplication) else QApplication(arguments)
     app.setApplicationName("Inglenook")
     app.setDesktopFileName("inglenook")
     icon = resource_path("inglenook.svg")
