@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .errors import ModelLoadError, ModelTooLarge
@@ -26,6 +26,7 @@ from .fit import ModelShape, compute_bytes, kv_cache_bytes
 from .gguf_headers import header_of
 from .registry import ModelRecord
 from .runtime import LoadOptions
+from .speculative import DRAFT, OFF
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +56,25 @@ def estimate_resident_bytes(record: ModelRecord, options: LoadOptions) -> int:
     except (ModelLoadError, OSError):
         return record.size_bytes
     cells = max(1, options.context_size) * max(1, options.parallel)
-    return (shape.weights_bytes + kv_cache_bytes(shape, cells, options.kv_cache_type)
-            + compute_bytes(shape, cells, options.batch_size))
+    total = (shape.weights_bytes + kv_cache_bytes(shape, cells, options.kv_cache_type)
+             + compute_bytes(shape, cells, options.batch_size))
+    return total + draft_model_bytes(record, options)
+
+
+def draft_model_bytes(record: ModelRecord, options: LoadOptions) -> int:
+    """The draft model loaded beside ``record`` (speculative "draft"): its own context with
+    a sequence per target sequence. Its weights count unless it is the same file, whose
+    pages the two mappings share."""
+    draft = options.draft_model
+    if options.speculative != DRAFT or draft is None:
+        return 0
+    alone = estimate_resident_bytes(draft, replace(options, speculative=OFF, draft_model=None))
+    if draft.fingerprint and draft.fingerprint == record.fingerprint:
+        try:
+            alone -= ModelShape.from_gguf(header_of(draft)).weights_bytes
+        except (ModelLoadError, OSError):
+            pass
+    return alone
 
 
 # (model id, embeddings): a model loaded for embeddings is its own context.
