@@ -21,7 +21,8 @@ run: $(VENV)/.app-installed
 test: $(VENV)/.dev-installed typecheck wheel-check
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest
 
-# The engine's types, before any test runs; [tool.mypy] in pyproject.toml says what is checked.
+# Types of the engine, the app and the CLI, before any test runs; [tool.mypy] in
+# pyproject.toml says what is checked.
 typecheck: $(VENV)/.dev-installed
 	$(PY) -m mypy
 

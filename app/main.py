@@ -151,7 +151,7 @@ def _claim_instance(paths: Paths, opened: list[Path]) -> InstanceServer | int:
         text = ("Inglenook is already running but did not respond within a few seconds. It may be busy "
                 "or hung: wait a moment and try again, or end the other Inglenook process.")
         print(f"inglenook: {text}", file=sys.stderr)  # noqa: T201 — also for a launch from a terminal
-        theme.apply_theme(QApplication.instance(), "system")  # type: ignore[arg-type]
+        theme.apply_theme(QApplication.instance(), "system")  # type: ignore[arg-type]  # a QApplication: made before this runs
         QMessageBox.warning(None, "Inglenook is not responding", text)
         return 1
     instance = InstanceServer(name)

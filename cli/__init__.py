@@ -140,7 +140,7 @@ def setup_logging(paths: Paths, debug: bool = False) -> None:
     if not debug:
         console.addFilter(lambda record: not record.name.startswith("inglenook.llama"))
     root.addHandler(console)
-    root._inglenook_configured = True  # type: ignore[attr-defined]
+    root._inglenook_configured = True  # type: ignore[attr-defined]  # a mark on the root logger: set up once a process
 
 
 @contextlib.contextmanager
