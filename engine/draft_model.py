@@ -45,6 +45,10 @@ def vocabulary_mismatch(target: "LoadedModel", draft: "LoadedModel") -> str | No
     return None
 
 
+class DraftVocabularyMismatch(ModelLoadError):
+    """The draft model's token ids mean other text than the target's."""
+
+
 class DraftModel:
     """Drafts for the sequences of one target model."""
 
@@ -60,7 +64,7 @@ class DraftModel:
         problem = vocabulary_mismatch(target, self.model)
         if problem is not None:
             self.model.close()
-            raise ModelLoadError(
+            raise DraftVocabularyMismatch(
                 f"{record.id} cannot be the draft model of {target.record.id}: their vocabularies "
                 f"differ ({problem}); pick a draft model of the same family")
         log.info("draft model %s loaded beside %s", record.id, target.record.id)

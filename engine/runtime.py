@@ -32,7 +32,7 @@ from .registry import ModelRecord
 from .sampling import SamplingParams
 from .sequence import DECODE, DONE, PREFILL, KvSlot, Sequence, SlotView
 from .special_split import PieceCutter
-from .speculative import DRAFT, MAX_DRAFT, OFF, RowCost, check_mode
+from .speculative import DRAFT, LOOKUP, MAX_DRAFT, OFF, RowCost, check_mode
 from .tool_call_parser import PRESERVED_MARKERS
 
 if TYPE_CHECKING:
@@ -167,6 +167,7 @@ class LoadedModel:
     gpu_layers: int
     flash_attention: bool
     offload_note: str
+    draft_note: str  # why this model does not draft with the chosen draft model, or ""
     load_seconds: float
     chat_template: ChatTemplate
     add_bos: bool
@@ -223,6 +224,7 @@ class LoadedModel:
                 f"{self.n_layer + 1} layers run on the GPU, the rest on the CPU."
             )
             log.warning("%s", self.offload_note)
+        self.draft_note = ""
         if self.speculative_mode == DRAFT:
             self._load_draft()
         self.load_seconds = time.perf_counter() - started
@@ -334,13 +336,19 @@ class LoadedModel:
         return gpu_layers > 0 and bool(self._lib.llama_supports_gpu_offload())
 
     def _load_draft(self) -> None:
-        from .draft_model import DraftModel  # noqa: PLC0415 — it builds LoadedModels itself
+        from .draft_model import DraftModel, DraftVocabularyMismatch  # noqa: PLC0415 — it builds LoadedModels itself
 
         draft = self.options.draft_model
         try:
             if draft is None:
                 raise ModelLoadError(f"speculative decoding with a draft model needs one; pick a draft model for {self.record.id} in Settings")
             self._draft = DraftModel(self, draft)
+        except DraftVocabularyMismatch as exc:
+            # The draft model is one setting for every model: a model of another family
+            # still loads, and drafts from its own prompt instead of failing to open.
+            self.speculative_mode = LOOKUP
+            self.draft_note = f"{exc}. {self.record.id} drafts by prompt lookup instead."
+            log.warning("%s", self.draft_note)
         except ModelLoadError:
             self.close()
             raise
