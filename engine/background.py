@@ -1,4 +1,5 @@
-"""Background work on a small model that never delays a person's answer: conversation titles.
+"""Background work on a small model that never delays a person's answer: conversation titles
+and summaries of long conversations for the sidebar.
 
 Tasks wait in a queue on this room's own thread. One starts only when the scheduler is idle
 (nothing running, nothing waiting), as a ``BACKGROUND`` job, which the scheduler admits after
@@ -8,7 +9,9 @@ once the machine is idle. The model is the small one (``routing.small_model_id``
 ``background_model`` setting, else the smallest installed chat model.
 
 A title replaces only the automatic one (the first message, shortened): a title the person
-gave in the meantime is kept.
+gave in the meantime is kept. A summary is asked for whenever a chat turn ends (the
+scheduler's finished-job observer) and written when the conversation has at least
+``SUMMARY_MIN_MESSAGES`` messages and ``SUMMARY_EVERY`` new ones since the last summary.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from .sampling import SamplingParams
 from .scheduler import BACKGROUND, GenerateJob, JobHandle, Scheduler
 from .settings import Settings
 from .store import Store
+from .summaries import ConversationSummaries
 from .usage import BACKGROUND_PREFIX
 
 log = logging.getLogger(__name__)
@@ -40,7 +44,19 @@ TITLE_PROMPT = ("Write a title of at most six words for a conversation that begi
 # Titles are written from the first message only, and at most this much of it.
 MAX_SOURCE_CHARS = 1500
 
+SUMMARY_CLIENT = BACKGROUND_PREFIX + "summary"
+SUMMARY_MAX_TOKENS = 60
+SUMMARY_MIN_MESSAGES = 8  # four exchanges: shorter conversations are told by their title
+SUMMARY_EVERY = 6  # new messages before a summary is written again
+SUMMARY_PROMPT = ("Summarise the conversation below in one sentence of at most 25 words, for a list of "
+                  "conversations. Answer with the sentence alone.\n\n{transcript}")
+# The transcript a summary reads: each message clipped, the newest kept when it is long.
+SUMMARY_MESSAGE_CHARS = 600
+SUMMARY_SOURCE_CHARS = 4000
+SAVE_WAIT_S = 10.0  # how long a summary waits for the turn's answer to be saved
+
 TitleListener = Callable[[int, str], None]
+SummaryListener = Callable[[int, str], None]
 
 
 @dataclass
@@ -48,6 +64,37 @@ class TitleTask:
     conversation_id: int
     text: str
     attempts: int = 0
+
+
+@dataclass
+class SummaryTask:
+    conversation_id: int
+    expected_messages: int = 0  # the finished turn's prompt and its answer, once saved
+    attempts: int = 0
+
+
+def transcript(messages: list[tuple[str, str]]) -> str:
+    """``(role, text)`` pairs as the summary prompt reads them, newest kept within the budget."""
+    lines: list[str] = []
+    used = 0
+    for role, text in reversed(messages):
+        clipped = text.strip()
+        if len(clipped) > SUMMARY_MESSAGE_CHARS:
+            clipped = clipped[:SUMMARY_MESSAGE_CHARS].rstrip() + "…"
+        line = f"{'User' if role == 'user' else 'Assistant'}: {clipped}"
+        if lines and used + len(line) > SUMMARY_SOURCE_CHARS:
+            break
+        lines.append(line)
+        used += len(line) + 1
+    return "\n".join(reversed(lines))
+
+
+def clean_summary(raw: str) -> str:
+    """The model's answer as one line: its first line, without a "Summary:" label or quotes."""
+    line = next((part.strip() for part in raw.strip().splitlines() if part.strip()), "")
+    if line.lower().startswith("summary:"):
+        line = line[len("summary:"):].strip()
+    return line.strip(" \"'*#`“”‘’")[:300]
 
 
 def clean_title(raw: str) -> str:
@@ -71,14 +118,34 @@ class BackgroundWork:
         self.models = models
         self.poll_s = poll_s
         self.give_up_after_s = give_up_after_s
-        self._tasks: queue.Queue[TitleTask | None] = queue.Queue()
+        self.summaries = ConversationSummaries(store)
+        self._tasks: queue.Queue[TitleTask | SummaryTask | None] = queue.Queue()
         self._running: JobHandle | None = None
         self._lock = threading.Lock()
         self._listeners: list[TitleListener] = []
+        self._summary_listeners: list[SummaryListener] = []
         self._closed = threading.Event()
         self.interruptions = 0  # background jobs cancelled because a person started an answer
         self._thread = threading.Thread(target=self._run, name="inglenook-background", daemon=True)
         self._thread.start()
+        scheduler.add_finished_observer(self._turn_finished)
+
+    def add_summary_listener(self, listener: SummaryListener) -> None:
+        """``listener(conversation_id, summary)`` hears each new summary (on this room's thread)."""
+        self._summary_listeners.append(listener)
+
+    def request_summary(self, conversation_id: int, expected_messages: int = 0) -> None:
+        """Summarise the conversation once the machine is idle, if it is long enough by then
+        (waiting a little for ``expected_messages`` to be saved)."""
+        if not self._closed.is_set():
+            self._tasks.put(SummaryTask(conversation_id, expected_messages))
+
+    def _turn_finished(self, job: GenerateJob, finished: Finished) -> None:
+        """The scheduler's observer (its worker thread): a chat turn ended; only queues. The
+        answer is saved by whoever reads the turn, just after this: the task waits for it."""
+        if job.conversation_id is not None and job.rank != BACKGROUND and finished.finish_reason != "cancelled":
+            said = sum(1 for m in job.messages or [] if m.get("role") in ("user", "assistant") and m.get("content"))
+            self.request_summary(job.conversation_id, said + 1)
 
     def add_title_listener(self, listener: TitleListener) -> None:
         """``listener(conversation_id, title)`` hears each new title (on this room's thread)."""
@@ -115,12 +182,16 @@ class BackgroundWork:
 
     def _run(self) -> None:
         while (task := self._tasks.get()) is not None:
+            kind = "title" if isinstance(task, TitleTask) else "summary"
             try:
-                self._title(task)
+                if isinstance(task, TitleTask):
+                    self._title(task)
+                else:
+                    self._summary(task)
             except InglenookError as exc:
-                log.info("no title for conversation %d: %s", task.conversation_id, exc)
+                log.info("no %s for conversation %d: %s", kind, task.conversation_id, exc)
             except Exception:  # a bug here must not end background work for the session
-                log.exception("writing a title failed")
+                log.exception("writing a %s failed", kind)
             finally:
                 self._tasks.task_done()
         self._tasks.task_done()
@@ -140,17 +211,49 @@ class BackgroundWork:
             if model_id is None or not self._wait_until_idle():
                 return
             task.attempts += 1
-            text, finished = self._generate(model_id, task.text)
+            text, finished = self._generate(model_id, TITLE_PROMPT.format(text=task.text))
             if finished is not None and finished.finish_reason != "cancelled":
                 self._apply(task, clean_title(text))
                 return
             log.debug("a title gave way to a person's answer; trying again when idle")
 
-    def _generate(self, model_id: str, text: str) -> tuple[str, Finished | None]:
+    def _summary(self, task: SummaryTask) -> None:
+        while task.attempts < MAX_ATTEMPTS:
+            model_id = small_model_id(self._settings(), self.models, self._settings().background_model)
+            if model_id is None or not self._wait_until_idle():
+                return
+            messages = self._saved_messages(task)
+            done = self.summaries.get(task.conversation_id)
+            if len(messages) < SUMMARY_MIN_MESSAGES or (done and len(messages) - done.messages < SUMMARY_EVERY):
+                return  # short, or summarised recently (another turn's task got here first)
+            task.attempts += 1
+            prompt = SUMMARY_PROMPT.format(transcript=transcript(messages))
+            text, finished = self._generate(model_id, prompt, SUMMARY_CLIENT, SUMMARY_MAX_TOKENS)
+            if finished is not None and finished.finish_reason != "cancelled":
+                summary = clean_summary(text)
+                if summary:
+                    self.summaries.put(task.conversation_id, summary, len(messages))
+                    self._tell(self._summary_listeners, task.conversation_id, summary)
+                return
+            log.debug("a summary gave way to a person's answer; trying again when idle")
+
+    def _saved_messages(self, task: SummaryTask) -> list[tuple[str, str]]:
+        """The conversation's messages, once the finished turn's answer is among them (or
+        after ``SAVE_WAIT_S``: an answer that failed is never saved)."""
+        deadline = time.monotonic() + SAVE_WAIT_S
+        while True:
+            messages = [(m.role, m.content) for m in self.store.messages(task.conversation_id)
+                        if m.role in ("user", "assistant") and m.content.strip()]
+            if len(messages) >= task.expected_messages or time.monotonic() > deadline or self._closed.is_set():
+                return messages
+            time.sleep(self.poll_s)
+
+    def _generate(self, model_id: str, prompt: str, client: str = TITLE_CLIENT,
+                  max_tokens: int = TITLE_MAX_TOKENS) -> tuple[str, Finished | None]:
         job = GenerateJob(
-            model_id=model_id, messages=[{"role": "user", "content": TITLE_PROMPT.format(text=text)}],
-            sampling=SamplingParams(temperature=0.0, max_tokens=TITLE_MAX_TOKENS), use_cache=False,
-            client=TITLE_CLIENT, priority=BACKGROUND,
+            model_id=model_id, messages=[{"role": "user", "content": prompt}],
+            sampling=SamplingParams(temperature=0.0, max_tokens=max_tokens), use_cache=False,
+            client=client, priority=BACKGROUND,
         )
         handle = self.scheduler.submit(job)
         with self._lock:
@@ -172,8 +275,12 @@ class BackgroundWork:
         if conversation.title != title_from(task.text):
             return  # renamed by the person meanwhile: theirs stays
         self.store.update_conversation(task.conversation_id, title=title)
-        for listener in list(self._listeners):
+        self._tell(self._listeners, task.conversation_id, title)
+
+    @staticmethod
+    def _tell(listeners: list[Callable[[int, str], None]], conversation_id: int, text: str) -> None:
+        for listener in list(listeners):
             try:
-                listener(task.conversation_id, title)
+                listener(conversation_id, text)
             except Exception:
-                log.exception("a title listener failed")
+                log.exception("a background listener failed")
