@@ -326,6 +326,17 @@ class _Running:
     use_cache: bool
 
 
+@dataclass
+class _Embedding:
+    """An admitted embedding job: one input is embedded per pass of the step loop, so the
+    running answers keep streaming between its inputs."""
+
+    handle: JobHandle
+    model: BatchedModel
+    vectors: list[list[float]] = field(default_factory=list)
+    prompt_tokens: int = 0
+
+
 class _StepCosts:
     """Measured costs (seconds) of one model's decode step and prompt token, which size its
     prefill chunks while answers stream."""
@@ -417,6 +428,7 @@ class Scheduler:
         self._max_queue = max_queue
         self._waiting: list[JobHandle] = []
         self._running: list[_Running] = []
+        self._embeddings: list[_Embedding] = []
         self._wake = threading.Condition()
         self._ids = itertools.count(1)
         self._pool = ModelPool(memory_budget or auto_budget_bytes)
@@ -535,6 +547,8 @@ class Scheduler:
             self._closed = True
             for running in list(self._running):
                 running.handle.cancel()
+            for embedding in self._embeddings:
+                embedding.handle.cancel()
             pending, self._waiting = self._waiting, []
             self._wake.notify()
         for handle in pending:
@@ -556,18 +570,21 @@ class Scheduler:
             self._take_loaded()
             self._serve_unload_requests()
             with self._wake:
-                if self._closed and not self._running:
+                if self._closed and not self._running and not self._embeddings:
                     self._beat(None)
                     return
-                if not self._running and not self._waiting:
+                if not self._running and not self._waiting and not self._embeddings:
                     self._beat(None)
                     if not self._wake.wait(timeout=1.0):
                         self._unload_idle()
                     continue
             self._admit()
-            if self._running:
-                self._beat(f"a step of {len(self._running)} sequence(s): {describe_job(self._running[0].handle.job)}")
-                self._step()
+            if self._running or self._embeddings:
+                if self._running:
+                    self._beat(f"a step of {len(self._running)} sequence(s): {describe_job(self._running[0].handle.job)}")
+                    self._step()
+                if self._embeddings:
+                    self._embed_next()
                 if time.monotonic() - self._idle_checked > 1.0:
                     self._unload_idle()
             else:
@@ -625,7 +642,7 @@ class Scheduler:
             if self._running or self._loads.loading():
                 return BLOCK  # needs the machine to itself
             self._activity(describe_job(job))
-            self._run_whole(handle, None)
+            self._run_whole(handle)
             return ADMITTED
         if handle.record is None:
             handle.record = self._resolve(job.model_id)
@@ -633,8 +650,13 @@ class Scheduler:
         model = self._model_or_load(handle, record, embeddings=isinstance(job, EmbedJob))
         if isinstance(model, str):
             return model
+        if isinstance(job, EmbedJob) and not job.inputs:
+            handle._put(Embeddings([], 0, record.id))
+            handle._put(_DONE)
+            return ADMITTED
         if isinstance(job, EmbedJob):
-            self._run_whole(handle, model)
+            self._embeddings.append(_Embedding(handle, model))
+            self._report_activity()
             return ADMITTED
         if job.load_only:
             handle._put(_DONE)
@@ -746,12 +768,41 @@ class Scheduler:
 
     def _report_activity(self) -> None:
         doing = [describe_job(r.handle.job) for r in self._running]
+        doing += [describe_job(e.handle.job) for e in self._embeddings]
         doing += [f"loading the model {model_id}" for model_id in self.loading_models()]
         self._activity("; ".join(doing))
 
-    def _run_whole(self, handle: JobHandle, model: BatchedModel | None) -> None:
-        """A job that runs start to end on the worker: exclusive work, or embeddings with
-        their resident ``model`` (between steps of the running answers)."""
+    def _embed_next(self) -> None:
+        """Embed the next input of every admitted embedding job (between steps)."""
+        for embedding in list(self._embeddings):
+            handle, model = embedding.handle, embedding.model
+            job = handle.job
+            assert isinstance(job, EmbedJob)
+            ended = True
+            try:
+                if handle.cancelled:
+                    handle._put(Finished("cancelled", Usage(), Timings(), job.model_id))
+                else:
+                    text = job.inputs[len(embedding.vectors)]
+                    self._beat(describe_job(job))  # each input is its own unit of work
+                    embedding.vectors.append(model.embed(text))
+                    embedding.prompt_tokens += len(model.tokenize(text))
+                    ended = len(embedding.vectors) == len(job.inputs)
+                    if ended:
+                        handle._put(Embeddings(embedding.vectors, embedding.prompt_tokens, model.record.id))
+            except InglenookError as exc:
+                handle._put(exc)
+            except Exception as exc:  # an engine bug must not kill the worker
+                log.exception("job %d failed", handle.id)
+                handle._put(InglenookError(f"internal error: {exc.__class__.__name__}"))
+            if ended:
+                handle._put(_DONE)
+                self._embeddings.remove(embedding)
+                self._pool.touch((model.record.id, True))
+                self._report_activity()
+
+    def _run_whole(self, handle: JobHandle) -> None:
+        """A job that runs start to end on the worker: exclusive work (the lab)."""
         job = handle.job
         try:
             if handle.cancelled:
@@ -760,16 +811,6 @@ class Scheduler:
                 self._beat(None)  # the lab measures for minutes on purpose: not a stuck step
                 self._unload_idle_models()
                 handle._put(ExclusiveResult(job.work()))
-            elif isinstance(job, EmbedJob) and model is not None:
-                vectors, used = [], 0
-                for text in job.inputs:
-                    if handle.cancelled:
-                        break
-                    self._beat(describe_job(job))  # each input is its own unit of work
-                    vectors.append(model.embed(text))
-                    used += len(model.tokenize(text))
-                else:
-                    handle._put(Embeddings(vectors, used, model.record.id))
         except InglenookError as exc:
             handle._put(exc)
         except Exception as exc:  # an engine bug (or the lab's) must not kill the worker
@@ -791,7 +832,8 @@ class Scheduler:
     # -- resident models ------------------------------------------------------------
 
     def _busy_keys(self) -> set[ModelKey]:
-        return {(r.sequence.model.record.id, False) for r in self._running}
+        busy = {(r.sequence.model.record.id, False) for r in self._running}
+        return busy | {(e.model.record.id, True) for e in self._embeddings}
 
     def _model_or_load(self, handle: JobHandle, record: ModelRecord, embeddings: bool) -> BatchedModel | str:
         """The resident model for ``record``, or what the job must do while it is not:
