@@ -3,13 +3,12 @@ silently leave a subpackage out (issue 12, item 5)."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
+import runpy
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
-from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "wheel_check.py"
@@ -18,14 +17,6 @@ SCRIPT = ROOT / "scripts" / "wheel_check.py"
 def _setuptools_config(root: Path) -> dict:
     with open(root / "pyproject.toml", "rb") as file:
         return tomllib.load(file)["tool"]["setuptools"]
-
-
-def _wheel_check() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("wheel_check", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_every_folder_with_an_init_is_a_listed_package() -> None:
@@ -45,7 +36,7 @@ def test_the_wheel_check_fails_when_a_subpackage_is_left_out(tmp_path: Path) -> 
     """The check itself can fail: a copy of the project whose list forgets engine.lab."""
     copy = tmp_path / "project"
     copy.mkdir()
-    _wheel_check().copy_build_inputs(ROOT, copy)
+    runpy.run_path(str(SCRIPT))["copy_build_inputs"](ROOT, copy)  # what the check itself copies
     pyproject = copy / "pyproject.toml"
     text = pyproject.read_text(encoding="utf-8")
     forgetful = re.sub(r'\s*"inglenook\.engine\.lab",', "", text, count=1)
