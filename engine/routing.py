@@ -15,6 +15,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from .aliases import ROUTING_ALIAS, alias_key
 from .errors import InglenookError
@@ -80,6 +82,23 @@ def prompt_chars(request: ChatCompletionRequest | CompletionRequest) -> int:
     return total
 
 
+@dataclass(frozen=True)
+class RouteTargets:
+    """Where ``auto`` sends requests now: ``small`` for short prompts without tools."""
+
+    small: str
+    large: str
+    short_prompt_chars: int
+
+    def card(self, large_card: dict[str, Any]) -> dict[str, Any]:
+        """``/v1/models``'s entry for the routing alias: the large model's card (what a long
+        prompt runs on, so its context is the one to size for), named ``auto``, with the route."""
+        card = {k: v for k, v in large_card.items() if k not in ("aliases", "alias_of", "problem")}
+        card["id"] = ROUTING_ALIAS
+        card["routes"] = {"small": self.small, "large": self.large, "short_prompt_chars": self.short_prompt_chars}
+        return card
+
+
 class Router:
     """Resolves the routing alias to a model id; any other name passes through unchanged."""
 
@@ -99,6 +118,19 @@ class Router:
         if tools or prompt_chars(request) > settings.route_short_prompt_chars:
             return large
         return small_model_id(settings, self.models, settings.route_small_model) or large
+
+    def targets(self) -> RouteTargets | None:
+        """The two models ``auto`` chooses between, or None when it has no choice to make
+        (no chat model, or the small one is the large one): then it is not listed."""
+        settings = self._settings()
+        try:
+            large = self.models.registry.resolve(settings.route_large_model or self._default_model()).id
+        except InglenookError:
+            return None  # no usable default model: nothing to route to
+        small = small_model_id(settings, self.models, settings.route_small_model)
+        if small is None or small == large:
+            return None
+        return RouteTargets(small, large, settings.route_short_prompt_chars)
 
     def model_for(self, request: ChatCompletionRequest | CompletionRequest) -> str:
         """The name to resolve for ``request``: the routed choice for ``auto``, else its own."""

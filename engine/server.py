@@ -174,9 +174,16 @@ def create_app(service: ApiService) -> FastAPI:
 
     catalogue = ModelCatalogue(engine)  # model_cards.py: the fields, aliases, unusable models
 
+    def model_cards() -> list[dict[str, Any]]:
+        cards = catalogue.list_cards()
+        route = names.router.targets()  # the routing alias "auto", when it has two models to choose from
+        if route is not None:
+            cards.append(route.card(catalogue.card(route.large)))
+        return cards
+
     @app.get("/v1/models")
     async def list_models() -> dict:
-        return {"object": "list", "data": await anyio.to_thread.run_sync(catalogue.list_cards)}
+        return {"object": "list", "data": await anyio.to_thread.run_sync(model_cards)}
 
     @app.get("/v1/models/{model_id:path}")
     async def retrieve_model(model_id: str) -> dict:

@@ -54,3 +54,21 @@ def test_a_named_small_model_and_the_alias_name_is_reserved(
     assert _ask(client, "x" * 300) == STARTER
     with pytest.raises(InvalidRequest):
         validated_name("AUTO")
+
+
+def _auto_cards(server: ApiServer) -> list[dict]:
+    listed = httpx.get(f"{server.url}/models", timeout=60)
+    assert listed.status_code == 200, listed.text
+    return [card for card in listed.json()["data"] if card["id"] == "auto"]
+
+
+def test_auto_is_listed_in_models_with_its_two_routes_once_it_has_a_choice(
+        engine: Engine, server: ApiServer, client: openai.OpenAI, gemma_path: Path) -> None:
+    assert _auto_cards(server) == []  # one chat model is small and large at once: nothing to route
+    record = engine.registry.register_file(gemma_path)
+    engine.update_settings(route_large_model=record.id, route_short_prompt_chars=200)
+    [card] = _auto_cards(server)
+    assert card["routes"] == {"small": STARTER, "large": record.id, "short_prompt_chars": 200}
+    assert card["object"] == "model" and card["context_length"] == record.context_length  # sized by the large model
+    assert "alias_of" not in card and "aliases" not in card
+    assert [m.id for m in client.models.list()].count("auto") == 1  # the SDK reads it as a model
