@@ -9,7 +9,6 @@ are asked for. ``benchmarks/decode.py`` measures the difference.
 from __future__ import annotations
 
 import ctypes
-import functools
 import logging
 import math
 import threading
@@ -21,19 +20,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .chat_template import ChatTemplate
-from .errors import ContextLengthExceeded, InvalidRequest, JobCancelled, ModelLoadError
+from .errors import ContextLengthExceeded, InvalidRequest, ModelLoadError
 from .fit import ModelShape, detect_machine, estimate_fit
 from .gguf import GGUFInfo, read_gguf
 from .lora import LoraSet
 from .lora_runtime import ContextAdapters
 from .native import llama, physical_cores
-from .reasoning import REASONING_MARKERS
+from .generation_events import Chunk, Finished, GenerationEvent, Timings, TokenLogprob, Usage
 from .registry import ModelRecord
 from .sampling import SamplingParams
 from .sequence import DECODE, DONE, PREFILL, KvSlot, Sequence, SlotView
-from .special_split import PieceCutter
+from .sequence_states import SequenceStates
 from .speculative import DRAFT, LOOKUP, MAX_DRAFT, OFF, RowCost, check_mode
-from .tool_call_parser import PRESERVED_MARKERS
+from .vocabulary import Vocabulary
 
 if TYPE_CHECKING:
     from .draft_model import DraftModel
@@ -41,10 +40,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 KV_CACHE_TYPES = {"f16": 1, "q8_0": 8}  # ggml type ids
-# llama.cpp's LLAMA_TOKEN_ATTR_*: the tokens its tokenizer splits text at before tokenizing.
-_ATTR_UNKNOWN, _ATTR_CONTROL, _ATTR_USER_DEFINED, _ATTR_LSTRIP = 1 << 0, 1 << 3, 1 << 4, 1 << 7
-# Prompts longer than this are tokenized in pieces (linear time, stoppable); see special_split.
-TOKENIZE_PIECE_CHARS = 16_384
 
 
 @dataclass(frozen=True)
@@ -74,65 +69,6 @@ class LoadOptions:
         return f"kv={self.kv_cache_type};fa={'on' if flash_attention else 'off'}"
 
 
-@dataclass
-class TokenLogprob:
-    token: str
-    token_bytes: bytes
-    logprob: float
-    top: list[tuple[str, bytes, float]] = field(default_factory=list)
-
-
-@dataclass
-class Chunk:
-    """Text produced by one or more tokens."""
-
-    text: str
-    token_ids: list[int]
-    logprobs: list[TokenLogprob] | None = None
-
-
-@dataclass
-class Usage:
-    prompt_tokens: int = 0
-    cached_tokens: int = 0
-    completion_tokens: int = 0
-
-    @property
-    def total_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
-
-
-@dataclass
-class Timings:
-    ttft_s: float = 0.0  # request start to first generated token (includes prefill)
-    prompt_s: float = 0.0
-    decode_s: float = 0.0
-    # Speculative decoding: draft tokens verified, and how many of them were kept.
-    draft_n: int = 0
-    draft_n_accepted: int = 0
-
-    def prompt_tps(self, tokens: int) -> float:
-        return tokens / self.prompt_s if self.prompt_s > 0 else 0.0
-
-    def decode_tps(self, completion_tokens: int) -> float:
-        # The first token comes from prefill; speed counts the ones after it.
-        return (completion_tokens - 1) / self.decode_s if completion_tokens > 1 and self.decode_s > 0 else 0.0
-
-
-@dataclass
-class Finished:
-    finish_reason: str  # stop | length | cancelled
-    usage: Usage
-    timings: Timings
-    model_id: str
-
-    @property
-    def tokens_per_s(self) -> float:
-        return self.timings.decode_tps(self.usage.completion_tokens)
-
-
-GenerationEvent = Chunk | Finished
-
 # Which tokens of a batch row want logits.
 NONE, LAST, ALL = "none", "last", "all"
 
@@ -153,7 +89,7 @@ def fewer_gpu_layers(layers: int) -> int:
 ProgressCallback = Callable[[float], None]
 
 
-class LoadedModel:
+class LoadedModel(SequenceStates):
     """A model and its context with ``options.parallel`` sequences. Not thread-safe: only the
     scheduler's thread steps it (or one caller at a time through ``generate``)."""
 
@@ -179,6 +115,7 @@ class LoadedModel:
     _batch: Any  # a llama_batch, None before _load and after close
     _batch_capacity: int
     adapters: ContextAdapters  # the LoRA adapters this context applies (lora_runtime)
+    vocabulary: Vocabulary  # text <-> tokens
 
     def __init__(self, record: ModelRecord, options: LoadOptions, progress: ProgressCallback | None = None) -> None:
         self.record = record
@@ -192,8 +129,6 @@ class LoadedModel:
         self._prefilling: list[Sequence] = []  # opened sequences that may lead a shared prefill
         self.prompt_tokens_decoded = 0  # prompt tokens fed to llama_decode by steps (tests count them)
         self.row_cost = RowCost()  # what a draft row costs here, measured from decode steps
-        self._pieces: dict[int, bytes] = {}
-        self._cutters: dict[bool, PieceCutter | None] = {}  # by parse_special, made on first need
         # One KvSlot per llama.cpp sequence id: the tokens whose KV entries it holds.
         self.slots = [KvSlot(i) for i in range(max(1, options.parallel))]
         self._load(progress)
@@ -256,6 +191,7 @@ class LoadedModel:
                     "unsupported architecture, or too large for the memory available")
         self._vocab = lib.llama_model_get_vocab(self._model)
         self.n_vocab = lib.llama_vocab_n_tokens(self._vocab)
+        self.vocabulary = Vocabulary(lib, self._vocab, self.n_vocab)
         self.n_ctx_train = lib.llama_model_n_ctx_train(self._model)
         self.n_layer = lib.llama_model_n_layer(self._model)
         # Sliding-window attention: layers that only see the last n_swa positions.
@@ -395,60 +331,22 @@ class LoadedModel:
         for slot in self.slots:
             slot.kv_tokens, slot.prefilled, slot.busy = [], 0, False
 
-    @property
-    def closed(self) -> bool:
-        return self._ctx is None
-
-    # -- text <-> tokens ------------------------------------------------------------
+    # -- text <-> tokens (engine/vocabulary.py) ------------------------------------------
 
     def tokenize(self, text: str, add_special: bool = True, parse_special: bool = True) -> list[int]:
-        data = text.encode("utf-8")
-        capacity = len(data) + 16
-        buffer = (self._lib.llama_token * capacity)()
-        count = self._lib.llama_tokenize(self._vocab, data, len(data), buffer, capacity, add_special, parse_special)
-        if count < 0:  # the buffer was too small; llama.cpp says how many it needs
-            capacity = -count
-            buffer = (self._lib.llama_token * capacity)()
-            count = self._lib.llama_tokenize(self._vocab, data, len(data), buffer, capacity, add_special, parse_special)
-        return list(buffer[:count])
+        return self.vocabulary.tokenize(text, add_special, parse_special)
 
     def token_bytes(self, token: int) -> bytes:
-        piece = self._pieces.get(token)
-        if piece is None:
-            special = token in self._preserved_markers
-            buffer = ctypes.create_string_buffer(64)
-            n = self._lib.llama_token_to_piece(self._vocab, token, buffer, 64, 0, special)
-            if n < 0:
-                buffer = ctypes.create_string_buffer(-n)
-                n = self._lib.llama_token_to_piece(self._vocab, token, buffer, -n, 0, special)
-            piece = buffer.raw[:n]
-            self._pieces[token] = piece
-        return piece
-
-    @functools.cached_property
-    def _preserved_markers(self) -> frozenset[int]:
-        """Control tokens that mark tool calls or reasoning (``[TOOL_CALLS]``, ``<think>``, …):
-        written into the text, where the parsers look for them, not dropped like other
-        control tokens."""
-        ids = set()
-        for marker in (*PRESERVED_MARKERS, *REASONING_MARKERS):
-            tokens = self.tokenize(marker, add_special=False, parse_special=True)
-            if len(tokens) == 1:
-                ids.add(tokens[0])
-        return frozenset(ids)
+        return self.vocabulary.token_bytes(token)
 
     def detokenize(self, tokens: list[int]) -> str:
-        return b"".join(self.token_bytes(t) for t in tokens).decode("utf-8", errors="replace")
+        return self.vocabulary.detokenize(tokens)
 
     def is_end_of_generation(self, token: int) -> bool:
-        return bool(self._lib.llama_vocab_is_eog(self._vocab, token))
+        return self.vocabulary.is_end_of_generation(token)
 
     def cut_at_end(self, draft: list[int]) -> list[int]:
-        """A draft up to and including its first end-of-generation token: nothing follows it."""
-        for i, token in enumerate(draft):
-            if self.is_end_of_generation(token):
-                return draft[:i + 1]
-        return draft
+        return self.vocabulary.cut_at_end(draft)
 
     def chat_tokens(self, messages: list[dict], tools: list[dict] | None = None,
                     cancel: threading.Event | None = None, options: dict[str, Any] | None = None) -> list[int]:
@@ -461,51 +359,18 @@ class LoadedModel:
         bos = self.chat_template.bos_token
         # Templates that write the BOS token themselves must not get a second one.
         add_special = self.add_bos and not (bos and text.startswith(bos))
-        return self._bounded_tokens(text, add_special, True, cancel)
+        return self.vocabulary.bounded_tokens(text, add_special, True, self.n_ctx, cancel, self._prompt_too_long)
 
     def prompt_tokens(self, text: str, cancel: threading.Event | None = None) -> list[int]:
         """A raw-text prompt as tokens, with the context and cancel checks of ``chat_tokens``."""
-        return self._bounded_tokens(text, True, False, cancel)
+        return self.vocabulary.bounded_tokens(text, True, False, self.n_ctx, cancel, self._prompt_too_long)
 
-    def _bounded_tokens(self, text: str, add_special: bool, parse_special: bool,
-                        cancel: threading.Event | None) -> list[int]:
-        """Tokenize in pieces: linear in the text however many special tokens it holds, and
-        stopped once more tokens than the context holds are counted, or on ``cancel``."""
-        cutter = self._cutter(parse_special) if len(text) > TOKENIZE_PIECE_CHARS else None
-        parts = cutter.pieces(text, TOKENIZE_PIECE_CHARS) if cutter is not None else iter([text])
-        tokens: list[int] = []
-        for i, piece in enumerate(parts):
-            if cancel is not None and cancel.is_set():
-                raise JobCancelled("the request was cancelled while its prompt was being prepared")
-            tokens.extend(self.tokenize(piece, add_special=add_special and i == 0, parse_special=parse_special))
-            if len(tokens) > self.n_ctx:
-                raise ContextLengthExceeded(
-                    f"the prompt (at least {len(tokens)} tokens) does not fit in the model's context of "
-                    f"{self.n_ctx} tokens; shorten the conversation or start a new one",
-                    prompt_tokens=len(tokens), context_size=self.n_ctx,
-                )
-        return tokens
-
-    def _cutter(self, parse_special: bool) -> PieceCutter | None:
-        """Where this vocabulary's tokenizer splits text: the tokens it matches before
-        tokenizing (without ``parse_special`` only the user-defined ones). None when pieces
-        cannot tokenize like the whole (a vocabulary that appends EOS to every call)."""
-        if parse_special not in self._cutters:
-            lib, vocab = self._lib, self._vocab
-            marked, skipped = _ATTR_USER_DEFINED | _ATTR_CONTROL | _ATTR_UNKNOWN, 0
-            if not parse_special:
-                skipped = _ATTR_CONTROL | _ATTR_UNKNOWN  # llama.cpp skips these then (the mask, not the type)
-            texts, strips_left = [], []
-            for token in range(self.n_vocab):
-                attr = lib.llama_vocab_get_attr(vocab, token)
-                if attr & marked and not attr & skipped:
-                    text = lib.llama_vocab_get_text(vocab, token).decode("utf-8", errors="replace")
-                    texts.append(text)
-                    if attr & _ATTR_LSTRIP:
-                        strips_left.append(text)
-            add_eos = bool(lib.llama_vocab_get_add_eos(vocab))
-            self._cutters[parse_special] = None if add_eos else PieceCutter(texts, strips_left)
-        return self._cutters[parse_special]
+    def _prompt_too_long(self, counted: int) -> ContextLengthExceeded:
+        return ContextLengthExceeded(
+            f"the prompt (at least {counted} tokens) does not fit in the model's context of "
+            f"{self.n_ctx} tokens; shorten the conversation or start a new one",
+            prompt_tokens=counted, context_size=self.n_ctx,
+        )
 
     # -- generation -----------------------------------------------------------------
 
@@ -750,143 +615,6 @@ class LoadedModel:
 
     def slot_view(self, slot: KvSlot) -> SlotView:
         return SlotView(self, slot)
-
-    def reusable_prefix(self, prompt: list[int], slot: KvSlot | None = None) -> int:
-        """How many leading tokens of ``prompt`` a slot's resident KV cache can serve."""
-        slot = slot or self.slots[0]
-        if slot.lora != self.adapters.key:
-            return 0  # that KV was computed with other adapters (or none)
-        common = 0
-        # At least two prompt tokens are always prefilled (one-token batches differ; see
-        # ``KvSlot.prefilled``), and the last one yields the logits of the first new token.
-        limit = min(slot.prefilled, len(slot.kv_tokens), len(prompt) - 2)
-        while common < limit and slot.kv_tokens[common] == prompt[common]:
-            common += 1
-        return max(common, 0)
-
-    def _reuse_prefix(self, slot: KvSlot, prompt: list[int]) -> int:
-        """Keep the KV entries shared with ``prompt``; returns how many tokens were kept."""
-        common = self.reusable_prefix(prompt, slot)
-        if common == 0:
-            return self._clear_kv(slot)
-        return self._truncate_kv(slot, common)
-
-    def _truncate_kv(self, slot: KvSlot, keep: int) -> int:
-        """Drop KV entries from position ``keep`` on; returns the tokens kept (0 if it had to clear)."""
-        if keep < len(slot.kv_tokens):
-            if not self._lib.llama_memory_seq_rm(self._memory, slot.seq_id, keep, -1):
-                # Some caches (recurrent ones) cannot drop a tail: start over.
-                return self._clear_kv(slot)
-            del slot.kv_tokens[keep:]
-            if not self._window_intact(slot, keep):
-                return self._clear_kv(slot)
-        slot.prefilled = min(slot.prefilled, keep)
-        return keep
-
-    def _window_intact(self, slot: KvSlot, next_pos: int) -> bool:
-        """Whether the sliding-window layers still hold every position ``next_pos`` attends to.
-
-        A restored state carries only the last ``n_swa`` positions of those layers, so after
-        trimming it the window of the next token can reach positions that are gone; decoding
-        on would silently attend to nothing there. (llama.cpp's server checks the same.)
-        """
-        if self.n_swa <= 0 or next_pos == 0:
-            return True
-        oldest = self._lib.llama_memory_seq_pos_min(self._memory, slot.seq_id)
-        return oldest <= max(0, next_pos - self.n_swa)
-
-    # -- sequence state (the prefix cache's payload) --------------------------------
-
-    def state_key(self) -> str:
-        """What a saved sequence state must match to be restored into this model."""
-        from llama_cpp import __version__ as binding_version  # noqa: PLC0415 — already loaded
-
-        layout = self.options.kv_layout_key(self.flash_attention)
-        # A state computed with adapters is only ever restored with the same ones and scales.
-        lora = f"|lora {self.adapters.key}" if self.adapters.key else ""
-        return f"{self.record.fingerprint}|{layout}|llama-cpp-python {binding_version}{lora}"
-
-    def export_sequence(
-        self, limit: int | None = None, destination: Callable[[int], np.ndarray | None] | None = None,
-        seq_id: int = 0,
-    ) -> tuple[list[int], np.ndarray] | None:
-        """Copy a sequence's KV state out of llama.cpp: (the tokens it covers, its bytes).
-
-        Keeps (and saves) at most ``limit`` tokens. Uses the per-sequence state API, which
-        holds only the KV cells (no logits buffer); None when there is nothing to save or
-        llama.cpp could not copy it. ``destination(size)`` may supply memory to copy into
-        (the prompt cache hands over a buffer it has already paged in).
-        """
-        slot = self.slots[seq_id]
-        if self.closed or not slot.kv_tokens or slot.lora != self.adapters.key:
-            return None
-        # Only the prefilled part is ever reused, so only it is saved; for sliding-window
-        # models this also makes the saved window end where the next turn continues.
-        keep = slot.prefilled if limit is None else min(slot.prefilled, limit)
-        if keep <= 0 or self._truncate_kv(slot, keep) == 0:
-            return None
-        lib = self._lib
-        size = lib.llama_state_seq_get_size(self._ctx, seq_id)
-        if size <= 0:
-            return None
-        payload = destination(size) if destination is not None else None
-        if payload is None:
-            # np.empty, not bytearray: zero-filling tens of MB first took longer than the copy.
-            payload = np.empty(size, dtype=np.uint8)
-        written = lib.llama_state_seq_get_data(
-            self._ctx, payload.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)), size, seq_id
-        )
-        if written != size:
-            log.warning("llama.cpp copied %d of %d bytes of the sequence state; not saving it", written, size)
-            return None
-        return list(slot.kv_tokens), payload
-
-    def import_sequence(self, tokens: list[int], payload: bytearray | bytes | np.ndarray, keep: int,
-                        seq_id: int = 0) -> int:
-        """Replace a sequence with a saved state covering ``tokens`` and keep its first ``keep``.
-
-        Returns how many tokens the KV cache now holds: ``keep`` on success, 0 when
-        llama.cpp refused the state or it cannot be trimmed to ``keep`` (the caller then
-        prefills from the start, which is always correct).
-        """
-        slot = self.slots[seq_id]
-        self._clear_kv(slot)
-        if not tokens or keep <= 0 or len(tokens) > self.n_ctx:
-            return 0
-        lib = self._lib
-        size = len(payload)
-        # A writable buffer: bytes are copied; numpy's stubs lack the buffer protocol, its .data has it.
-        buffer: bytearray | memoryview = (
-            bytearray(payload) if isinstance(payload, bytes)
-            else payload.data if isinstance(payload, np.ndarray)
-            else payload
-        )
-        view = (ctypes.c_uint8 * size).from_buffer(buffer)
-        try:
-            loaded = lib.llama_state_seq_set_data(self._ctx, view, size, seq_id)
-        finally:
-            del view
-        if loaded == 0 or lib.llama_memory_seq_pos_max(self._memory, seq_id) != len(tokens) - 1:
-            log.warning("llama.cpp did not accept a saved sequence state for %s; prefilling instead", self.record.id)
-            return self._clear_kv(slot)
-        slot.kv_tokens = list(tokens)
-        slot.prefilled = len(tokens)  # saved states hold prefilled tokens only
-        keep = min(keep, len(tokens))
-        if self._truncate_kv(slot, keep) == 0:
-            return 0
-        if not self._window_intact(slot, keep):
-            log.info("a restored state of %s lacks the sliding-window history for position %d", self.record.id, keep)
-            return self._clear_kv(slot)
-        return keep
-
-    def _clear_kv(self, slot: KvSlot | None = None) -> int:
-        """Forget one slot's KV entries (default: every slot's)."""
-        for target in [slot] if slot is not None else self.slots:
-            self._lib.llama_memory_seq_rm(self._memory, target.seq_id, -1, -1)
-            target.kv_tokens = []
-            target.prefilled = 0
-            target.lora = self.adapters.key  # what it computes from now on is under this set
-        return 0
 
     def _prefill_for_embedding(self, tokens: list[int]) -> None:
         """Decode ``tokens`` as one batch on sequence 0 (pooling needs them together)."""
