@@ -1,4 +1,9 @@
-"""One loaded llama.cpp model: load, tokenize, render chats, and the decode loop.
+"""One loaded llama.cpp model and its context: sequences, the step loop, logits, embeddings.
+
+``LoadedModel`` is assembled from parts in their own files: ``model_loading.ModelLoading``
+(weights, context, what is read from the model), ``vocabulary.Vocabulary`` (text <-> tokens)
+and ``sequence_states.SequenceStates`` (reusable prefixes, a sequence's KV state out and back
+in). Here: opening sequences and ``step()``, the one place that fills ``llama_batch``.
 
 The decode loop talks to llama.cpp's C API directly (through llama-cpp-python's ctypes
 bindings) rather than through ``Llama.create_completion``: one reusable batch, the native
@@ -13,61 +18,36 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .chat_template import ChatTemplate
 from .errors import ContextLengthExceeded, InvalidRequest, ModelLoadError
-from .fit import ModelShape, detect_machine, estimate_fit
+from .generation_events import Chunk as Chunk
+from .generation_events import Finished as Finished
+from .generation_events import GenerationEvent as GenerationEvent
+from .generation_events import Timings as Timings
+from .generation_events import TokenLogprob as TokenLogprob
+from .generation_events import Usage as Usage
 from .gguf import GGUFInfo, read_gguf
 from .lora import LoraSet
-from .lora_runtime import ContextAdapters
-from .native import llama, physical_cores
-from .generation_events import Chunk, Finished, GenerationEvent, Timings, TokenLogprob, Usage
+from .model_loading import LoadOptions as LoadOptions
+from .model_loading import ModelLoading
+from .model_loading import ProgressCallback as ProgressCallback
+from .model_loading import fewer_gpu_layers as fewer_gpu_layers
+from .native import llama
 from .registry import ModelRecord
 from .sampling import SamplingParams
-from .sequence import DECODE, DONE, PREFILL, KvSlot, Sequence, SlotView
+from .sequence import DECODE, PREFILL, KvSlot, Sequence, SlotView
 from .sequence_states import SequenceStates
-from .speculative import DRAFT, LOOKUP, MAX_DRAFT, OFF, RowCost, check_mode
-from .vocabulary import Vocabulary
+from .speculative import OFF, RowCost
 
 if TYPE_CHECKING:
     from .draft_model import DraftModel
 
 log = logging.getLogger(__name__)
-
-KV_CACHE_TYPES = {"f16": 1, "q8_0": 8}  # ggml type ids
-
-
-@dataclass(frozen=True)
-class LoadOptions:
-    """Load-time settings. Those that change the KV layout also key saved states."""
-
-    context_size: int = 4096
-    threads: int = 0  # 0: one per physical core
-    gpu_layers: int = -1  # -1: as many as the fit estimate says fit in free VRAM, 0: CPU only
-    kv_cache_type: str = "f16"
-    batch_size: int = 512  # prefill chunk: long prompts are fed this many tokens at a time
-    embeddings: bool = False
-    # Sequences one context serves at once (llama.cpp's n_seq_max), each with its own KV
-    # stream of ``context_size`` cells; the scheduler batches their steps into one decode.
-    parallel: int = 1
-    # Speculative decoding: "off", "lookup" (n-gram drafts from the prompt and the answer)
-    # or "draft" (a small model with the same vocabulary, ``draft_model``, drafts).
-    speculative: str = OFF
-    draft_model: ModelRecord | None = field(default=None, hash=False)
-
-    def kv_layout_key(self, flash_attention: bool | None = None) -> str:
-        # The KV cache type sets the element layout; flash attention sets whether V is stored
-        # transposed. Context and batch sizes do not change a saved sequence's bytes: a state
-        # fits any context with room for its tokens.
-        if flash_attention is None:
-            flash_attention = self.kv_cache_type != "f16"  # the CPU default, see LoadedModel
-        return f"kv={self.kv_cache_type};fa={'on' if flash_attention else 'off'}"
-
 
 # Which tokens of a batch row want logits.
 NONE, LAST, ALL = "none", "last", "all"
@@ -83,39 +63,11 @@ class BatchRow:
     logits: str  # NONE | LAST | ALL
 
 
-def fewer_gpu_layers(layers: int) -> int:
-    """The next, smaller offload to try after a load that did not fit (halving, then 0)."""
-    return layers // 2 if layers > 1 else 0
-ProgressCallback = Callable[[float], None]
 
 
-class LoadedModel(SequenceStates):
+class LoadedModel(ModelLoading, SequenceStates):
     """A model and its context with ``options.parallel`` sequences. Not thread-safe: only the
     scheduler's thread steps it (or one caller at a time through ``generate``)."""
-
-    # Set by _load; declared here for readers and type checkers.
-    n_vocab: int
-    n_ctx: int  # each sequence's context
-    n_ctx_train: int
-    n_layer: int
-    n_swa: int
-    threads: int
-    gpu_layers: int
-    flash_attention: bool
-    offload_note: str
-    draft_note: str  # why this model does not draft with the chosen draft model, or ""
-    load_seconds: float
-    chat_template: ChatTemplate
-    add_bos: bool
-    speculative_mode: str  # OFF, LOOKUP or DRAFT: what this model runs (see _speculative_mode)
-    # llama.cpp handles, typed Any: the bindings are reached through a module object.
-    _ctx: Any
-    _vocab: Any
-    _memory: Any
-    _batch: Any  # a llama_batch, None before _load and after close
-    _batch_capacity: int
-    adapters: ContextAdapters  # the LoRA adapters this context applies (lora_runtime)
-    vocabulary: Vocabulary  # text <-> tokens
 
     def __init__(self, record: ModelRecord, options: LoadOptions, progress: ProgressCallback | None = None) -> None:
         self.record = record
@@ -132,187 +84,6 @@ class LoadedModel(SequenceStates):
         # One KvSlot per llama.cpp sequence id: the tokens whose KV entries it holds.
         self.slots = [KvSlot(i) for i in range(max(1, options.parallel))]
         self._load(progress)
-
-    # -- loading --------------------------------------------------------------------
-
-    def _load(self, progress: ProgressCallback | None) -> None:
-        if self.options.kv_cache_type not in KV_CACHE_TYPES:
-            raise ModelLoadError(f"unknown KV cache type {self.options.kv_cache_type!r}; use f16 or q8_0")
-        started = time.perf_counter()
-        planned = self._planned_gpu_layers()
-        layers = planned
-        while True:
-            failure = self._load_with(layers, progress)
-            if failure is None:
-                break
-            if layers == 0:
-                raise ModelLoadError(failure)
-            fewer = fewer_gpu_layers(layers)
-            # Most often the GPU ran out of memory; the same load with fewer layers may fit.
-            log.warning("%s with %d GPU layers; trying again with %d", failure, layers, fewer)
-            layers = fewer
-        self.gpu_layers = layers
-        self.offload_note = ""
-        if layers < planned:
-            self.offload_note = (
-                f"Not enough GPU memory for {planned} layers of {self.record.id}: {layers} of "
-                f"{self.n_layer + 1} layers run on the GPU, the rest on the CPU."
-            )
-            log.warning("%s", self.offload_note)
-        self.draft_note = ""
-        if self.speculative_mode == DRAFT:
-            self._load_draft()
-        self.load_seconds = time.perf_counter() - started
-        log.info(
-            "loaded %s: n_ctx=%d threads=%d gpu_layers=%d flash_attn=%s in %.2fs",
-            self.record.id, self.n_ctx, self.threads, layers, self.flash_attention, self.load_seconds,
-        )
-
-    def _load_with(self, gpu_layers: int, progress: ProgressCallback | None) -> str | None:
-        """One attempt at weights + context with ``gpu_layers`` offloaded; a reason on failure."""
-        lib = self._lib
-        params = lib.llama_model_default_params()
-        params.n_gpu_layers = gpu_layers
-        params.use_mmap = True
-
-        def on_progress(fraction: float, _user: ctypes.c_void_p) -> bool:
-            if progress is not None:
-                try:
-                    progress(float(fraction))
-                except Exception:  # a broken progress listener must not abort the load
-                    log.exception("load progress callback failed")
-            return True
-
-        self._progress_cb = lib.llama_progress_callback(on_progress)
-        params.progress_callback = self._progress_cb
-        self._model = lib.llama_model_load_from_file(str(self.record.path).encode(), params)
-        if not self._model:
-            return (f"llama.cpp could not load {self.record.id}; the file may be damaged or of an "
-                    "unsupported architecture, or too large for the memory available")
-        self._vocab = lib.llama_model_get_vocab(self._model)
-        self.n_vocab = lib.llama_vocab_n_tokens(self._vocab)
-        self.vocabulary = Vocabulary(lib, self._vocab, self.n_vocab)
-        self.n_ctx_train = lib.llama_model_n_ctx_train(self._model)
-        self.n_layer = lib.llama_model_n_layer(self._model)
-        # Sliding-window attention: layers that only see the last n_swa positions.
-        self.n_swa = int(self.info.arch_value("attention.sliding_window") or 0)
-
-        ctx_params = lib.llama_context_default_params()
-        wanted = self.options.context_size
-        per_sequence = min(wanted, self.n_ctx_train) if self.n_ctx_train > 0 else wanted
-        ctx_params.n_ctx = per_sequence * len(self.slots)
-        # Room for a full prefill chunk plus each sequence's decode token (and draft) in one step.
-        self._batch_capacity = self.options.batch_size + len(self.slots) * (1 + self._draft_room())
-        ctx_params.n_batch = self._batch_capacity
-        ctx_params.n_ubatch = self.options.batch_size
-        ctx_params.n_seq_max = len(self.slots)
-        # One KV stream per sequence, each of the full context, rather than llama.cpp's
-        # unified pool: in unified mode the same prompt gave different logits depending on
-        # which cells its sequence landed in (SmolLM2, first-token logprob -0.152 in one
-        # slot, -0.169 in another), so a conversation's answer would depend on its slot and
-        # on what else ran before. Per-sequence streams answer exactly as a lone sequence.
-        ctx_params.kv_unified = False
-        threads = self.options.threads or physical_cores()
-        ctx_params.n_threads = threads
-        ctx_params.n_threads_batch = threads
-        kv_type = KV_CACHE_TYPES[self.options.kv_cache_type]
-        ctx_params.type_k = kv_type
-        ctx_params.type_v = kv_type
-        self.flash_attention = self._flash_attention(gpu_layers)
-        ctx_params.flash_attn_type = (
-            lib.LLAMA_FLASH_ATTN_TYPE_ENABLED if self.flash_attention else lib.LLAMA_FLASH_ATTN_TYPE_DISABLED
-        )
-        ctx_params.embeddings = self.options.embeddings
-        if self.options.embeddings:
-            ctx_params.pooling_type = lib.LLAMA_POOLING_TYPE_MEAN
-        ctx_params.no_perf = True
-        self._ctx = lib.llama_init_from_model(self._model, ctx_params)
-        if not self._ctx:
-            self.close()
-            return f"llama.cpp could not create a context for {self.record.id} (out of memory?)"
-        self.n_ctx = lib.llama_n_ctx(self._ctx) // len(self.slots)  # each sequence's own context
-        self.threads = threads
-        self._memory = lib.llama_get_memory(self._ctx)
-        self._batch = lib.llama_batch_init(self._batch_capacity, 0, 1)
-        self.adapters = ContextAdapters(lib, self._model, self._ctx, self.info, self.record.id)
-        self.speculative_mode = self._speculative_mode()
-        self.chat_template = ChatTemplate(
-            self.info.chat_template,
-            bos_token=self._special_text("bos"),
-            eos_token=self._special_text("eos"),
-        )
-        self.add_bos = bool(lib.llama_vocab_get_add_bos(self._vocab))
-        return None
-
-    def _planned_gpu_layers(self) -> int:
-        """The setting, or for "auto" (-1) what the fit estimate says fits in free VRAM now."""
-        if self.options.gpu_layers >= 0:
-            return self.options.gpu_layers
-        machine = detect_machine()
-        if not machine.has_gpu:
-            return 0
-        # Every sequence has a KV stream of the full context (see _load_with).
-        estimate = estimate_fit(ModelShape.from_gguf(self.info), machine,
-                                context=self.options.context_size * len(self.slots),
-                                kv_type=self.options.kv_cache_type, n_ubatch=self.options.batch_size)
-        log.info("fit estimate for %s: %s", self.record.id, estimate.label)
-        return estimate.gpu_layers
-
-    def _flash_attention(self, gpu_layers: int) -> bool:
-        """On for a quantized V cache (it needs it) and whenever layers run on a GPU.
-
-        On the CPU it stays off for f16: llama.cpp's CPU flash-attention kernel for f16 K/V
-        gives logits that depend on how the prompt is split into batches (up to ~0.9 apart
-        on SmolLM2), so a reused prefix would not reproduce a full prefill. Without it (and
-        with q8_0 + flash attention) every split gives bit-identical logits; the prefix cache
-        relies on that. GPU backends are faster with it and it saves VRAM.
-        """
-        if self.options.kv_cache_type != "f16":
-            return True
-        return gpu_layers > 0 and bool(self._lib.llama_supports_gpu_offload())
-
-    def _load_draft(self) -> None:
-        from .draft_model import DraftModel, DraftVocabularyMismatch  # noqa: PLC0415 — it builds LoadedModels itself
-
-        draft = self.options.draft_model
-        try:
-            if draft is None:
-                raise ModelLoadError(f"speculative decoding with a draft model needs one; pick a draft model for {self.record.id} in Settings")
-            self._draft = DraftModel(self, draft)
-        except DraftVocabularyMismatch as exc:
-            # The draft model is one setting for every model: a model of another family
-            # still loads, and drafts from its own prompt instead of failing to open.
-            self.speculative_mode = LOOKUP
-            self.draft_note = f"{exc}. {self.record.id} drafts by prompt lookup instead."
-            log.warning("%s", self.draft_note)
-        except ModelLoadError:
-            self.close()
-            raise
-
-    def _draft_room(self) -> int:
-        """Draft tokens each sequence may add to a step's batch."""
-        return MAX_DRAFT if self.options.speculative != OFF and not self.options.embeddings else 0
-
-    def _speculative_mode(self) -> str:
-        """The speculative mode this model runs: the setting, unless the model cannot take it."""
-        try:
-            mode = check_mode(self.options.speculative)
-        except ValueError as exc:
-            raise ModelLoadError(str(exc)) from exc
-        if mode == OFF or self.options.embeddings:
-            return OFF
-        lib = self._lib
-        # Rejected draft tokens are removed from the KV cache: a recurrent state cannot drop
-        # a tail, and a sliding-window cache may already have let go of cells the next
-        # token attends to once the draft's positions moved its window on.
-        if lib.llama_model_is_recurrent(self._model) or lib.llama_model_is_hybrid(self._model) or self.n_swa > 0:
-            log.info("speculative decoding is off for %s: its cache cannot drop rejected drafts", self.record.id)
-            return OFF
-        return mode
-
-    def _special_text(self, role: str) -> str:
-        found = self.info.special_tokens.get(role)
-        return found[1] or "" if found else ""
 
     def close(self) -> None:
         lib = self._lib
