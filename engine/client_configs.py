@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 PROVIDER_ID = "inglenook"
 KEY_VARIABLE = "INGLENOOK_API_KEY"  # Codex reads the key from the variable env_key names
 CLIENTS = ("codex", "claude", "opencode")
+CLAUDE_PATIENCE_MS = "3600000"  # Claude Code's stream-idle and request timeouts (see _claude)
 NO_KEY = "not-needed"  # clients that insist on a key get this when the server has none
 
 
@@ -191,6 +192,11 @@ def _claude(endpoint: Endpoint, home: Path) -> ClientSetup:
         "ANTHROPIC_MODEL": endpoint.model,
         "ANTHROPIC_DEFAULT_HAIKU_MODEL": endpoint.model,  # its background tasks
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        # A first turn reads ~20,000 tokens of instructions: minutes of prefill on a CPU.
+        # Claude Code gives up on a stream with no content event for 5 minutes (pings do not
+        # count) and on a request after 10; an hour for both lets a slow machine answer.
+        "CLAUDE_STREAM_IDLE_TIMEOUT_MS": CLAUDE_PATIENCE_MS,
+        "API_TIMEOUT_MS": CLAUDE_PATIENCE_MS,
     }
     snippet = json.dumps({"env": env}, indent=2) + "\n"
     return ClientSetup("claude", "Claude Code", folder / "settings.json", snippet, endpoint.root, env, "claude",

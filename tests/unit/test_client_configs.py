@@ -55,6 +55,9 @@ def test_claude_keeps_other_settings_and_drops_a_competing_key(tmp_path: Path) -
     assert data["permissions"] == {"allow": ["Bash"]} and data["env"]["FOO"] == "1"
     assert "ANTHROPIC_API_KEY" not in data["env"] and data["env"]["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:8484"
     assert "CLAUDE_CODE_ATTRIBUTION_HEADER" not in data["env"]
+    # A long first prefill on a CPU outlasts Claude Code's 5-minute stream watchdog otherwise.
+    assert int(data["env"]["CLAUDE_STREAM_IDLE_TIMEOUT_MS"]) >= 3_600_000
+    assert int(data["env"]["API_TIMEOUT_MS"]) >= 3_600_000
 
 
 def test_opencode_keeps_models_added_before(tmp_path: Path) -> None:
