@@ -5,7 +5,13 @@ job submitted here from any thread. A worker thread admits jobs into the sequenc
 resident model (loading the model a job names just in time, unloading models that sit
 idle) and advances all admitted sequences together, one batched decode per step. Each job
 streams its events back through its own queue and carries a cancel event checked at every
-step. Callers see only ``submit`` and ``JobHandle``.
+step. Callers see only ``submit`` and ``JobHandle`` (``jobs.py``).
+
+Why this file is longer than most (about 700 lines): admission, the step loop and the
+resident models' lifecycle (loads in flight, landed loads, eviction, idle unloads) all read
+and change the worker's one state — running sequences, waiting jobs, the pool — under one
+lock, and the order rules between them (a chat turn before API jobs, a landed load installed
+at a pass's start, one adapter set per step) are easiest to check in one place.
 """
 
 from __future__ import annotations
