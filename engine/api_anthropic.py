@@ -8,9 +8,10 @@ the scheduler behave exactly as for chat completions. Results go back in
 ``api_anthropic_out``; the event stream is in ``api_anthropic_stream``.
 
 Two things are kept out of the engine on purpose:
-- ``max_tokens`` is a cap on the run, not the engine's budget. Anthropic requires it and
-  clients send large values (Claude Code asks for tens of thousands); as a budget that
-  does not fit the local context it would fail the request, as a cap it only stops early.
+- ``max_tokens`` is the job's ``token_cap``, not ``SamplingParams.max_tokens``. Anthropic
+  requires it and clients send large values (Claude Code asks for tens of thousands); as a
+  max_tokens that does not fit the local context it would fail the request, as a cap (clipped
+  to the context left) it only stops early.
 - ``stop_sequences`` are watched here, so the answer can say which one ended it.
 """
 

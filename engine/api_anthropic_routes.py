@@ -54,10 +54,12 @@ async def read_body(request: Request, model: type[BodyT]) -> BodyT:
 
 
 def start_run(service: "ApiService", plan: GenerationPlan, cap: int | None) -> Run:
-    """Queue the plan's one job; ``cap`` ends it after that many tokens (``max_tokens``)."""
+    """Queue the plan's one job; it ends after ``cap`` tokens (``max_tokens``), or sooner when
+    the context is full (the scheduler clips the cap to the room after the prompt)."""
     stamp_client(plan.jobs)  # a named key's requests count as "api:<name>"
+    plan.jobs[0].token_cap = cap
     handle = service.engine.scheduler.submit(plan.jobs[0])
-    return service.counted(Run(handle, service.limiter, cap, service.runs), plan.jobs[0], plan)
+    return service.counted(Run(handle, service.runs), plan.jobs[0], plan)
 
 
 def messages_router(service: "ApiService") -> APIRouter:
@@ -124,7 +126,7 @@ async def prompt_tokens(request: Request, service: "ApiService", plan: Generatio
     """
     job = dataclasses.replace(plan.jobs[0], count_only=True)
     stamp_client([job])
-    run = Run(service.engine.scheduler.submit(job), service.limiter, None, service.runs)
+    run = Run(service.engine.scheduler.submit(job), service.runs)
     try:
         async with cancelled_on_disconnect(request, [run]):
             await run.drain()

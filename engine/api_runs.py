@@ -3,10 +3,9 @@
 The scheduler's thread hands each job's events to a ``LoopWaker``, which wakes the event
 loop once per step for every stream that got something; a ``Run`` then reads its events
 with ``JobHandle.poll`` on the loop. No thread waits per job, and the loop never waits on
-inference. A ``Run`` also applies
-the server's default cap on generated tokens by cancelling the job when a client sent
-no ``max_tokens``, and it cancels its job when the request goes away: the client
-disconnected, the handler was cancelled, or the server is shutting down.
+inference. A ``Run`` cancels its job when the request goes away: the client disconnected,
+the handler was cancelled, or the server is shutting down. (The server's default cap on
+generated tokens is the job's ``token_cap``, applied by the scheduler as a sampling limit.)
 """
 
 from __future__ import annotations
@@ -104,15 +103,11 @@ def loop_waker() -> LoopWaker:
 class Run:
     """One generate job as the server consumes it: prime, iterate, then read the totals."""
 
-    def __init__(self, handle: JobHandle, limiter: anyio.CapacityLimiter, cap: int | None, registry: RunSet) -> None:
+    def __init__(self, handle: JobHandle, registry: RunSet) -> None:
         self.handle = handle
-        self.cap = cap  # the server's default cap, when the client set no max_tokens
-        self.capped = False
         self.finished: Finished | None = None
-        self.tokens = 0
         self.text_parts: list[str] = []
         self.logprobs: list[TokenLogprob] = []
-        del limiter  # events reach the loop without a worker thread (see _next)
         self._ready: asyncio.Event | None = None
         self._primed: list[Any] = []
         self._registry = registry
@@ -162,17 +157,13 @@ class Run:
             if isinstance(event, Finished):
                 self.finished = event
                 continue
-            if not isinstance(event, Chunk) or self.capped:
-                continue  # after the cap: the job is being cancelled, its last tokens are dropped
-            self.tokens += len(event.token_ids)
+            if not isinstance(event, Chunk):
+                continue
             if self.reasoning is not None:
                 self.reasoning.feed(event)
             self.text_parts.append(event.text)
             if event.logprobs:
                 self.logprobs.extend(event.logprobs)
-            if self.cap is not None and self.tokens >= self.cap:
-                self.capped = True
-                self.handle.cancel()
             yield event
         self.close()
         if self.finished is None:
@@ -187,17 +178,12 @@ class Run:
     @property
     def finish_reason(self) -> str:
         reason = self.finished.finish_reason if self.finished else "length"
-        if self.capped or reason == "cancelled":
-            # Stopped by the default cap, or by shutdown: either way the text is cut short.
-            return "length"
-        return reason
+        # Stopped by shutdown: the text is cut short, as by a limit.
+        return "length" if reason == "cancelled" else reason
 
     @property
     def usage(self) -> Usage:
-        usage = self.finished.usage if self.finished else Usage()
-        if self.capped:
-            return Usage(usage.prompt_tokens, usage.cached_tokens, self.tokens)
-        return usage
+        return self.finished.usage if self.finished else Usage()
 
     def close(self) -> None:
         """Cancel the job unless it already ended, and stop tracking it."""

@@ -91,12 +91,13 @@ class ApiService:
             raise ServerError("the server is shutting down")
 
     def submit(self, plan: GenerationPlan) -> list[Run]:
-        cap = self.default_max_tokens if plan.capped else None
         stamp_client(plan.jobs)  # a named key's requests count as "api:<name>"
+        if plan.capped:  # no max_tokens from the client: the default, clipped to the context left
+            for job in plan.jobs:
+                job.token_cap = self.default_max_tokens
         # All of a request's choices are queued at once, so they start in the same step.
         handles = self.engine.scheduler.submit_many(plan.jobs)
-        return [self.counted(Run(handle, self.limiter, cap, self.runs), job, plan)
-                for handle, job in zip(handles, plan.jobs)]
+        return [self.counted(Run(handle, self.runs), job, plan) for handle, job in zip(handles, plan.jobs)]
 
     def counted(self, run: Run, job: GenerateJob, plan: GenerationPlan) -> Run:
         """``run`` with its reasoning tokens counted for usage as its chunks are read."""

@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -52,7 +51,7 @@ def scheduler() -> Iterator[Scheduler]:
 
 def answer_of(scheduler: Scheduler, content: str = "2 + 2?", stops: tuple[str, ...] = ()) -> Answer:
     handle = scheduler.submit(GenerateJob("m:q4_0", messages=[{"role": "user", "content": content}]))
-    return Answer(Run(handle, anyio.CapacityLimiter(4), None, RunSet()), stops)
+    return Answer(Run(handle, RunSet()), stops)
 
 
 def stream_events(answer: Answer, calls: ToolCallFilter | None = None) -> list[tuple[str, dict[str, Any]]]:

@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
 from inglenook.engine.api_openai_responses import ResponseCreateRequest
@@ -57,7 +56,7 @@ def calling() -> Iterator[Scheduler]:
 
 def run_of(scheduler: Scheduler) -> Run:
     handle = scheduler.submit(GenerateJob("m:q4_0", messages=[{"role": "user", "content": "2 + 2?"}]))
-    return Run(handle, anyio.CapacityLimiter(4), None, RunSet())
+    return Run(handle, RunSet())
 
 
 def meta() -> ResponseMeta:

@@ -12,8 +12,6 @@ import asyncio
 import json
 from typing import Any
 
-import anyio
-
 from inglenook.engine.api_openai_responses import ResponseCreateRequest
 from inglenook.engine.api_openai_responses_output import ResponseMeta, ResponseObject
 from inglenook.engine.api_openai_responses_stream import response_stream
@@ -39,7 +37,7 @@ def test_a_job_that_fails_mid_stream_ends_with_error_and_response_failed() -> No
     async def stream(engine: Engine) -> list[str]:
         handle = engine.scheduler.submit(GenerateJob(model_id="no-such-model", messages=[{"role": "user", "content": "Hi."}]))
         runs = RunSet()
-        run = Run(handle, anyio.CapacityLimiter(4), None, runs)
+        run = Run(handle, runs)
         meta = ResponseMeta(ResponseCreateRequest.model_validate({"input": "Hi.", "stream": True}), "no-such-model")
         frames = [frame async for frame in response_stream(meta, run, None, keep)]
         assert len(runs) == 0  # the run was closed

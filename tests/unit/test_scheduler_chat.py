@@ -365,13 +365,11 @@ def test_exclusive_work_is_not_reported_as_a_stuck_step(scheduler: Scheduler) ->
 def test_runs_read_every_event_on_the_loop_without_worker_threads(scheduler: Scheduler) -> None:
     import asyncio
 
-    import anyio
-
     from inglenook.engine.api_runs import Run, RunSet
 
     async def read_two() -> list[str]:
         handles = [scheduler.submit(GenerateJob("m:q4_0", text=f"q{i}")) for i in range(2)]
-        runs = [Run(handle, anyio.CapacityLimiter(1), None, RunSet()) for handle in handles]
+        runs = [Run(handle, RunSet()) for handle in handles]
 
         async def text(run: Run) -> str:
             return "".join([chunk.text async for chunk in run.chunks()])
