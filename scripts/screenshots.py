@@ -51,7 +51,7 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def wait(app, condition, timeout: float = 300.0) -> None:  # noqa: ANN001
+def wait(app, condition, timeout: float = 900.0) -> None:  # noqa: ANN001 — a shared machine can be slow
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
