@@ -34,8 +34,9 @@ from .api_errors import ApiError, error_body, error_for
 from .api_anthropic_errors import anthropic_error_response, is_messages_path
 from .api_anthropic_routes import messages_router
 from .api_openai_responses_routes import responses_router
-from .api_requests import GenerationPlan, ModelNames, chat_plan, completion_plan
-from .api_responses import Meta, chat_completion, chat_stream, completion, completion_stream
+from .api_requests import GenerationPlan, ModelNames
+from .api_responses import Meta
+from .api_text_endpoints import CHAT_COMPLETIONS, COMPLETIONS, TextEndpoint, TextRequestT
 from .api_runs import Run, RunSet, cancelled_on_disconnect
 from .api_key_limits import KeyTraffic, stamp_client
 from .api_keys import ApiKeys
@@ -48,8 +49,6 @@ from .core import Engine
 from .model_cards import ModelCatalogue
 from .errors import InglenookError, InvalidRequest, PortInUse, ServerError
 from .protocol import (
-    ChatCompletionRequest,
-    CompletionRequest,
     EmbeddingData,
     EmbeddingList,
     EmbeddingRequest,
@@ -190,31 +189,26 @@ def create_app(service: ApiService) -> FastAPI:
     async def retrieve_model(model_id: str) -> dict:
         return await anyio.to_thread.run_sync(catalogue.card, model_id)
 
-    @app.post("/v1/chat/completions")
-    async def chat_completions(request: Request) -> Any:
+    async def generate(request: Request, endpoint: TextEndpoint[TextRequestT]) -> Any:
+        """The one handler of /v1/chat/completions and /v1/completions."""
         service.ensure_open()
-        request.state.prompt_param = "messages"
-        body = await read_request(request, ChatCompletionRequest)
-        plan = await anyio.to_thread.run_sync(chat_plan, body, names)
+        request.state.prompt_param = endpoint.prompt_param
+        body = await read_request(request, endpoint.request)
+        plan = await anyio.to_thread.run_sync(endpoint.plan, body, names)
         runs = await run_plan(request, service, plan, body.stream)
-        meta = Meta.new("chatcmpl", plan)
+        meta = Meta.new(endpoint.id_prefix, plan)
         if body.stream:
             usage = bool(body.stream_options and body.stream_options.include_usage)
-            return event_stream(chat_stream(plan, runs, meta, usage, body.parallel_tool_calls))
-        return chat_completion(plan, runs, meta, body.parallel_tool_calls).model_dump(mode="json")
+            return event_stream(endpoint.stream(plan, runs, meta, usage, body))
+        return endpoint.whole(plan, runs, meta, body).model_dump(mode="json")
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request) -> Any:
+        return await generate(request, CHAT_COMPLETIONS)
 
     @app.post("/v1/completions")
     async def completions(request: Request) -> Any:
-        service.ensure_open()
-        request.state.prompt_param = "prompt"
-        body = await read_request(request, CompletionRequest)
-        plan = await anyio.to_thread.run_sync(completion_plan, body, names)
-        runs = await run_plan(request, service, plan, body.stream)
-        meta = Meta.new("cmpl", plan)
-        if body.stream:
-            usage = bool(body.stream_options and body.stream_options.include_usage)
-            return event_stream(completion_stream(plan, runs, meta, usage))
-        return completion(plan, runs, meta).model_dump(mode="json")
+        return await generate(request, COMPLETIONS)
 
     @app.post("/v1/embeddings")
     async def embeddings(request: Request) -> Any:
