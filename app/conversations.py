@@ -52,6 +52,9 @@ class ConversationList(QObject):
         chat.answer_started.connect(lambda *_: self.refresh())
         chat.answer_finished.connect(lambda *_: self.refresh())
         chat.answer_failed.connect(lambda *_: self.refresh())
+        # A summary written in the background (engine/background.py) shows in the chat's tooltip.
+        summarised = workers.disk.relay(lambda _summary: self.refresh())
+        engine.background.add_summary_listener(lambda conversation_id, text: summarised((conversation_id, text)))
 
     def set_current(self, conversation_id: int | None) -> None:
         self.current_id = conversation_id
@@ -61,12 +64,14 @@ class ConversationList(QObject):
         chats, search = self.engine.chats, self.search_text
         hidden = set(self.pending_deletes)
 
-        def read() -> list[Conversation]:
-            return [c for c in chats.conversations(search) if c.id not in hidden]
+        summaries = self.engine.background.summaries
 
-        def shown(conversations: list[Conversation]) -> None:
-            conversations = [c for c in conversations if c.id not in self.pending_deletes]
-            self.sidebar.set_conversations(conversations, self.current_id, set(self.chat.streams))
+        def read() -> tuple[list[Conversation], dict[int, str]]:
+            return [c for c in chats.conversations(search) if c.id not in hidden], summaries.all()
+
+        def shown(found: tuple[list[Conversation], dict[int, str]]) -> None:
+            conversations = [c for c in found[0] if c.id not in self.pending_deletes]
+            self.sidebar.set_conversations(conversations, self.current_id, set(self.chat.streams), found[1])
             self.listed.emit(conversations)
             if open_latest and self.current_id is None and conversations:
                 self.latest.emit(conversations[0].id)

@@ -31,6 +31,7 @@ ID_ROLE = Qt.ItemDataRole.UserRole + 1
 TIME_ROLE = Qt.ItemDataRole.UserRole + 2
 STREAMING_ROLE = Qt.ItemDataRole.UserRole + 3
 TITLE_ROLE = Qt.ItemDataRole.UserRole + 4  # the saved title, to tell a rename from other item changes
+SUMMARY_ROLE = Qt.ItemDataRole.UserRole + 5  # a long conversation's summary ("" when it has none)
 
 
 class _ConversationDelegate(QStyledItemDelegate):
@@ -173,7 +174,11 @@ class Sidebar(QFrame):
 
     # -- content ----------------------------------------------------------------------
 
-    def set_conversations(self, conversations: list[Conversation], current: int | None, streaming: set[int]) -> None:
+    def set_conversations(self, conversations: list[Conversation], current: int | None, streaming: set[int],
+                          summaries: dict[int, str] | None = None) -> None:
+        """List ``conversations``; a long one's ``summaries`` entry (written in the background)
+        shows under its title in the tooltip."""
+        summaries = summaries or {}
         self._filling = True
         try:
             self.list.clear()
@@ -184,7 +189,9 @@ class Sidebar(QFrame):
                 item.setData(TITLE_ROLE, item.text())
                 item.setData(STREAMING_ROLE, conversation.id in streaming)
                 item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
-                item.setToolTip(conversation.title)
+                summary = summaries.get(conversation.id, "")
+                item.setData(SUMMARY_ROLE, summary)
+                item.setToolTip(f"{conversation.title}\n\n{summary}" if summary else conversation.title)
                 self.list.addItem(item)
                 if conversation.id == current:
                     self.list.setCurrentItem(item)

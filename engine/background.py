@@ -45,7 +45,7 @@ TITLE_PROMPT = ("Write a title of at most six words for a conversation that begi
 MAX_SOURCE_CHARS = 1500
 
 SUMMARY_CLIENT = BACKGROUND_PREFIX + "summary"
-SUMMARY_MAX_TOKENS = 60
+SUMMARY_MAX_TOKENS = 48
 SUMMARY_MIN_MESSAGES = 8  # four exchanges: shorter conversations are told by their title
 SUMMARY_EVERY = 6  # new messages before a summary is written again
 SUMMARY_PROMPT = ("Summarise the conversation below in one sentence of at most 25 words, for a list of "
