@@ -70,6 +70,7 @@ class Tally:
     # conversation id -> (user messages sent, answers that must be stored)
     expected: dict[int, list[int]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    samples: list[dict[str, Any]] = field(default_factory=list)  # memory_sampler's trend
 
     def count(self, name: str, by: int = 1) -> None:
         with self.lock:
@@ -180,6 +181,32 @@ def health_worker(server: ApiServer, tally: Tally, stop: threading.Event) -> Non
             tally.error("health", exc)
 
 
+def warm_up(engine: Engine, server: ApiServer, models: list[str]) -> None:
+    """Each kind of work once before the start is measured: both models loaded, the
+    embedding context, an API stream (the first of each makes one-time allocations:
+    tokenizer tables, compiled chat templates, the HTTP stack's first imports)."""
+    for model in models:
+        list(engine.scheduler.load(model).events())
+    client = openai.OpenAI(base_url=server.url, api_key="soak", max_retries=0, timeout=600)
+    client.embeddings.create(model=models[0], input=PROMPTS[:3])
+    for _chunk in client.chat.completions.create(model=models[0], messages=[{"role": "user", "content": PROMPTS[0]}],
+                                                 max_tokens=4, stream=True):
+        pass
+
+
+def memory_sampler(engine: Engine, tally: Tally, stop: threading.Event, started: float) -> None:
+    """Every two minutes: RSS after malloc_trim, what ran so far and which models are resident
+    (a trend: a one-time cost flattens, a leak keeps climbing with the operations)."""
+    while not stop.wait(120):
+        usage = process_usage(engine)
+        with tally.lock:
+            ops = sum(n for name, n in tally.counts.items() if name not in ("errors", "health_checks"))
+            tally.samples.append({"s": round(time.monotonic() - started), "ops": ops,
+                                  "rss_after_malloc_trim_mb": usage.get("rss_after_malloc_trim_mb"),
+                                  "prompt_cache_ram_mb": usage["prompt_cache_ram_mb"],
+                                  "resident": [m.record.id for m in engine.scheduler.loaded_models()]})
+
+
 def download_again(downloads: Any, tally: Tally, stop: threading.Event, when: float) -> None:
     """Half way through, the starter model's file is downloaded again while traffic runs."""
     if stop.wait(max(0.0, when - time.monotonic())):
@@ -251,13 +278,13 @@ def main() -> None:
             gemma_id = downloads.pull(GEMMA_REPO).id  # the model the switches go to
             tally.count("downloads")
             models = [engine.default_model_id(), gemma_id]
-            list(engine.scheduler.load(models[0]).events())
+            warm_up(engine, server, models)
             if window is not None:
                 window.model_list.refresh()  # the downloaded model, for the chat's model picker
                 bot.waitUntil(lambda: gemma_id in {m.id for m in window.models}, timeout=60_000)
             engine.scheduler.unload_all()
-            # Warm (the first load's one-time allocations made) and with no model resident,
-            # as the end is measured: which model happens to be resident does not count.
+            # Warm (every kind of work done once: its one-time allocations made) and with no
+            # model resident, as the end is measured: which model happens to be resident does not count.
             start = process_usage(engine)
             started = time.monotonic()
             stop = threading.Event()
@@ -267,6 +294,7 @@ def main() -> None:
                 threading.Thread(target=stream_worker, args=(server, models, tally, stop, random.Random(rnd.random()))),
                 threading.Thread(target=embedding_worker, args=(server, models[0], tally, stop, random.Random(rnd.random()))),
                 threading.Thread(target=health_worker, args=(server, tally, stop)),
+                threading.Thread(target=memory_sampler, args=(engine, tally, stop, started)),
             ]
             deadline = started + args.minutes * 60
             workers.append(threading.Thread(target=download_again, args=(downloads, tally, stop, started + args.minutes * 30)))
@@ -301,6 +329,7 @@ def main() -> None:
         "errors_seen": tally.counts["errors"],
         "errors": tally.errors,
         "messages_lost": lost,
+        "samples": tally.samples,
         "wall_s": round(time.monotonic() - started, 1),
     }
     print(json.dumps(report, indent=2))
