@@ -1,4 +1,6 @@
-"""Per-conversation settings: system prompt, sampling and presets (a panel beside the chat)."""
+"""Per-conversation settings: system prompt, sampling, presets and a LoRA adapter (a panel
+beside the chat). The adapter and its scale are kept in the conversation's settings under
+``lora`` (``[{"id", "scale"}]``), which ``ChatService`` checks before they are saved."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inglenook.engine import SamplingParams
+from inglenook.engine import MAX_SCALE, AdapterRecord, SamplingParams
 
 
 # Presets people can pick; "Custom" is whatever the fields say.
@@ -29,6 +31,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     "Deterministic": {"temperature": 0.0, "top_p": 1.0, "top_k": 1},
 }
 CUSTOM = "Custom"
+NO_ADAPTER = "None"
+LORA = "lora"  # the settings key ChatService reads (engine/chat.py LORA_KEY)
 
 
 def preset_for(sampling: dict[str, Any]) -> str:
@@ -89,6 +93,8 @@ class ChatSettingsPanel(QFrame):
         layout.addWidget(self.preset)
         layout.addSpacing(6)
         self._build_numbers(body, layout)
+        self._build_adapter(body, layout)
+        layout.addStretch(1)
         scroll.setWidget(body)
         outer.addWidget(scroll)
         self._connect()
@@ -126,7 +132,24 @@ class ChatSettingsPanel(QFrame):
         context_note.setObjectName("PageHint")
         context_note.setWordWrap(True)
         layout.addWidget(context_note)
-        layout.addStretch(1)
+
+    def _build_adapter(self, body: QWidget, layout: QVBoxLayout) -> None:
+        """The LoRA adapter this chat runs with, and how strongly (switched without a reload)."""
+        layout.addSpacing(6)
+        layout.addWidget(_label("LORA ADAPTER", body))
+        self.adapter = QComboBox(body)
+        self.adapter.addItem(NO_ADAPTER, None)
+        self.adapter.setToolTip("A fine-tune applied on top of the model; imported like a model")
+        layout.addWidget(self.adapter)
+        self.adapter_scale = QDoubleSpinBox(body)
+        self.adapter_scale.setRange(0.0, MAX_SCALE)
+        self.adapter_scale.setSingleStep(0.1)
+        self.adapter_scale.setValue(1.0)
+        self.adapter_scale.setToolTip("How strongly the adapter applies; 0 answers as the model alone")
+        form = QFormLayout()
+        form.addRow(_label("Scale", body), self.adapter_scale)
+        layout.addLayout(form)
+        self._sync_adapter_scale()
 
     def _connect(self) -> None:
         # Edits are saved after a pause in typing, not on every keystroke.
@@ -136,8 +159,9 @@ class ChatSettingsPanel(QFrame):
         self._timer.timeout.connect(self._emit)
         self.preset.currentTextChanged.connect(self._preset_chosen)
         self.system_prompt.textChanged.connect(self._edited)
-        for spin in (self.temperature, self.top_p, self.top_k, self.max_tokens):
+        for spin in (self.temperature, self.top_p, self.top_k, self.max_tokens, self.adapter_scale):
             spin.valueChanged.connect(self._edited)
+        self.adapter.currentIndexChanged.connect(self._adapter_chosen)
         self._context_timer = QTimer(self)
         self._context_timer.setSingleShot(True)
         self._context_timer.setInterval(600)
@@ -158,15 +182,49 @@ class ChatSettingsPanel(QFrame):
             self.conversation_id = conversation_id
             defaults = SamplingParams()
             self._extra = {k: v for k, v in sampling.items()
-                           if k not in ("temperature", "top_p", "top_k", "max_tokens")}
+                           if k not in ("temperature", "top_p", "top_k", "max_tokens", LORA)}
             self.system_prompt.setPlainText(system_prompt or "")
             self.temperature.setValue(float(sampling.get("temperature", defaults.temperature)))
             self.top_p.setValue(float(sampling.get("top_p", defaults.top_p)))
             self.top_k.setValue(int(sampling.get("top_k", defaults.top_k)))
             self.max_tokens.setValue(int(sampling.get("max_tokens") or 0))
             self.preset.setCurrentText(preset_for(sampling))
+            self._show_adapter(sampling.get(LORA))
         finally:
             self._loading = False
+
+    def set_adapters(self, adapters: list[AdapterRecord]) -> None:
+        """The imported adapters to choose from (read on the disk lane); the choice stays."""
+        chosen = self.adapter.currentData()
+        self._loading = True
+        try:
+            self.adapter.clear()
+            self.adapter.addItem(NO_ADAPTER, None)
+            for record in adapters:
+                self.adapter.addItem(f"{record.id} ({record.architecture}, rank {record.rank})", record.id)
+            self._select_adapter(chosen)
+        finally:
+            self._loading = False
+
+    def _show_adapter(self, chosen: Any) -> None:
+        first = chosen[0] if isinstance(chosen, list) and chosen and isinstance(chosen[0], dict) else {}
+        self._select_adapter(first.get("id"))
+        self.adapter_scale.setValue(float(first.get("scale", 1.0)) if first else 1.0)
+        self._sync_adapter_scale()
+
+    def _select_adapter(self, adapter_id: Any) -> None:
+        index = self.adapter.findData(adapter_id) if adapter_id is not None else 0
+        if index < 0:  # a chat names an adapter not listed (yet): keep it, so nothing is lost
+            self.adapter.addItem(f"{adapter_id} (not imported)", adapter_id)
+            index = self.adapter.count() - 1
+        self.adapter.setCurrentIndex(index)
+
+    def _sync_adapter_scale(self) -> None:
+        self.adapter_scale.setEnabled(self.adapter.currentData() is not None)
+
+    def _adapter_chosen(self, _index: int) -> None:
+        self._sync_adapter_scale()
+        self._edited()
 
     def sampling(self) -> dict[str, Any]:
         values: dict[str, Any] = dict(self._extra)
@@ -177,6 +235,9 @@ class ChatSettingsPanel(QFrame):
         )
         if self.max_tokens.value():
             values["max_tokens"] = self.max_tokens.value()
+        adapter_id = self.adapter.currentData()
+        if adapter_id is not None:
+            values[LORA] = [{"id": adapter_id, "scale": round(self.adapter_scale.value(), 3)}]
         return values
 
     def _preset_chosen(self, name: str) -> None:

@@ -234,6 +234,7 @@ class ModelsPage(QWidget):
                 total.imported += result.imported
                 total.already += result.already
                 total.skipped += result.skipped
+                total.adapters += result.adapters
             return total
 
         self.show_notice("Importing…", sticky=True)
@@ -283,11 +284,17 @@ class ModelsPage(QWidget):
             pieces.append(f"Added {names}{more}.")
         if result.already:
             pieces.append(f"{len(result.already)} already listed.")
+        if result.adapters:  # LoRA adapters: chosen per chat in the chat settings
+            names = ", ".join(a.id for a in result.adapters[:3])
+            pieces.append(f"LoRA adapter{'s' if len(result.adapters) > 1 else ''} {names}: pick in a chat's settings.")
         if result.skipped:
             path, reason = result.skipped[0]
             more = f" (and {len(result.skipped) - 1} more)" if len(result.skipped) > 1 else ""
             pieces.append(f"Skipped {path.name}: {reason}{more}.")
-        self.show_notice(" ".join(pieces) or "Nothing to import.", error=bool(result.skipped) and not result.imported)
+        added = result.imported or result.adapters
+        self.show_notice(" ".join(pieces) or "Nothing to import.", error=bool(result.skipped) and not added)
+        if result.adapters and not result.imported:
+            self.models_changed.emit()  # the model list is read again, and the adapter picker with it
         if result.imported:
             self.show_tab(self.INSTALLED)
             self.models_changed.emit()

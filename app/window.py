@@ -137,6 +137,8 @@ class MainWindow(QMainWindow):
         self.banner.action.connect(self._act)
         self.hub.changed.connect(self._model_state)
         self.model_list.changed.connect(self._show_models)
+        # The chat settings' adapter picker follows imports as the model list does.
+        self.model_list.changed.connect(lambda: self.workers.disk.run(self.engine.adapters.list, self.panel.set_adapters))
         self.server.state_changed.connect(self._api_state)
         self.saver.saved.connect(self._settings_saved)
         self.models_page.remove_requested.connect(self.model_list.remove)

@@ -1,0 +1,99 @@
+"""Picking a LoRA adapter in a chat's settings, as a person would: the answer changes, the
+choice is stored with the conversation, and scale 0 or "None" answer as the model alone, on
+the same loaded model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.gui.conftest import new_chat, type_and_send, wait_answer
+from tests.test_lora_files import write_adapter
+
+LONG_MS = 900_000  # four answers in a row on a shared, busy machine; no assertion is about time
+
+
+def _last_answer(window) -> str:  # noqa: ANN001
+    return window.view.widgets[-1].text
+
+
+def _regenerate(qtbot, window, cid: int) -> str:  # noqa: ANN001
+    """The Regenerate button's work, waited for until the new answer is saved."""
+    store = window.engine.store
+    before = store.messages(cid)[-1].created_at  # (SQLite may give the new answer the old one's id)
+    window.active.regenerate()
+
+    def saved() -> bool:
+        last = store.messages(cid)[-1]
+        return last.role == "assistant" and last.created_at != before and not window.chat.is_streaming(cid)
+
+    qtbot.waitUntil(saved, timeout=LONG_MS)
+    wait_answer(qtbot, window, cid)
+    return store.messages(cid)[-1].content
+
+
+def _answered(window, cid: int) -> bool:  # noqa: ANN001
+    messages = window.engine.store.messages(cid)
+    return bool(messages) and messages[-1].role == "assistant" and not window.chat.is_streaming(cid)
+
+
+def _stored(window, cid: int) -> list | None:  # noqa: ANN001
+    return window.engine.store.get_conversation(cid).sampling.get("lora")
+
+
+def test_an_adapter_picked_in_chat_settings_changes_the_answer_and_is_switched_off(qtbot, window,  # noqa: ANN001
+                                                                                    tmp_path: Path) -> None:
+    engine = window.engine
+    engine.update_settings(threads=1)  # a busy machine: see tests/integration/test_lora_engine.py
+    engine.scheduler.unload_all()  # in case the window loaded the default model already
+    engine.adapters.register_file(write_adapter(tmp_path / "colour-lora.gguf", seed=1))
+    window.model_list.refresh()  # what an import does; the picker follows
+    panel = window.panel
+    qtbot.waitUntil(lambda: panel.adapter.count() == 2, timeout=30_000)
+    assert panel.adapter.itemText(1).startswith("colour-lora")
+    assert not panel.adapter_scale.isEnabled()  # no adapter: nothing to scale
+
+    cid = new_chat(qtbot, window, max_tokens=10)
+    type_and_send(qtbot, window, "Name a colour.")
+    qtbot.waitUntil(lambda: _answered(window, cid), timeout=LONG_MS)
+    wait_answer(qtbot, window, cid)
+    base = engine.store.messages(cid)[-1].content
+    assert _last_answer(window) == base
+    model = engine.scheduler.loaded_models()[0]
+
+    panel.adapter.setCurrentIndex(1)
+    assert panel.adapter_scale.isEnabled() and panel.adapter_scale.value() == 1.0
+    panel.flush()
+    qtbot.waitUntil(lambda: _stored(window, cid) == [{"id": "colour-lora", "scale": 1.0}], timeout=30_000)
+    adapted = _regenerate(qtbot, window, cid)
+    assert adapted != base
+
+    panel.adapter_scale.setValue(0.0)
+    panel.flush()
+    qtbot.waitUntil(lambda: _stored(window, cid) == [{"id": "colour-lora", "scale": 0.0}], timeout=30_000)
+    assert _regenerate(qtbot, window, cid) == base
+
+    panel.adapter.setCurrentIndex(0)
+    panel.flush()
+    qtbot.waitUntil(lambda: _stored(window, cid) is None, timeout=30_000)
+    assert _regenerate(qtbot, window, cid) == base
+    assert engine.scheduler.loaded_models() == [model]  # switched on and off without a reload
+
+    # The choice is the conversation's: another chat starts without it, this one shows it again.
+    panel.adapter.setCurrentIndex(1)
+    panel.adapter_scale.setValue(0.5)
+    panel.flush()
+    qtbot.waitUntil(lambda: _stored(window, cid) == [{"id": "colour-lora", "scale": 0.5}], timeout=30_000)
+    window.new_chat()
+    assert panel.adapter.currentData() is None
+    window.open_conversation(cid)
+    qtbot.waitUntil(lambda: window.conversation is not None and window.conversation.id == cid)
+    assert panel.adapter.currentData() == "colour-lora" and panel.adapter_scale.value() == 0.5
+
+
+def test_an_adapter_imported_on_the_models_page_reaches_the_chat_settings(qtbot, window, tmp_path: Path) -> None:  # noqa: ANN001
+    page = window.models_page
+    page.import_paths([write_adapter(tmp_path / "style-lora.gguf", blocks=range(1))])
+    qtbot.waitUntil(lambda: page.last_import is not None, timeout=60_000)
+    assert [a.id for a in page.last_import.adapters] == ["style-lora"] and not page.last_import.imported
+    assert "LoRA adapter style-lora" in page.notice.text()
+    qtbot.waitUntil(lambda: window.panel.adapter.findData("style-lora") > 0, timeout=60_000)
