@@ -15,6 +15,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +27,12 @@ DRIVER = Path(__file__).with_name("startup_failure_driver.py")
 
 
 def _namespaces_work() -> str | None:
-    if shutil.which("unshare") is None:
-        return "unshare is not installed"
-    done = subprocess.run(["unshare", "-m", "-n", "sh", "-c", "mount -t tmpfs tmpfs /mnt"], capture_output=True,
-                          text=True)
+    missing = [tool for tool in ("unshare", "ip") if shutil.which(tool) is None]
+    if missing:
+        return f"{' and '.join(missing)} not installed (util-linux, iproute2)"
+    with tempfile.TemporaryDirectory() as folder:
+        done = subprocess.run(["unshare", "-m", "-n", "sh", "-c", f"mount -t tmpfs tmpfs {folder}"],
+                              capture_output=True, text=True)
     return None if done.returncode == 0 else f"unshare -m -n with a tmpfs mount is not permitted here: {done.stderr}"
 
 
