@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
 
 from inglenook.engine import split_whole
 
+from .formatting import human_duration
 from .markdown_view import MarkdownBody, RichText
 from .reasoning_view import ReasoningView
 from .resources import resource_path
@@ -34,6 +35,15 @@ def _action(text: str, parent: QWidget, tip: str) -> QToolButton:
     return button
 
 
+def first_token_text(ms: float) -> str:
+    """Milliseconds while they read at a glance; seconds, then minutes, past that."""
+    if ms < 10_000:
+        return f"{ms:.0f} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s"
+    return human_duration(ms / 1000)
+
+
 def stats_text(message: Message) -> str:
     parts: list[str] = []
     if message.completion_tokens:
@@ -41,7 +51,7 @@ def stats_text(message: Message) -> str:
     if message.tokens_per_s:
         parts.append(f"{message.tokens_per_s:.1f} tok/s")
     if message.ttft_ms is not None and message.completion_tokens:
-        parts.append(f"first token {message.ttft_ms:.0f} ms")
+        parts.append(f"first token {first_token_text(message.ttft_ms)}")
     if message.cached_tokens:
         parts.append(f"{message.cached_tokens} prompt tokens from cache")
     return "  ·  ".join(parts)
