@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from inglenook.engine import Paths
-from inglenook.engine.paths import DiskState, disk_state
-from inglenook.engine.units import human_size
+from inglenook.engine import DiskState, Paths, disk_state, human_size
 
 from .errors import Explanation
 

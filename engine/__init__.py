@@ -35,7 +35,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "settings": ("Settings",),
     "aliases": ("validated_name", "with_alias", "without_alias"),
     "client_configs": ("CLIENTS", "ClientConfigError", "ClientSetup", "Endpoint", "client_setup", "write_client_config"),
-    "paths": ("Paths",),
+    "paths": ("DiskState", "Paths", "disk_state"),
     "cache": ("CacheUsage",),
     "crashguard": ("CrashGuard", "LastCrash"),
     "diagnostics": ("DoctorReport", "SelfTest", "collect"),
@@ -164,7 +164,7 @@ if TYPE_CHECKING:
     from .lora_hub import pull_adapters as pull_adapters
     from .lab.measure import MeasureConfig as MeasureConfig
     from .lab.recommend import Recommendation as Recommendation
-    from .paths import Paths as Paths
+    from .paths import DiskState as DiskState, Paths as Paths, disk_state as disk_state
     from .registry import ModelRecord as ModelRecord, ModelRegistry as ModelRegistry
     from .runtime import (
         Chunk as Chunk,
