@@ -6,6 +6,9 @@ settings), Team keys (named API keys), Engines (remote engines, RPC workers), Ap
 Cache, Quantization (the lab), and About (the doctor
 report: versions, CPU variant, backends, GPUs, a self-test).
 ``Save`` emits the changed fields; the window applies them off the GUI thread.
+
+Why one file of ~500 lines: the dialog's frame and the wiring of its ten pages (each page's
+widgets are built in their own modules or named sections); Save reads them all in one place.
 """
 
 from __future__ import annotations

@@ -24,6 +24,10 @@ The index lives in the files themselves (each header carries its state key and t
 ids; recency is the file's mtime) rather than in a database table: a file and its index
 entry cannot disagree after a crash, Clear is "delete the files", and another process
 (the GUI and a terminal session at once) sees the same cache without sharing a table.
+
+Why one file of ~650 lines: the three tiers and two kinds of entry share one lock, one
+budget accounting and one rule (a restored state is used only for the tokens it provably
+shares); the file format is already its own module (``statefile``).
 """
 
 from __future__ import annotations

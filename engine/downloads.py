@@ -24,6 +24,9 @@ For front ends: build one ``Downloader`` per engine (``downloader_for(engine)``)
 ``download``/``pull``/``resume`` from a worker thread (they block), and marshal the
 progress callback to the UI thread (it is called on the downloading thread). Cancel by
 setting the event passed as ``cancel``; the call then raises ``JobCancelled``.
+
+Why one file of ~480 lines: one download's states — staging, resume, verification, the
+rename into place, cancel — are one state machine, easier to check whole.
 """
 
 from __future__ import annotations

@@ -39,6 +39,9 @@ VRAM comes from llama.cpp's own backends (the devices a load would use), or, whe
 llama.cpp must not be loaded, from NVML (``pynvml``, optional) or ``nvidia-smi``; with
 none of them, the machine simply has no GPU as far as this module knows. On Apple Silicon
 the GPU shares system RAM, so RAM is the budget for both.
+
+Why one file of ~440 lines: the whole memory estimate, each term documented above, and the
+machine probe it is compared with.
 """
 
 from __future__ import annotations

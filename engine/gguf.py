@@ -4,6 +4,9 @@ llama.cpp aborts or crashes on some malformed files; everything it would trip ov
 checked here first, in Python, so a bad file becomes a clear ``ModelLoadError``.
 The format is documented in ggml's ``docs/gguf.md``: magic, version, tensor count,
 key/value count, the key/value pairs, the tensor infos, then aligned tensor data.
+
+Why one file of ~460 lines: the reader and the bounds it enforces (depth, array sizes, string
+lengths) are one parser; splitting them would separate each read from its check.
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@ A thin translation layer. Handlers parse a request model, turn it into scheduler
 OpenAI's response shapes (``api_responses``). Errors of every kind become OpenAI error
 bodies in ``api_errors``; the Host, Origin, body-size and API-key checks are in
 ``api_security``.
+
+Why one file of ~480 lines: it is the route table, every endpoint's thin handler in one
+place, so what the API serves can be read top to bottom; the work is in the api_* modules.
 """
 
 from __future__ import annotations

@@ -10,6 +10,9 @@ NOTADB, or a failed integrity check) is set aside as ``*.corrupt-<time>`` and ev
 still readable is copied into a fresh one; a database that is only *unavailable* (disk
 full, read-only, locked by another program, an I/O error) is left exactly as it is and
 every operation raises ``StorageUnavailable``: one clear error, nothing renamed, nothing lost.
+
+Why one file of ~460 lines: every table's queries beside the one connection, its lock and the
+failure handling they all share (damaged vs unavailable).
 """
 
 from __future__ import annotations
