@@ -83,6 +83,17 @@ class Tally:
                 self.errors.append(f"{where}: {type(exc).__name__ if isinstance(exc, BaseException) else ''} {exc}")
 
 
+def smaps_rollup() -> dict[str, int]:
+    """Kilobyte fields of /proc/self/smaps_rollup (Rss, Anonymous, Pss_File, …)."""
+    fields: dict[str, int] = {}
+    with open("/proc/self/smaps_rollup") as rollup:
+        for line in rollup:
+            parts = line.split()
+            if len(parts) == 3 and parts[2] == "kB":
+                fields[parts[0].rstrip(":")] = int(parts[1])
+    return fields
+
+
 def process_usage(engine: Engine | None = None) -> dict[str, Any]:
     gc.collect()
     me = psutil.Process()
@@ -95,6 +106,9 @@ def process_usage(engine: Engine | None = None) -> dict[str, Any]:
         # What the C allocator keeps of freed memory is not a leak; this says what is left.
         ctypes.CDLL("libc.so.6").malloc_trim(0)
         usage["rss_after_malloc_trim_mb"] = round(me.memory_info().rss / 2**20, 1)
+        # Anonymous memory (heap, KV, states) apart from file-backed pages (mapped model files).
+        rollup = smaps_rollup()
+        usage["anon_mb"], usage["file_mb"] = round(rollup["Anonymous"] / 1024, 1), round(rollup.get("Pss_File", 0) / 1024, 1)
     if engine is not None:
         # Saved prompt states held in RAM on purpose (within their budget), part of the RSS.
         usage["prompt_cache_ram_mb"] = round(engine.cache_usage().ram_bytes / 2**20, 1)

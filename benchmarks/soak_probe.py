@@ -39,7 +39,7 @@ import openai
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from soak import GEMMA_REPO, PROMPTS, SMOL_REPO, serve_hub  # noqa: E402
+from soak import GEMMA_REPO, PROMPTS, SMOL_REPO, serve_hub, smaps_rollup  # noqa: E402
 
 from inglenook.engine.core import Engine  # noqa: E402
 from inglenook.engine.downloads import downloader_for  # noqa: E402
@@ -52,17 +52,6 @@ class MallInfo2(ctypes.Structure):
     _fields_ = [(name, ctypes.c_size_t) for name in
                 ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
                  "keepcost")]
-
-
-def smaps_rollup() -> dict[str, int]:
-    """Kilobyte fields of /proc/self/smaps_rollup (Rss, Anonymous, Pss_File, …)."""
-    fields: dict[str, int] = {}
-    with open("/proc/self/smaps_rollup") as rollup:
-        for line in rollup:
-            parts = line.split()
-            if len(parts) == 3 and parts[2] == "kB":
-                fields[parts[0].rstrip(":")] = int(parts[1])
-    return fields
 
 
 def memory_sample(baseline: tracemalloc.Snapshot | None) -> dict[str, Any]:
