@@ -44,7 +44,7 @@ from .model_loading import fewer_gpu_layers as fewer_gpu_layers
 from .native import llama
 from .registry import ModelRecord
 from .sampling import SamplingParams
-from .sequence import DECODE, PREFILL, KvSlot, Sequence, SlotView
+from .sequence import DECODE, DONE, PREFILL, KvSlot, Sequence, SlotView
 from .sequence_states import SequenceStates
 from .speculative import OFF, RowCost
 
@@ -247,6 +247,11 @@ class LoadedModel(ModelLoading, SequenceStates):
         sequence.slot.last_used = time.monotonic()
         if not sequence.done:
             sequence.sampler.free()
+            # Ended from outside (a failed step): it never finishes now, so a sequence that
+            # would wait to copy its prefill must not pick it, nor wait for it if it did.
+            sequence.state = DONE
+        if sequence in self._prefilling:
+            self._prefilling.remove(sequence)
 
     def free_slot(self, slot: KvSlot) -> None:
         """Drop a slot's KV entries (to make room in the shared pool)."""

@@ -183,3 +183,24 @@ def test_the_api_reports_drafted_and_accepted_tokens_as_llama_server_does(home: 
             assert last["timings"]["draft_n_accepted"] == timings["draft_n_accepted"]
         finally:
             server.stop()
+
+
+def test_a_sequence_released_mid_prefill_leads_no_one(smollm2_path: Path) -> None:
+    # A failed step releases its sequences before they finish; one that was prefilling must
+    # not become the leader a later request with the same prompt waits on (it never ends).
+    model = LoadedModel(record_for(smollm2_path, SMOLLM2_ID), LoadOptions(context_size=512, gpu_layers=GPU_LAYERS, parallel=2))
+    try:
+        prompt = model.chat_tokens(FREE_FORM)
+        greedy = SamplingParams(temperature=0.0, max_tokens=4)
+        stranded = model.open_sequence(prompt, greedy, threading.Event(), time.perf_counter(), reuse_kv=False,
+                                       slot=model.slots[0])
+        model.release(stranded)  # as Scheduler._step_model does when a step raises
+        later = model.open_sequence(prompt, greedy, threading.Event(), time.perf_counter(), reuse_kv=False,
+                                    slot=model.slots[1])
+        assert later.leader is None
+        while not later.done:
+            model.step([later], model.options.batch_size)
+        assert later.usage.completion_tokens == 4
+        model.release(later)
+    finally:
+        model.close()
