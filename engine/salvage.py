@@ -6,6 +6,10 @@ database, copy each row of the damaged one that can still be read. A table is fi
 in one scan; when the scan hits a damaged page, the rest is walked by rowid, one lookup at
 a time, which goes around a damaged leaf through the tree's interior pages. A lookup that
 fails, or a gap of missing rowids, is skipped; a long enough run of them ends the table.
+
+Every step moves strictly forward in rowid: a damaged tree can hand back keys out of order
+(or the same keys again, through a page that points back up the tree), and a walk that
+followed them would never end. A key at or below the last one read counts as damage.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ import contextlib
 import logging
 import sqlite3
 from pathlib import Path
+
+from .sqlite_tables import quoted
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +30,10 @@ MAX_ROWID_GAP = 2_000
 _UNREADABLE = (sqlite3.Error, ValueError)
 #: Tables the fresh database keeps for itself.
 _SKIPPED = {"_migrations"}
+
+
+class _KeysOutOfOrder(Exception):
+    """A scan returned a rowid at or below one it had already returned: the tree is damaged."""
 
 
 def salvage_into(damaged: Path, fresh: sqlite3.Connection) -> dict[str, int]:
@@ -57,7 +67,7 @@ def _tables(conn: sqlite3.Connection) -> list[str]:
 
 
 def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
-    return [r[1] for r in conn.execute(f"PRAGMA table_info({_quote(table)})")]
+    return [r[1] for r in conn.execute(f"PRAGMA table_info({quoted(table)})")]
 
 
 def _copy_table(source: sqlite3.Connection, fresh: sqlite3.Connection, table: str) -> int:
@@ -68,9 +78,9 @@ def _copy_table(source: sqlite3.Connection, fresh: sqlite3.Connection, table: st
     columns = [c for c in _columns(fresh, table) if c in source_columns] if source_columns else _columns(fresh, table)
     if not columns:
         return 0
-    names = ", ".join(_quote(c) for c in columns)
-    select = f"SELECT rowid, {names} FROM {_quote(table)}"
-    insert = f"INSERT OR IGNORE INTO {_quote(table)} (rowid, {names}) VALUES ({', '.join('?' * (len(columns) + 1))})"
+    names = ", ".join(quoted(c) for c in columns)
+    select = f"SELECT rowid, {names} FROM {quoted(table)}"
+    insert = f"INSERT OR IGNORE INTO {quoted(table)} (rowid, {names}) VALUES ({', '.join('?' * (len(columns) + 1))})"
     rows = _readable_rows(source, select)
     with fresh:
         fresh.executemany(insert, rows)
@@ -85,10 +95,12 @@ def _readable_rows(source: sqlite3.Connection, select: str) -> list[tuple]:
         try:
             query = select + (" WHERE rowid > ?" if after is not None else "") + " ORDER BY rowid"
             for row in source.execute(query, () if after is None else (after,)):
+                if after is not None and row[0] <= after:
+                    raise _KeysOutOfOrder(f"rowid {row[0]} came after {after}")
                 rows[row[0]] = row
                 after = row[0]
             return list(rows.values())
-        except _UNREADABLE as exc:
+        except (*_UNREADABLE, _KeysOutOfOrder) as exc:
             log.info("damaged page after rowid %s: %s", after, exc)
         resumed = _probe_past(source, select, (after or 0) + 1)
         if resumed is None:
@@ -104,10 +116,6 @@ def _probe_past(source: sqlite3.Connection, select: str, start: int) -> tuple | 
             row = source.execute(select + " WHERE rowid = ?", (rowid,)).fetchone()
         except _UNREADABLE:
             continue
-        if row is not None:
+        if row is not None and row[0] == rowid:  # a damaged tree may answer with another key
             return row
     return None
-
-
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'

@@ -26,3 +26,8 @@ def inserted_id(inserted: Table) -> int:
     if last_pk is None:
         raise TypeError(f"no row was inserted into {inserted.name!r}")
     return int(last_pk)
+
+
+def quoted(name: str) -> str:
+    """``name`` as an SQL identifier, for statements built from names read out of a schema."""
+    return '"' + name.replace('"', '""') + '"'

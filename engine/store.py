@@ -6,8 +6,8 @@ committed the moment it is sent, an answer when it completes (or, marked partial
 it is stopped), so a crash mid-turn loses nothing already saved.
 
 Failures are told apart (DESIGN rule 5): a database that is *damaged* (SQLite's CORRUPT or
-NOTADB, or a failed integrity check) is set aside as ``*.corrupt-<time>`` and everything
-still readable is copied into a fresh one; a database that is only *unavailable* (disk
+NOTADB, a failed integrity check, or a schema that lacks what the migrations made) is set
+aside as ``*.corrupt-<time>`` and everything still readable is copied into a fresh one; a database that is only *unavailable* (disk
 full, read-only, locked by another program, an I/O error) is left exactly as it is and
 every operation raises ``StorageUnavailable``: one clear error, nothing renamed, nothing lost.
 
@@ -33,6 +33,7 @@ import sqlite_utils
 from .errors import ConversationNotFound, StorageUnavailable, StoreError
 from .migrations import MIGRATIONS
 from .salvage import salvage_into
+from .schema_check import missing_schema
 from .sqlite_tables import inserted_id, table_named
 
 log = logging.getLogger(__name__)
@@ -133,14 +134,17 @@ class Store:
         db: sqlite_utils.Database | None = None
         try:
             db = self._connect()
-            if not self._healthy(db, self._check):
-                db.conn.close()
-                self.set_aside = self._set_aside_corrupt()
-                db = self._connect()
+            if self._healthy(db, self._check):
                 self._prepare(db)
-                self.salvaged = salvage_into(self.set_aside, db.conn)
-            else:
-                self._prepare(db)
+                missing = missing_schema(db.conn)
+                if not missing:
+                    return db
+                log.error("the database's schema is damaged, it lacks %s", ", ".join(missing[:8]))
+            db.conn.close()
+            self.set_aside = self._set_aside_corrupt()
+            db = self._connect()
+            self._prepare(db)
+            self.salvaged = salvage_into(self.set_aside, db.conn)
             return db
         except sqlite3.Error as exc:
             if db is not None:
