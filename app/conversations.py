@@ -12,7 +12,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QFileDialog
 
-from inglenook.engine import Conversation, Engine, atomic_write_text
+from inglenook.engine import Conversation, ConversationSearch, Engine, atomic_write_text
 
 from . import export
 from .chat_controller import ChatController
@@ -66,12 +66,15 @@ class ConversationList(QObject):
 
         summaries = self.engine.background.summaries
 
-        def read() -> tuple[list[Conversation], dict[int, str]]:
-            return [c for c in chats.conversations(search) if c.id not in hidden], summaries.all()
+        def read() -> tuple[ConversationSearch, dict[int, str]]:
+            # A search embeds its text on the small model: off the GUI thread, like every read.
+            found = chats.search(search) if search else ConversationSearch(chats.conversations(), [])
+            return found, summaries.all()
 
-        def shown(found: tuple[list[Conversation], dict[int, str]]) -> None:
-            conversations = [c for c in found[0] if c.id not in self.pending_deletes]
-            self.sidebar.set_conversations(conversations, self.current_id, set(self.chat.streams), found[1])
+        def shown(found: tuple[ConversationSearch, dict[int, str]]) -> None:
+            conversations = [c for c in found[0].matches if c.id not in self.pending_deletes and c.id not in hidden]
+            related = [c for c in found[0].related if c.id not in self.pending_deletes and c.id not in hidden]
+            self.sidebar.set_conversations(conversations, self.current_id, set(self.chat.streams), found[1], related)
             self.listed.emit(conversations)
             if open_latest and self.current_id is None and conversations:
                 self.latest.emit(conversations[0].id)

@@ -175,14 +175,17 @@ class Sidebar(QFrame):
     # -- content ----------------------------------------------------------------------
 
     def set_conversations(self, conversations: list[Conversation], current: int | None, streaming: set[int],
-                          summaries: dict[int, str] | None = None) -> None:
+                          summaries: dict[int, str] | None = None, related: list[Conversation] | None = None) -> None:
         """List ``conversations``; a long one's ``summaries`` entry (written in the background)
-        shows under its title in the tooltip."""
+        shows under its title in the tooltip. While searching, ``related`` (close in meaning,
+        sharing no word with the search) follow in italics."""
         summaries = summaries or {}
+        related = related or []
         self._filling = True
         try:
             self.list.clear()
-            for conversation in conversations:
+            for conversation in conversations + related:
+                is_related = conversation in related
                 item = QListWidgetItem(conversation.title or "New chat")
                 item.setData(ID_ROLE, conversation.id)
                 item.setData(TIME_ROLE, conversation.updated_at)
@@ -191,13 +194,21 @@ class Sidebar(QFrame):
                 item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
                 summary = summaries.get(conversation.id, "")
                 item.setData(SUMMARY_ROLE, summary)
-                item.setToolTip(f"{conversation.title}\n\n{summary}" if summary else conversation.title)
+                tip = f"{conversation.title}\n\n{summary}" if summary else conversation.title
+                if is_related:
+                    font = item.font()
+                    font.setItalic(True)
+                    item.setFont(font)
+                    tip = f"Related by meaning to your search\n\n{tip}"
+                item.setToolTip(tip)
                 self.list.addItem(item)
                 if conversation.id == current:
                     self.list.setCurrentItem(item)
             searching = bool(self.search.text().strip())
             self.section.setText("RESULTS" if searching else "RECENT")
-            if searching and not conversations:
+            if searching and related:
+                self.section.setText(f"RESULTS · {len(related)} RELATED" if conversations else "RELATED BY MEANING")
+            if searching and not conversations and not related:
                 self.section.setText("NO MATCHES")
         finally:
             self._filling = False

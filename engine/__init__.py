@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 # (a test compares the two): that block is what type checkers and IDEs read.
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "core": ("Engine", "open_engine"),
-    "chat": ("ChatService", "Turn", "title_from"),
+    "chat": ("ChatService", "ConversationSearch", "Turn", "title_from"),
     "scheduler": ("EmbedJob", "Embeddings", "ExclusiveJob", "GenerateJob", "JobHandle", "ModelListener", "Scheduler"),
     "runtime": ("Chunk", "Finished", "GenerationEvent", "LoadOptions", "TokenLogprob", "Timings", "Usage"),
     "sampling": ("SamplingParams",),
@@ -90,7 +90,12 @@ if TYPE_CHECKING:
     from .api_keys import ApiKeyRecord as ApiKeyRecord, ApiKeys as ApiKeys, KeyLimits as KeyLimits
     from .atomic import atomic_write_bytes as atomic_write_bytes, atomic_write_text as atomic_write_text
     from .cache import CacheUsage as CacheUsage
-    from .chat import ChatService as ChatService, Turn as Turn, title_from as title_from
+    from .chat import (
+        ChatService as ChatService,
+        ConversationSearch as ConversationSearch,
+        Turn as Turn,
+        title_from as title_from,
+    )
     from .core import Engine as Engine, open_engine as open_engine
     from .crashguard import CrashGuard as CrashGuard, LastCrash as LastCrash
     from .diagnostics import DoctorReport as DoctorReport, SelfTest as SelfTest, collect as collect

@@ -1,5 +1,6 @@
-"""Background work on a small model that never delays a person's answer: conversation titles
-and summaries of long conversations for the sidebar.
+"""Background work on a small model that never delays a person's answer: conversation titles,
+summaries of long conversations for the sidebar, and the message embeddings that search by
+meaning reads (``chat_search``).
 
 Tasks wait in a queue on this room's own thread. One starts only when the scheduler is idle
 (nothing running, nothing waiting), as a ``BACKGROUND`` job, which the scheduler admits after
@@ -12,6 +13,9 @@ A title replaces only the automatic one (the first message, shortened): a title 
 gave in the meantime is kept. A summary is asked for whenever a chat turn ends (the
 scheduler's finished-job observer) and written when the conversation has at least
 ``SUMMARY_MIN_MESSAGES`` messages and ``SUMMARY_EVERY`` new ones since the last summary.
+Indexing for search is asked for at the same moment and once at start (messages written before
+this version, or while the app was closed): it embeds ``INDEX_BATCH`` messages per job until
+none is left, giving way to every person's turn like the rest.
 """
 
 from __future__ import annotations
@@ -24,11 +28,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .chat import title_from
+from .chat_search import MeaningSearch
 from .errors import InglenookError
-from .routing import ChatModels, small_model_id
+from .routing import ChatModels, is_encoder, search_model_id, small_model_id
 from .runtime import Finished
 from .sampling import SamplingParams
-from .scheduler import BACKGROUND, GenerateJob, JobHandle, Scheduler
+from .scheduler import BACKGROUND, EmbedJob, GenerateJob, JobHandle, Scheduler
 from .settings import Settings
 from .store import Store
 from .summaries import ConversationSummaries
@@ -59,10 +64,21 @@ TitleListener = Callable[[int, str], None]
 SummaryListener = Callable[[int, str], None]
 
 
+class _GaveWay(Exception):
+    """A background job was cancelled because a person's answer started."""
+
+
 @dataclass
 class TitleTask:
     conversation_id: int
     text: str
+    attempts: int = 0
+
+
+@dataclass
+class IndexTask:
+    """Embed every message that has no vector yet (one task queued at a time)."""
+
     attempts: int = 0
 
 
@@ -119,7 +135,9 @@ class BackgroundWork:
         self.poll_s = poll_s
         self.give_up_after_s = give_up_after_s
         self.summaries = ConversationSummaries(store)
-        self._tasks: queue.Queue[TitleTask | SummaryTask | None] = queue.Queue()
+        self.search = MeaningSearch(store, lambda model_id: is_encoder(models, model_id))
+        self._tasks: queue.Queue[TitleTask | SummaryTask | IndexTask | None] = queue.Queue()
+        self._index_queued = threading.Event()
         self._running: JobHandle | None = None
         self._lock = threading.Lock()
         self._listeners: list[TitleListener] = []
@@ -146,6 +164,32 @@ class BackgroundWork:
         if job.conversation_id is not None and job.rank != BACKGROUND and finished.finish_reason != "cancelled":
             said = sum(1 for m in job.messages or [] if m.get("role") in ("user", "assistant") and m.get("content"))
             self.request_summary(job.conversation_id, said + 1)
+            self.request_index()
+
+    def request_index(self) -> None:
+        """Embed the messages not yet searchable by meaning, once the machine is idle."""
+        if self._settings().background_search and not self._closed.is_set() and not self._index_queued.is_set():
+            self._index_queued.set()
+            self._tasks.put(IndexTask())
+
+    def search_model(self) -> str | None:
+        return search_model_id(self._settings(), self.models)
+
+    def related(self, query: str) -> list[tuple[int, float]]:
+        """``(conversation_id, score)`` of conversations close in meaning to ``query``; none when
+        no model can embed or embedding fails (text search still answers)."""
+        model_id = self.search_model()
+        if model_id is None or not self._settings().background_search:
+            return []
+        try:
+            return self.search.related(query, model_id, self.embed_now)
+        except InglenookError as exc:
+            log.info("search by meaning is unavailable: %s", exc)
+            return []
+
+    def embed_now(self, model_id: str, texts: list[str]) -> list[list[float]]:
+        """Embed for a person waiting (a search query): an ordinary job, not a background one."""
+        return self.scheduler.submit(EmbedJob(model_id, texts)).embeddings().vectors
 
     def add_title_listener(self, listener: TitleListener) -> None:
         """``listener(conversation_id, title)`` hears each new title (on this room's thread)."""
@@ -182,14 +226,17 @@ class BackgroundWork:
 
     def _run(self) -> None:
         while (task := self._tasks.get()) is not None:
-            kind = "title" if isinstance(task, TitleTask) else "summary"
+            kind = {TitleTask: "title", SummaryTask: "summary", IndexTask: "search index"}[type(task)]
             try:
                 if isinstance(task, TitleTask):
                     self._title(task)
-                else:
+                elif isinstance(task, SummaryTask):
                     self._summary(task)
+                else:
+                    self._index(task)
             except InglenookError as exc:
-                log.info("no %s for conversation %d: %s", kind, task.conversation_id, exc)
+                where = "" if isinstance(task, IndexTask) else f" for conversation {task.conversation_id}"
+                log.info("no %s%s: %s", kind, where, exc)
             except Exception:  # a bug here must not end background work for the session
                 log.exception("writing a %s failed", kind)
             finally:
@@ -236,6 +283,35 @@ class BackgroundWork:
                     self._tell(self._summary_listeners, task.conversation_id, summary)
                 return
             log.debug("a summary gave way to a person's answer; trying again when idle")
+
+    def _index(self, task: IndexTask) -> None:
+        self._index_queued.clear()  # messages saved from now on are picked up by this run or the next
+        while task.attempts < MAX_ATTEMPTS and self._settings().background_search:
+            model_id = self.search_model()
+            if model_id is None or not self._wait_until_idle():
+                return
+            batch = self.search.pending(model_id)
+            if not batch or not self._settings().background_search:  # switched off while waiting
+                return
+            try:
+                self.search.index(model_id, batch, self._embed_in_background)
+            except _GaveWay:
+                task.attempts += 1
+                log.debug("indexing gave way to a person's answer; trying again when idle")
+
+    def _embed_in_background(self, model_id: str, texts: list[str]) -> list[list[float]]:
+        handle = self.scheduler.submit(EmbedJob(model_id, texts))
+        with self._lock:
+            self._running = handle
+        try:
+            return handle.embeddings().vectors
+        except InglenookError:
+            if handle.cancelled:
+                raise _GaveWay() from None
+            raise
+        finally:
+            with self._lock:
+                self._running = None
 
     def _saved_messages(self, task: SummaryTask) -> list[tuple[str, str]]:
         """The conversation's messages, once the finished turn's answer is among them (or

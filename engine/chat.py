@@ -7,13 +7,15 @@ it was stopped or failed, so nothing the user saw is lost.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .cache import PrefixCache
-from .errors import InglenookError, InvalidRequest
+from .errors import ConversationNotFound, InglenookError, InvalidRequest
 from .lora import NO_LORA, AdapterError, LoraSet
 from .lora_registry import AdapterRegistry
 from .remote import SEPARATOR, RemoteAnswer
@@ -33,6 +35,14 @@ log = logging.getLogger(__name__)
 TITLE_LENGTH = 48
 #: The key of a conversation's settings that holds its LoRA adapters: [{"id", "scale"}].
 LORA_KEY = "lora"
+#: Queries shorter than this are searched by their words only (a letter or two means nothing).
+MIN_MEANING_QUERY = 3
+
+
+@dataclass(frozen=True)
+class ConversationSearch:
+    matches: list[Conversation]  # title or messages contain the words
+    related: list[Conversation]  # close in meaning, best first, none of ``matches``
 
 
 def title_from(text: str) -> str:
@@ -157,6 +167,19 @@ class ChatService:
     def conversations(self, search: str | None = None) -> list[Conversation]:
         """Every conversation, most recent activity first; ``search`` matches titles and messages."""
         return self.store.list_conversations(search=search or None)
+
+    def search(self, text: str) -> ConversationSearch:
+        """Conversations whose title or messages contain ``text``, then those close to it in
+        meaning (``chat_search``) that share no such words."""
+        matches = self.conversations(text)
+        related: list[Conversation] = []
+        if self.background is not None and len(text.strip()) >= MIN_MEANING_QUERY:
+            found = {c.id for c in matches}
+            for conversation_id, _score in self.background.related(text):
+                if conversation_id not in found:
+                    with contextlib.suppress(ConversationNotFound):  # deleted meanwhile
+                        related.append(self.store.get_conversation(conversation_id))
+        return ConversationSearch(matches, related)
 
     def open(self, conversation_id: int) -> tuple[Conversation, list[Message]]:
         """A conversation and its messages, read together (what a window shows)."""

@@ -193,6 +193,22 @@ def m009_conversation_summaries(db: sqlite_utils.Database) -> None:
     )
 
 
+def m010_message_embeddings(db: sqlite_utils.Database) -> None:
+    """Each message's embedding for search by meaning, written by the background model.
+
+    Keyed by message and model: another search model means another set of vectors, and
+    vectors of two models are never compared. Vectors are float32, unit length.
+    ``source_chars`` is the length of the text embedded: a message rewritten since (an answer
+    completed after a crash, say) is embedded again.
+    """
+    table_named(db, "message_embeddings").create(
+        {"message_id": int, "model_id": str, "conversation_id": int, "vector": bytes, "source_chars": int,
+         "created_at": float},
+        pk=("message_id", "model_id"),
+    )
+    table_named(db, "message_embeddings").create_index(["model_id", "conversation_id"])
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     m001_initial,
     m003_lab_results,
@@ -202,4 +218,5 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     m007_usage_events,
     m008_lora_adapters,
     m009_conversation_summaries,
+    m010_message_embeddings,
 ]

@@ -4,7 +4,8 @@ A request for the routing alias ``auto`` (``aliases.ROUTING_ALIAS``) goes to the
 when its prompt is short (``route_short_prompt_chars``, counted over the messages' text) and it
 offers no tools; anything longer, or with tools, goes to the large one. The choice is the
 model the request is answered by, so it is what the response's ``model`` field and the usage
-table name. Background work (titles) runs on the small model too.
+table name. Background work (titles, summaries) runs on the small model too; search by meaning
+on the smallest embedding model when one is installed (``search_model_id``).
 
 "Small" is ``route_small_model`` / ``background_model`` when set, else the smallest usable
 installed model with a chat template; "large" is ``route_large_model``, else the default model.
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .aliases import ROUTING_ALIAS, alias_key
+from .chat_search import EMBEDDING_ARCHITECTURES
 from .errors import InglenookError
 from .gguf import read_gguf
 from .protocol import ChatCompletionRequest, CompletionRequest
@@ -63,6 +65,22 @@ def small_model_id(settings: Settings, models: ChatModels, configured: str | Non
             log.warning("the configured small model %r is not installed; using the smallest chat model", configured)
     smallest = models.smallest()
     return smallest.id if smallest is not None else None
+
+
+def search_model_id(settings: Settings, models: ChatModels) -> str | None:
+    """The model that embeds messages for search: the smallest installed embedding model,
+    else the small chat model."""
+    encoders = [m for m in models.registry.list() if m.usable and m.architecture in EMBEDDING_ARCHITECTURES]
+    if encoders:
+        return min(encoders, key=lambda m: (m.size_bytes, m.id)).id
+    return small_model_id(settings, models, settings.background_model)
+
+
+def is_encoder(models: ChatModels, model_id: str) -> bool:
+    try:
+        return models.registry.resolve(model_id).architecture in EMBEDDING_ARCHITECTURES
+    except InglenookError:
+        return False
 
 
 def prompt_chars(request: ChatCompletionRequest | CompletionRequest) -> int:

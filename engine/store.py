@@ -334,6 +334,7 @@ class Store:
 
     def delete_conversation(self, conversation_id: int) -> None:
         with self.writing():
+            self.db.conn.execute("DELETE FROM message_embeddings WHERE conversation_id = ?", [conversation_id])
             self.db.conn.execute("DELETE FROM messages WHERE conversation_id = ?", [conversation_id])
             self.db.conn.execute("DELETE FROM conversations WHERE id = ?", [conversation_id])
 

@@ -40,3 +40,22 @@ def test_a_long_conversation_shows_its_summary_in_the_sidebar_tooltip(qtbot, win
     assert item_of(short_one.id).toolTip() == "Hello"
     assert engine.usage.flush()
     assert usage_report(engine.store, days=1).by_client()[SUMMARY_CLIENT].requests == 1  # counted as background work
+
+
+def test_a_search_lists_chats_related_by_meaning_after_the_matches(qtbot, window) -> None:  # noqa: ANN001
+    engine = window.engine
+    cat = engine.chats.new_conversation(title="Chat A")
+    engine.store.add_message(cat.id, "user", "My cat has been sneezing for two days and won't eat. Should I see a vet?")
+    tax = engine.chats.new_conversation(title="Chat B")
+    engine.store.add_message(tax.id, "user", "How do I file my income tax return as a freelancer?")
+    kitten = engine.chats.new_conversation(title="Sick kitten photos")  # the words themselves, in a title
+    engine.background.request_index()
+    assert engine.background.wait_idle(5 * ANSWER_TIMEOUT_MS / 1000)
+
+    qtbot.keyClicks(window.sidebar.search, "sick kitten")
+    qtbot.waitUntil(lambda: window.sidebar.section.text().startswith("RESULTS ·"), timeout=20_000)
+    ids = window.sidebar.ids()
+    assert ids[0] == kitten.id and ids[1] == cat.id  # words first, then meaning
+    related = window.sidebar.list.item(1)
+    assert related.font().italic() and related.toolTip().startswith("Related by meaning")
+    assert not window.sidebar.list.item(0).font().italic()

@@ -1,0 +1,66 @@
+"""Search by meaning with the real starter model: the background embeds every message when the
+machine is idle, and a search finds a conversation that shares no word with the query."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from inglenook.engine.core import Engine
+
+STARTER = "smollm2-135m-instruct:q4_1"
+CHATS = {
+    "cat": "My cat has been sneezing for two days and won't eat. Should I take her to the vet?",
+    "python": "How do I reverse a list in Python without modifying the original?",
+    "bread": "What's a good recipe for sourdough bread with a crispy crust?",
+    "trip": "Plan a three day trip to Lisbon with museums and good seafood.",
+    "taxes": "How do I file my income tax return as a freelancer?",
+}
+
+
+def test_search_finds_conversations_by_meaning(home: Path, smollm2_path: Path) -> None:
+    with Engine() as engine:
+        ids = {}
+        for n, (topic, text) in enumerate(CHATS.items()):
+            conversation = engine.store.create_conversation(f"Chat {n + 1}")
+            engine.store.add_message(conversation.id, "user", text)
+            ids[topic] = conversation.id
+        engine.background.request_index()
+        assert engine.background.wait_idle(300)
+        assert engine.background.search.indexed(STARTER) == len(CHATS)
+        assert engine.background.search.pending(STARTER) == []
+
+        for query, topic in [("sick kitten", "cat"), ("holiday in Portugal", "trip"),
+                             ("paying the government", "taxes"), ("code sorting arrays", "python")]:
+            found = engine.chats.search(query)
+            assert found.matches == []  # no word in common: text search alone finds nothing
+            assert found.related and found.related[0].id == ids[topic], (query, found.related)
+
+        # Words still come first; the same conversation is never listed twice.
+        found = engine.chats.search("sourdough")
+        assert [c.id for c in found.matches] == [ids["bread"]]
+        assert ids["bread"] not in [c.id for c in found.related]
+
+        # A deleted conversation is not found again, by words or by meaning.
+        engine.chats.delete_conversation(ids["cat"])
+        assert ids["cat"] not in [c.id for c in engine.chats.search("sick kitten").related]
+
+
+def test_a_new_turn_is_indexed_after_it_ends(home: Path, smollm2_path: Path) -> None:
+    with Engine() as engine:
+        engine.update_settings(context_size=1024)
+        conversation = engine.store.create_conversation("Chat")
+        engine.chats.send(conversation.id, "Which vegetables grow well in a shady garden?", max_tokens=8).wait()
+        assert engine.background.wait_idle(300)
+        assert engine.background.search.pending(STARTER) == []
+        assert engine.background.search.indexed(STARTER) == 2  # the question and its answer
+
+
+def test_search_by_meaning_can_be_switched_off(home: Path, smollm2_path: Path) -> None:
+    with Engine() as engine:
+        engine.update_settings(background_search=False)
+        conversation = engine.store.create_conversation("Chat")
+        engine.store.add_message(conversation.id, "user", CHATS["cat"])
+        engine.background.request_index()
+        assert engine.background.wait_idle(60)
+        assert engine.background.search.indexed(STARTER) == 0
+        assert engine.chats.search("sick kitten").related == []
