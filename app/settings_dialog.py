@@ -1,6 +1,6 @@
 """The Settings dialog: a page list on the left, one page per topic on the right.
 
-Pages: General (models folders, default model), Performance (threads, context, GPU
+Pages: General (models folders, default model, background work), Performance (threads, context, GPU
 layers), Models & context (aliases, per-model context), API server (with the coding agents'
 settings), Team keys (named API keys), Engines (remote engines, RPC workers), Appearance,
 Cache, Quantization (the lab), and About (the doctor
@@ -50,6 +50,7 @@ from .engines_page import EnginesPage
 from .formatting import human_size
 from .keys_page import KeysPage
 from .model_names_page import ModelNamesPage
+from .settings_background import BackgroundCard
 from .workers import Workers
 
 if TYPE_CHECKING:
@@ -203,6 +204,8 @@ class SettingsDialog(QDialog):
         self.default_model.setCurrentIndex(max(0, index))
         form.addRow("Default model", self.default_model)
         layout.addWidget(card)
+        self.background = BackgroundCard(page, s, self.models)
+        layout.addWidget(self.background)
         layout.addStretch(1)
         return page
 
@@ -508,6 +511,7 @@ class SettingsDialog(QDialog):
             "model_context": self.model_names.context_map(),
             "theme": checked.property("theme") if checked is not None else self.original.theme,
             "rpc_workers": self.engines_page.worker_list(),
+            **self.background.changes(),
         }
         return {k: v for k, v in wanted.items() if getattr(self.original, k) != v}
 

@@ -155,7 +155,7 @@ class BackgroundWork:
     def request_summary(self, conversation_id: int, expected_messages: int = 0) -> None:
         """Summarise the conversation once the machine is idle, if it is long enough by then
         (waiting a little for ``expected_messages`` to be saved)."""
-        if not self._closed.is_set():
+        if self._settings().background_summaries and not self._closed.is_set():
             self._tasks.put(SummaryTask(conversation_id, expected_messages))
 
     def _turn_finished(self, job: GenerateJob, finished: Finished) -> None:

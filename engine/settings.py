@@ -86,6 +86,7 @@ class Settings:
     route_short_prompt_chars: int = 2000  # prompts up to this long (and without tools) go to the small one
     background_model: str | None = None  # titles and other background work; None: the smallest chat model
     background_titles: bool = True  # give new conversations a title written by the background model
+    background_summaries: bool = True  # summarise long conversations for the sidebar's tooltips
     background_search: bool = True  # embed messages in the background, so search finds chats by meaning
 
     @property

@@ -244,10 +244,14 @@ def test_settings_dialog_saves_and_switches_theme(qtbot, window) -> None:
     dialog.parallel.setValue(2)
     dialog.prefill_chunk.setValue(128)
     dialog.memory_budget.setValue(4096)
+    dialog.background.search.setChecked(False)
+    dialog.background.summaries.setChecked(False)
     assert dialog.changes() == {"theme": "dark", "threads": 2, "gpu_layers": 0, "api_enabled": False,
-                                "parallel_sequences": 2, "prefill_chunk": 128, "memory_budget_mb": 4096}
+                                "parallel_sequences": 2, "prefill_chunk": 128, "memory_budget_mb": 4096,
+                                "background_search": False, "background_summaries": False}
     dialog._save()
     qtbot.waitUntil(lambda: window.engine.settings.theme == "dark")
+    assert not window.engine.settings.background_search and window.engine.settings.background_titles
     assert window.engine.settings.threads == 2 and window.engine.settings.gpu_layers == 0
     assert window.engine.settings.parallel_sequences == 2
     assert window.engine.scheduler.prefill_chunk == 128 and window.engine.settings.memory_budget_mb == 4096

@@ -128,3 +128,11 @@ def test_the_transcript_keeps_the_newest_messages_within_its_budget() -> None:
     assert text.startswith(("User: ", "Assistant: "))
     assert transcript([("user", "z" * 2000)]).endswith("z…")  # one long message is clipped, never dropped
     assert clean_summary('Summary: "Tides and moons."\nMore') == "Tides and moons."
+
+
+def test_no_summary_is_written_when_summaries_are_switched_off(parts) -> None:  # noqa: ANN001
+    chats, background, _scheduler, finished, _small = parts
+    background._settings = lambda: Settings(background_titles=False, background_summaries=False)
+    conversation = chats.new_conversation()
+    _talk(chats, background, conversation.id, SUMMARY_MIN_MESSAGES // 2 + 1)
+    assert SUMMARY_CLIENT not in _clients(finished) and background.summaries.all() == {}
