@@ -59,6 +59,8 @@ def run_app(argv: Sequence[str] | None = None) -> int:
     instance.opened.connect(lambda sent: bring_forward(window, [Path(p) for p in sent]))
     tray = install_tray(window)
     preload_default_model(window)
+    # Messages saved before this version, or while search by meaning was off: indexed once idle.
+    engine.background.request_index()
     if last_crashes:
         window.report_last_crash(last_crashes[-1])
     # "Follow the system": restyle when the desktop switches between light and dark.

@@ -13,8 +13,8 @@ A title replaces only the automatic one (the first message, shortened): a title 
 gave in the meantime is kept. A summary is asked for whenever a chat turn ends (the
 scheduler's finished-job observer) and written when the conversation has at least
 ``SUMMARY_MIN_MESSAGES`` messages and ``SUMMARY_EVERY`` new ones since the last summary.
-Indexing for search is asked for at the same moment and once at start (messages written before
-this version, or while the app was closed): it embeds ``INDEX_BATCH`` messages per job until
+Indexing for search is asked for at the same moment and once when the app starts (messages
+written before this version, or while search was off; never by a terminal command): it embeds ``INDEX_BATCH`` messages per job until
 none is left, giving way to every person's turn like the rest.
 """
 
@@ -37,7 +37,7 @@ from .scheduler import BACKGROUND, EmbedJob, GenerateJob, JobHandle, Scheduler
 from .settings import Settings
 from .store import Store
 from .summaries import ConversationSummaries
-from .usage import BACKGROUND_PREFIX
+from .usage import BACKGROUND_PREFIX, WINDOW
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +164,8 @@ class BackgroundWork:
         if job.conversation_id is not None and job.rank != BACKGROUND and finished.finish_reason != "cancelled":
             said = sum(1 for m in job.messages or [] if m.get("role") in ("user", "assistant") and m.get("content"))
             self.request_summary(job.conversation_id, said + 1)
-            self.request_index()
+            if job.client == WINDOW:  # a terminal command ends now: its chat is indexed when the app starts
+                self.request_index()
 
     def request_index(self) -> None:
         """Embed the messages not yet searchable by meaning, once the machine is idle."""

@@ -72,7 +72,6 @@ class Engine:
         # Titles on the smallest chat model, only while nothing else runs.
         self.background = BackgroundWork(self.scheduler, self.store, lambda: self.settings, ChatModels(self.registry))
         self.chats.background = self.background
-        self.background.request_index()  # messages saved before search by meaning existed, or elsewhere
         self.cache.prune_conversations({c.id for c in self.store.list_conversations()})
 
     def _record_load_outcome(self, model_id: str, state: str, detail: object) -> None:

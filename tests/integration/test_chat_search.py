@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from inglenook.engine.core import Engine
+from inglenook.engine.usage import WINDOW
 
 STARTER = "smollm2-135m-instruct:q4_1"
 CHATS = {
@@ -45,14 +46,19 @@ def test_search_finds_conversations_by_meaning(home: Path, smollm2_path: Path) -
         assert ids["cat"] not in [c.id for c in engine.chats.search("sick kitten").related]
 
 
-def test_a_new_turn_is_indexed_after_it_ends(home: Path, smollm2_path: Path) -> None:
+def test_a_window_turn_is_indexed_after_it_ends(home: Path, smollm2_path: Path) -> None:
     with Engine() as engine:
         engine.update_settings(context_size=1024)
         conversation = engine.store.create_conversation("Chat")
+        # A terminal command ends with its answer: its chat waits for the app's next start.
         engine.chats.send(conversation.id, "Which vegetables grow well in a shady garden?", max_tokens=8).wait()
         assert engine.background.wait_idle(300)
+        assert engine.background.search.indexed(STARTER) == 0
+        engine.chats.client = WINDOW
+        engine.chats.send(conversation.id, "And in a sunny one?", max_tokens=8).wait()
+        assert engine.background.wait_idle(300)
         assert engine.background.search.pending(STARTER) == []
-        assert engine.background.search.indexed(STARTER) == 2  # the question and its answer
+        assert engine.background.search.indexed(STARTER) == 4  # both questions and both answers
 
 
 def test_search_by_meaning_can_be_switched_off(home: Path, smollm2_path: Path) -> None:
