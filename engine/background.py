@@ -13,9 +13,10 @@ A title replaces only the automatic one (the first message, shortened): a title 
 gave in the meantime is kept. A summary is asked for whenever a chat turn ends (the
 scheduler's finished-job observer) and written when the conversation has at least
 ``SUMMARY_MIN_MESSAGES`` messages and ``SUMMARY_EVERY`` new ones since the last summary.
-Indexing for search is asked for at the same moment and once when the app starts (messages
-written before this version, or while search was off; never by a terminal command): it embeds ``INDEX_BATCH`` messages per job until
-none is left, giving way to every person's turn like the rest.
+Indexing for search is asked for at the same moment (window turns only: a terminal command
+ends with its answer) and once when the app starts (messages written before this version, or
+while search was off): it embeds ``INDEX_BATCH`` messages per job until none is left, giving
+way to every person's turn like the rest.
 """
 
 from __future__ import annotations

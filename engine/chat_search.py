@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .errors import ContextLengthExceeded, InvalidRequest
 from .store import Store
 
 log = logging.getLogger(__name__)
@@ -82,7 +83,10 @@ class MeaningSearch:
         """Embed ``messages`` with ``model_id`` and store their vectors; how many were stored."""
         if not messages:
             return 0
-        vectors = self._embed(model_id, [m.text for m in messages], embed)
+        try:
+            vectors = self._embed(model_id, [m.text for m in messages], embed)
+        except (InvalidRequest, ContextLengthExceeded):
+            vectors = [self._embed_or_blank(model_id, m, embed) for m in messages]
         now = time.time()
         rows = [(m.message_id, model_id, m.conversation_id, v.astype(np.float32).tobytes(), len(m.text), now)
                 for m, v in zip(messages, vectors, strict=True)]
@@ -93,6 +97,21 @@ class MeaningSearch:
             # Vectors of messages deleted since (a conversation deleted before it was indexed).
             conn.execute(f"DELETE FROM {TABLE} WHERE message_id NOT IN (SELECT id FROM messages)")
         return len(rows)
+
+    def _embed_or_blank(self, model_id: str, message: PendingMessage, embed: Embedder) -> np.ndarray:
+        """One message's vector; zeros (never related to anything, never tried again) when the
+        model refuses it, so one odd message cannot stop the index for good."""
+        try:
+            [vector] = self._embed(model_id, [message.text], embed)
+            return vector
+        except (InvalidRequest, ContextLengthExceeded) as exc:
+            log.info("message %d cannot be embedded for search: %s", message.message_id, exc)
+            return np.zeros(self._dimensions(model_id, embed))
+
+    def _dimensions(self, model_id: str, embed: Embedder) -> int:
+        if self._is_encoder(model_id):
+            return len(embed(model_id, ["a"])[0])
+        return len(self._neutral_vector(model_id, embed))
 
     def indexed(self, model_id: str) -> int:
         with self.store.reading() as conn:

@@ -99,3 +99,21 @@ def test_edited_and_deleted_messages(store: Store) -> None:
     _index_all(search, embed)
     assert [c for c, _ in search.related("bread", "m", embed)] == [kept]
     assert search.pending("other-model")  # vectors of one model never stand for another's
+
+
+def test_a_message_the_model_refuses_does_not_stop_the_index(store: Store) -> None:
+    from inglenook.engine.errors import ContextLengthExceeded
+
+    refused = _chat(store, "one", "cat " * 50)
+    fine = _chat(store, "two", "cat")
+
+    def picky(model_id: str, texts: list[str]) -> list[list[float]]:
+        if any(len(t) > 100 for t in texts):
+            raise ContextLengthExceeded("too long to embed at once", prompt_tokens=200, context_size=128)
+        return [topic_vector(t) for t in texts]
+
+    search = MeaningSearch(store, lambda _m: True)
+    assert search.index("m", search.pending("m"), picky) == 2
+    assert search.pending("m") == []  # the refused one is not tried again and again
+    assert [c for c, _ in search.related("cat", "m", picky)] == [fine]
+    assert refused not in [c for c, _ in search.related("cat", "m", picky)]
