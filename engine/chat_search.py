@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -125,6 +126,11 @@ class MeaningSearch:
         if not query.strip() or not len(ids):
             return []
         [q] = self._embed(model_id, [query], embed)
+        if len(q) != matrix.shape[1]:
+            # Embedded by an earlier file under this id: not comparable. Dropped, they are pending
+            # again, and the background embeds them anew.
+            self._forget_other_widths(model_id, len(q))
+            return []
         scores = matrix @ q.astype(np.float32)
         ranked: list[tuple[int, float]] = []
         seen: set[int] = set()
@@ -138,6 +144,10 @@ class MeaningSearch:
                 ranked.append((conversation_id, round(score, 4)))
         return ranked
 
+    def _forget_other_widths(self, model_id: str, dimensions: int) -> None:
+        with self.store.writing() as conn:
+            conn.execute(f"DELETE FROM {TABLE} WHERE model_id = ? AND length(vector) != ?", [model_id, dimensions * 4])
+
     def _vectors(self, model_id: str) -> tuple[np.ndarray, np.ndarray]:
         """Conversation ids and one unit vector per row, for every indexed message that still exists."""
         with self.store.reading() as conn:
@@ -146,6 +156,9 @@ class MeaningSearch:
                 "ON m.id = e.message_id WHERE e.model_id = ?", [model_id]).fetchall()
         if not rows:
             return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
+        # One width: a model file replaced under the same id may embed in another size.
+        width = Counter(len(r[1]) for r in rows).most_common(1)[0][0]
+        rows = [r for r in rows if len(r[1]) == width]
         ids = np.array([r[0] for r in rows], dtype=np.int64)
         return ids, np.vstack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
 

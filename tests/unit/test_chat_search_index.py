@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from inglenook.engine.chat_search import MAX_CHARS, WRAPPER, MeaningSearch
+from inglenook.engine.chat_search import MAX_CHARS, WRAPPER, Embedder, MeaningSearch
 from inglenook.engine.store import Store
 
 TOPICS = ("cat", "code", "bread", "travel")
@@ -46,7 +46,7 @@ def _chat(store: Store, title: str, *texts: str) -> int:
     return conversation.id
 
 
-def _index_all(search: MeaningSearch, embed: Recorder, model: str = "m") -> int:
+def _index_all(search: MeaningSearch, embed: Embedder, model: str = "m") -> int:
     total = 0
     while batch := search.pending(model):
         total += search.index(model, batch, embed)
@@ -117,3 +117,17 @@ def test_a_message_the_model_refuses_does_not_stop_the_index(store: Store) -> No
     assert search.pending("m") == []  # the refused one is not tried again and again
     assert [c for c, _ in search.related("cat", "m", picky)] == [fine]
     assert refused not in [c for c, _ in search.related("cat", "m", picky)]
+
+
+def test_vectors_of_another_width_are_dropped_and_embedded_again(store: Store) -> None:
+    cats = _chat(store, "one", "cat")
+    search, embed = MeaningSearch(store, lambda _m: True), Recorder()
+    _index_all(search, embed)
+
+    def wider(model_id: str, texts: list[str]) -> list[list[float]]:
+        return [[*topic_vector(t), 0.0] for t in texts]  # the model file changed under its id
+
+    assert search.related("cat", "m", wider) == []
+    assert search.indexed("m") == 0 and len(search.pending("m")) == 1
+    _index_all(search, wider)
+    assert [c for c, _ in search.related("cat", "m", wider)] == [cats]
