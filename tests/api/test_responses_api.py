@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
-from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -17,6 +15,7 @@ from pydantic import BaseModel, Field
 from inglenook.engine.core import Engine
 from inglenook.engine.response_store import ResponseStore
 from inglenook.engine.server import ApiServer
+from tests.polling import wait_until
 
 from .conftest import STARTER
 
@@ -337,15 +336,6 @@ def test_a_codex_shaped_conversation_streams_to_its_end(server: ApiServer) -> No
     # The first turn's prompt is the second's prefix and comes from the cache, all but the
     # few tokens where the generation prompt meets the answer (they tokenize differently).
     assert finals[1]["usage"]["input_tokens_details"]["cached_tokens"] >= 0.9 * finals[0]["usage"]["input_tokens"]
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 120.0) -> None:
-    """Poll ``condition``; the timeout only bounds a hang, it is not what the test measures."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached")
-        time.sleep(0.05)
 
 
 LONG_STORY = {"model": STARTER, "input": "Write a very long story about a dragon.", "temperature": 0,

@@ -5,26 +5,17 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
 
 import httpx
 import pytest
 
 from inglenook.engine.core import Engine
 from inglenook.engine.server import ApiServer
+from tests.polling import wait_until
 
 from .conftest import STARTER, chat_body
 
 pytestmark = pytest.mark.api
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 120.0) -> None:
-    """Poll ``condition``; the timeout only bounds a hang, it is not what the test measures."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached")
-        time.sleep(0.05)
 
 
 def stream_text(url: str, body: dict) -> tuple[str, str | None]:

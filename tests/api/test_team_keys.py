@@ -18,7 +18,7 @@ from inglenook.engine.errors import InvalidRequest, ServerError
 from inglenook.engine.server import ApiServer
 
 from .conftest import STARTER, chat_body, serving
-from .test_streams_together import wait_until
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.api
 

@@ -1,0 +1,15 @@
+"""Waiting in tests for something another thread does, without measuring how long it takes."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 120.0) -> None:
+    """Poll ``condition``; the timeout only bounds a hang, it is not what the test measures."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached")
+        time.sleep(0.05)
