@@ -67,13 +67,22 @@ def small_model_id(settings: Settings, models: ChatModels, configured: str | Non
     return smallest.id if smallest is not None else None
 
 
+#: Embedding needs a context of its own, so a second instance of the model beside the chat one;
+#: a chat model larger than this is not loaded twice for search unless the person chose it as
+#: the background model (an embedding model, installed, is used whatever its size).
+SEARCH_CHAT_MODEL_MAX_BYTES = 1_500_000_000
+
+
 def search_model_id(settings: Settings, models: ChatModels) -> str | None:
     """The model that embeds messages for search: the smallest installed embedding model,
-    else the small chat model."""
+    else the small chat model when it is small enough to hold twice; None: words only."""
     encoders = [m for m in models.registry.list() if m.usable and m.architecture in EMBEDDING_ARCHITECTURES]
     if encoders:
         return min(encoders, key=lambda m: (m.size_bytes, m.id)).id
-    return small_model_id(settings, models, settings.background_model)
+    model_id = small_model_id(settings, models, settings.background_model)
+    if model_id is None or settings.background_model:
+        return model_id
+    return model_id if models.registry.resolve(model_id).size_bytes <= SEARCH_CHAT_MODEL_MAX_BYTES else None
 
 
 def is_encoder(models: ChatModels, model_id: str) -> bool:
