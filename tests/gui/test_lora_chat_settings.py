@@ -40,6 +40,11 @@ def _stored(window, cid: int) -> list | None:  # noqa: ANN001
     return window.engine.store.get_conversation(cid).sampling.get("lora")
 
 
+def _chat_instances(engine) -> list:  # noqa: ANN001
+    """The loaded chat models (the window's turns also load an embedding instance, for search)."""
+    return [m for m in engine.scheduler.loaded_models() if not m.options.embeddings]
+
+
 def test_an_adapter_picked_in_chat_settings_changes_the_answer_and_is_switched_off(qtbot, window,  # noqa: ANN001
                                                                                     tmp_path: Path) -> None:
     engine = window.engine
@@ -58,7 +63,7 @@ def test_an_adapter_picked_in_chat_settings_changes_the_answer_and_is_switched_o
     wait_answer(qtbot, window, cid)
     base = engine.store.messages(cid)[-1].content
     assert _last_answer(window) == base
-    model = engine.scheduler.loaded_models()[0]
+    [model] = _chat_instances(engine)
 
     panel.adapter.setCurrentIndex(1)
     assert panel.adapter_scale.isEnabled() and panel.adapter_scale.value() == 1.0
@@ -76,7 +81,7 @@ def test_an_adapter_picked_in_chat_settings_changes_the_answer_and_is_switched_o
     panel.flush()
     qtbot.waitUntil(lambda: _stored(window, cid) is None, timeout=30_000)
     assert _regenerate(qtbot, window, cid) == base
-    assert engine.scheduler.loaded_models() == [model]  # switched on and off without a reload
+    assert _chat_instances(engine) == [model]  # switched on and off without a reload
 
     # The choice is the conversation's: another chat starts without it, this one shows it again.
     panel.adapter.setCurrentIndex(1)
