@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import sys
 import time
 
@@ -16,8 +17,10 @@ pytestmark = [pytest.mark.gui, pytest.mark.integration]
 def test_send_shows_the_answer_streaming_in(qtbot, window) -> None:
     cid = new_chat(qtbot, window, max_tokens=12)
     # True's count is the whole process's: count it with the background (titles, the search
-    # index, whose threads hold references of their own) at rest, before and after.
+    # index, whose threads hold references of their own) at rest and earlier tests' garbage
+    # collected (a window and an engine hold many Trues; CI once saw 40 go mid-test).
     assert window.engine.background.wait_idle(5 * ANSWER_TIMEOUT_MS / 1000)
+    gc.collect()
     true_refs = sys.getrefcount(True)
     seen: list[str] = []
     window.chat.answer_text.connect(lambda c, text: seen.append(text))
@@ -47,6 +50,7 @@ def test_send_shows_the_answer_streaming_in(qtbot, window) -> None:
     # PySide6 6.12 drops a reference to True on every Signal.emit() (pyproject excludes it).
     # Were it lost, a long session would abort with "bool_dealloc".
     assert window.engine.background.wait_idle(5 * ANSWER_TIMEOUT_MS / 1000)
+    gc.collect()
     assert sys.getrefcount(True) >= true_refs - 5
 
 
