@@ -13,6 +13,7 @@ executable's folder when none is registered yet, which for Python finds nothing.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import logging
@@ -20,6 +21,7 @@ import os
 import platform
 import re
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,8 @@ UNSAFE_VARIANTS = frozenset({"sapphirerapids"})
 # Instructions the lowest x86 variant we ship (haswell) needs, by /proc/cpuinfo flag name.
 X86_FLOOR = {"avx": "AVX", "avx2": "AVX2", "fma": "FMA", "f16c": "F16C", "bmi2": "BMI2"}
 FORCE_VARIANT_ENV = "INGLENOOK_CPU_VARIANT"
+#: The logger ``native`` forwards llama.cpp's own log to.
+LLAMA_LOGGER = "inglenook.llama"
 
 DEVICE_TYPES = {0: "cpu", 1: "gpu", 2: "igpu", 3: "accel", 4: "meta"}
 _LIB_SUFFIX = {"win32": ".dll", "darwin": ".so"}.get(sys.platform, ".so")
@@ -296,13 +300,41 @@ def _load_gpu_modules(ggml: _Ggml, lib_dir: Path) -> dict[str, str]:
         if stem in skip or stem.startswith("ggml-cpu"):
             continue
         reason = _dlopen_error(path)
-        if reason is None and ggml.lib.ggml_backend_load(str(path).encode()):
-            log.info("backend module %s loaded", path.name)
-            continue
-        reason = reason or "it reports no usable device"
+        if reason is None:
+            devices_before = _device_count(ggml)
+            with _llama_errors() as errors:
+                loaded = bool(ggml.lib.ggml_backend_load(str(path).encode()))
+            if loaded and _device_count(ggml) > devices_before:
+                log.info("backend module %s loaded", path.name)
+                continue
+            # Loaded with no device (CUDA without a driver new enough, say): its own error says why.
+            reason = "it found no usable device" + (f" ({errors[-1]})" if errors else "")
         not_loaded[path.name] = reason
         log.warning("backend %s not used, running on the CPU: %s", path.name, reason)
     return not_loaded
+
+
+def _device_count(ggml: _Ggml) -> int:
+    """Devices other than the CPU (GPUs, and accelerators such as BLAS)."""
+    return sum(1 for d in ggml.devices() if d.kind != "cpu")
+
+
+@contextlib.contextmanager
+def _llama_errors() -> Iterator[list[str]]:
+    """What llama.cpp logs as errors meanwhile (``native`` forwards its log to this logger)."""
+    errors: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            errors.append(record.getMessage().strip())
+
+    handler = Keep(logging.ERROR)
+    source = logging.getLogger(LLAMA_LOGGER)
+    source.addHandler(handler)
+    try:
+        yield errors
+    finally:
+        source.removeHandler(handler)
 
 
 def _preload_nvidia_wheels() -> None:

@@ -110,7 +110,7 @@ def collect(engine: "Engine", self_test_s: float = 2.0) -> DoctorReport:
     memory = psutil.virtual_memory()
     gpu_rows = [(f"GPU {i}", f"{d.description or d.name} ({d.backend}): {human_size(d.free_bytes)} free of "
                              f"{human_size(d.total_bytes)}") for i, d in enumerate(backends.gpus)]
-    skipped = [(f"not loaded: {name}", reason) for name, reason in backends.not_loaded.items()]
+    skipped = [(f"not used: {name}", reason) for name, reason in backends.not_loaded.items()]
     report.sections.append(("Backends", [
         ("loaded", ", ".join(backends.backends) or "none"),
         *gpu_rows,

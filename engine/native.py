@@ -15,9 +15,9 @@ from types import ModuleType
 
 import psutil
 
-from .backends import BackendReport, load_backends, refresh_devices
+from .backends import LLAMA_LOGGER, BackendReport, load_backends, refresh_devices
 
-log = logging.getLogger("inglenook.llama")
+log = logging.getLogger(LLAMA_LOGGER)
 
 _init_lock = threading.Lock()
 

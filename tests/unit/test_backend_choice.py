@@ -70,3 +70,31 @@ def test_a_load_that_does_not_fit_retries_with_fewer_gpu_layers() -> None:
     while steps[-1] > 0:
         steps.append(fewer_gpu_layers(steps[-1]))
     assert steps == [33, 16, 8, 4, 2, 1, 0]
+
+
+class _NoDeviceGgml:
+    """A ggml registry whose GPU module loads, logs why it has no device, and adds none."""
+
+    def __init__(self) -> None:
+        self.lib = self
+
+    def ggml_backend_load(self, path: bytes) -> int:
+        import logging  # noqa: PLC0415
+
+        logging.getLogger(backends.LLAMA_LOGGER).error("ggml_cuda_init: failed to initialize CUDA: no driver")
+        return 1
+
+    def devices(self) -> list:
+        return []
+
+
+def test_a_gpu_module_with_no_device_says_why_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    (tmp_path / "libggml-cuda.so").write_bytes(b"")
+    monkeypatch.setattr(backends, "_dlopen_error", lambda _path: None)
+    monkeypatch.setattr(backends, "_preload_nvidia_wheels", lambda: None)
+    not_used = backends._load_gpu_modules(_NoDeviceGgml(), tmp_path)
+    reason = not_used["libggml-cuda.so"]
+    assert reason == "it found no usable device (ggml_cuda_init: failed to initialize CUDA: no driver)"
+    warnings = [r.getMessage() for r in caplog.records if r.name == backends.__name__ and r.levelname == "WARNING"]
+    assert warnings == [f"backend libggml-cuda.so not used, running on the CPU: {reason}"]
