@@ -181,11 +181,12 @@ class Sidebar(QFrame):
         sharing no word with the search) follow in italics."""
         summaries = summaries or {}
         related = related or []
+        related_ids = {c.id for c in related}
         self._filling = True
         try:
             self.list.clear()
             for conversation in conversations + related:
-                is_related = conversation in related
+                is_related = conversation.id in related_ids
                 item = QListWidgetItem(conversation.title or "New chat")
                 item.setData(ID_ROLE, conversation.id)
                 item.setData(TIME_ROLE, conversation.updated_at)

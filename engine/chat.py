@@ -42,7 +42,7 @@ MIN_MEANING_QUERY = 3
 @dataclass(frozen=True)
 class ConversationSearch:
     matches: list[Conversation]  # title or messages contain the words
-    related: list[Conversation]  # close in meaning, best first, none of ``matches``
+    related: list[Conversation]  # close in meaning, best first, none of them in ``matches``
 
 
 def title_from(text: str) -> str:
@@ -169,8 +169,8 @@ class ChatService:
         return self.store.list_conversations(search=search or None)
 
     def search(self, text: str) -> ConversationSearch:
-        """Conversations whose title or messages contain ``text``, then those close to it in
-        meaning (``chat_search``) that share no such words."""
+        """Conversations whose title or messages contain ``text``, then the others that are
+        close to it in meaning (``chat_search``)."""
         matches = self.conversations(text)
         related: list[Conversation] = []
         if self.background is not None and len(text.strip()) >= MIN_MEANING_QUERY:
