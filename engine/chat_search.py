@@ -95,7 +95,7 @@ class MeaningSearch:
             conn.executemany(
                 f"INSERT OR REPLACE INTO {TABLE} (message_id, model_id, conversation_id, vector, source_chars, "
                 "created_at) VALUES (?, ?, ?, ?, ?, ?)", rows)
-            # Vectors of messages deleted since (a conversation deleted before it was indexed).
+            # A message deleted while it was being embedded (the table's trigger ran before).
             conn.execute(f"DELETE FROM {TABLE} WHERE message_id NOT IN (SELECT id FROM messages)")
         return len(rows)
 

@@ -207,6 +207,10 @@ def m010_message_embeddings(db: sqlite_utils.Database) -> None:
         pk=("message_id", "model_id"),
     )
     table_named(db, "message_embeddings").create_index(["model_id", "conversation_id"])
+    # A vector goes with its message, however the message is deleted (a conversation, a
+    # regenerated answer, trimming): SQLite may give a later message the same id again.
+    db.conn.execute("CREATE TRIGGER message_embeddings_follow_messages AFTER DELETE ON messages "
+                    "BEGIN DELETE FROM message_embeddings WHERE message_id = OLD.id; END")
 
 
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [

@@ -7,9 +7,10 @@ it is stopped), so a crash mid-turn loses nothing already saved.
 
 Failures are told apart (DESIGN rule 5): a database that is *damaged* (SQLite's CORRUPT or
 NOTADB, a failed integrity check, or a schema that lacks what the migrations made) is set
-aside as ``*.corrupt-<time>`` and everything still readable is copied into a fresh one; a database that is only *unavailable* (disk
-full, read-only, locked by another program, an I/O error) is left exactly as it is and
-every operation raises ``StorageUnavailable``: one clear error, nothing renamed, nothing lost.
+aside as ``*.corrupt-<time>`` and everything still readable is copied into a fresh one; a
+database that is only *unavailable* (disk full, read-only, locked by another program, an I/O
+error) is left exactly as it is and every operation raises ``StorageUnavailable``: one clear
+error, nothing renamed, nothing lost.
 
 Why one file of ~460 lines: every table's queries beside the one connection, its lock and the
 failure handling they all share (damaged vs unavailable).
@@ -334,7 +335,6 @@ class Store:
 
     def delete_conversation(self, conversation_id: int) -> None:
         with self.writing():
-            self.db.conn.execute("DELETE FROM message_embeddings WHERE conversation_id = ?", [conversation_id])
             self.db.conn.execute("DELETE FROM messages WHERE conversation_id = ?", [conversation_id])
             self.db.conn.execute("DELETE FROM conversations WHERE id = ?", [conversation_id])
 

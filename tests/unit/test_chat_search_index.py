@@ -131,3 +131,16 @@ def test_vectors_of_another_width_are_dropped_and_embedded_again(store: Store) -
     assert search.indexed("m") == 0 and len(search.pending("m")) == 1
     _index_all(search, wider)
     assert [c for c, _ in search.related("cat", "m", wider)] == [cats]
+
+
+def test_a_vector_goes_with_its_message_however_it_is_deleted(store: Store) -> None:
+    conversation = _chat(store, "one", "cat", "cat cat", "bread")
+    search, embed = MeaningSearch(store, lambda _m: True), Recorder()
+    _index_all(search, embed)
+    last = store.messages(conversation)[-1]
+    store.delete_messages_from(conversation, last.id)  # a regenerated answer
+    assert search.indexed("m") == 2
+    store.delete_oldest_messages(conversation, 1)  # a trimmed context
+    assert search.indexed("m") == 1
+    again = store.add_message(conversation, "assistant", "bread")  # may get the deleted id back
+    assert [p.message_id for p in search.pending("m")] == [again.id]
