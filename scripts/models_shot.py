@@ -127,25 +127,14 @@ def main() -> int:
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    os.environ["INGLENOOK_HOME"] = tempfile.mkdtemp(prefix="inglenook-shots-")
-    from inglenook.app import theme
-    from inglenook.app.window import MainWindow
-    from inglenook.engine import Engine
-    from PySide6.QtWidgets import QApplication
-
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from screenshots import settle, wait
+    from screenshots import settle, shoot_alone, wait
 
-    app = QApplication(sys.argv)
-    engine = Engine()
-    theme.apply_theme(app, "light")
-    window = MainWindow(engine, start_api=False)
-    window.resize(1280, 800)
-    window.show()
-    wait(app, lambda: bool(window.models))
-    print(shoot_models(app, window, out, wait, settle))
-    window.shutdown()
-    engine.close()
+    def shoot(app, window) -> None:  # noqa: ANN001
+        wait(app, lambda: bool(window.models))
+        print(shoot_models(app, window, out, wait, settle))
+
+    shoot_alone("inglenook-shots-", shoot)
     return 0
 
 

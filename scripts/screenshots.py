@@ -68,6 +68,29 @@ def settle(app, seconds: float = 0.4) -> None:  # noqa: ANN001
         time.sleep(0.01)
 
 
+def shoot_alone(prefix: str, shoot) -> None:  # noqa: ANN001
+    """Run one page's ``shoot(app, window)`` on its own: a light 1280x800 window, no API, in a
+    throwaway INGLENOOK_HOME (what each ``*_shot.py`` script does when run by itself)."""
+    os.environ["INGLENOOK_HOME"] = tempfile.mkdtemp(prefix=prefix)
+    from PySide6.QtWidgets import QApplication  # noqa: PLC0415
+
+    from inglenook.app import theme  # noqa: PLC0415
+    from inglenook.app.window import MainWindow  # noqa: PLC0415
+    from inglenook.engine import Engine  # noqa: PLC0415
+
+    app = QApplication(sys.argv)
+    engine = Engine()
+    theme.apply_theme(app, "light")
+    window = MainWindow(engine, start_api=False)
+    window.resize(1280, 800)
+    window.show()
+    try:
+        shoot(app, window)
+    finally:
+        window.shutdown()
+        engine.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default="docs")

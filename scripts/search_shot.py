@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -44,23 +43,9 @@ def shoot_search(app: Any, window: Any, out: Path, wait: Any, settle: Any) -> No
 def main() -> int:
     out = Path(sys.argv[sys.argv.index("--out") + 1]) if "--out" in sys.argv else Path("docs")
     out.mkdir(parents=True, exist_ok=True)
-    os.environ["INGLENOOK_HOME"] = tempfile.mkdtemp(prefix="inglenook-search-shot-")
-    from PySide6.QtWidgets import QApplication  # noqa: PLC0415
+    from screenshots import settle, shoot_alone, wait  # noqa: PLC0415
 
-    from inglenook.app import theme  # noqa: PLC0415
-    from inglenook.app.window import MainWindow  # noqa: PLC0415
-    from inglenook.engine import Engine  # noqa: PLC0415
-    from screenshots import settle, wait  # noqa: PLC0415
-
-    app = QApplication(sys.argv)
-    engine = Engine()
-    theme.apply_theme(app, "light")
-    window = MainWindow(engine, start_api=False)
-    window.resize(1280, 800)
-    window.show()
-    shoot_search(app, window, out, wait, settle)
-    window.shutdown()
-    engine.close()
+    shoot_alone("inglenook-search-shot-", lambda app, window: shoot_search(app, window, out, wait, settle))
     print(out / "search.png")
     return 0
 
