@@ -62,12 +62,14 @@ def preload_default_model(window: MainWindow) -> None:
     model_list = window.model_list
 
     def listed() -> None:
-        model_list.changed.disconnect(listed)
+        # The local read, not any change: the remote engines' list (empty, quick) often
+        # arrives first, before the default model is known.
+        model_list.local_read.disconnect(listed)
         if model_list.default_model and not window.hub.loaded:
             log.info("loading %s in the background for the first question", model_list.default_model)
             model_list.load(model_list.default_model)
 
-    model_list.changed.connect(listed)
+    model_list.local_read.connect(listed)
 
 
 def welcome_facts(window: MainWindow) -> WelcomeFacts:

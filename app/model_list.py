@@ -16,6 +16,9 @@ log = logging.getLogger(__name__)
 
 class ModelList(QObject):
     changed = Signal()  # ``models`` and ``default_model`` were read again
+    # The installed models and the default were read from disk (``changed`` also fires when
+    # only the remote engines' list arrives, which can come first).
+    local_read = Signal()
     failed = Signal(object)  # an exception, for the banner
 
     def __init__(self, engine: Engine, workers: Workers, parent: QObject | None = None) -> None:
@@ -45,6 +48,7 @@ class ModelList(QObject):
         local, self.default_model = result
         self.models = [*local, *self.remote_models]
         self.changed.emit()
+        self.local_read.emit()
 
     def _remote_read(self, records: list[ModelRecord]) -> None:
         self.remote_models = records

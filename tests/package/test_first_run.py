@@ -82,3 +82,17 @@ def test_without_a_tray_closing_the_window_quits(qtbot, window) -> None:  # noqa
     assert not tray.should_hide_on_close()
     window.close()
     assert window.closed  # shutdown ran: the window really closed
+
+
+def test_the_default_model_starts_loading_as_the_window_opens_whichever_list_arrives_first(
+        qtbot, window) -> None:  # noqa: ANN001
+    from inglenook.app.desktop import preload_default_model
+
+    preload_default_model(window)
+    # The remote engines' list (none here) lands before the installed models are read, as it
+    # did on a fast machine: the preload must wait for the local list, not give up.
+    window.model_list._remote_read([])
+    scheduler = window.engine.scheduler
+    qtbot.waitUntil(lambda: any(m.record.id.startswith("smollm2") for m in scheduler.loaded_models()),
+                    timeout=60_000)
+    assert window.engine.chats.conversations() == []  # loaded, nothing asked
