@@ -71,8 +71,9 @@ def start_ours(home: Path, source: Path | None = None) -> tuple[str, subprocess.
     env = {**os.environ, "INGLENOOK_HOME": str(home)}
     if source is not None:
         env["PYTHONPATH"] = str(source)  # found before the editable install's mapping
+    # -m puts the working folder first on sys.path: run the baseline from its own tree.
     process = subprocess.Popen([sys.executable, "-m", "inglenook", "serve", "--port", str(port)], env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                               cwd=source, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return f"http://127.0.0.1:{port}", process
 
 
@@ -88,17 +89,28 @@ def start_llama_server(binary: Path, model: Path, threads: int) -> tuple[str, su
 
 
 def extract_revision(revision: str, into: Path) -> Path:
-    """The ``inglenook`` package as it was at ``revision``, laid out as installed."""
-    package = into / "inglenook"
-    package.mkdir(parents=True)
+    """A folder from which ``import inglenook`` gives the package as it was at ``revision``."""
     repo = Path(__file__).resolve().parent.parent
-    archive = subprocess.run(["git", "-C", str(repo), "archive", revision, "inglenook", "engine", "app", "resources"],
+    tree = into / "tree"
+    tree.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(repo), "archive", revision, "inglenook", "engine", "app", "resources"]
+                             + (["cli"] if _has_path(repo, revision, "cli") else []),
                              capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(package)], input=archive, check=True)
-    for child in (package / "inglenook").iterdir():
-        child.rename(package / child.name)
-    (package / "inglenook").rmdir()
-    return into
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    if (tree / "inglenook" / "engine").exists():
+        return tree  # inglenook/ links to the folders beside it (the layout since the CLI moved)
+    # Before that, inglenook/ held the CLI and the editable install mapped engine/ and app/.
+    package = into / "installed" / "inglenook"
+    (tree / "inglenook").rename(package.parent.mkdir(parents=True) or package)
+    for name in ("engine", "app", "resources"):
+        (tree / name).rename(package / name)
+    return package.parent
+
+
+def _has_path(repo: Path, revision: str, path: str) -> bool:
+    listed = subprocess.run(["git", "-C", str(repo), "ls-tree", "--name-only", revision, path],
+                            capture_output=True, text=True, check=True).stdout
+    return bool(listed.strip())
 
 
 def cpu_seconds(process: subprocess.Popen) -> float:
