@@ -4,6 +4,9 @@ Pick a model, tick the variants to measure (installed ones, or ones to create lo
 press Run. The lab lane runs the engine's ``LabRun``; progress and each finished variant
 arrive as queued signals, so the table and the two charts fill in as it goes.
 Saved measurements show at once when the page opens, greyed out where they are stale.
+
+Why about 400 lines: the page is one form (model, variants, run) over one results table,
+and its builders are split into named sections; the charts are their own widgets.
 """
 
 from __future__ import annotations

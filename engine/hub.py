@@ -8,6 +8,10 @@ by ``hf auth login``.
 
 Errors from the library become one ``DownloadError`` with a sentence a person can act
 on, chosen by exception type (see ``hub_errors``).
+
+Why about 400 lines: search, a repository's file listing, split-set grouping and the one
+error mapping (``hub_errors``) all work on the same listing records and client setup;
+downloads are in ``downloads``.
 """
 
 from __future__ import annotations

@@ -15,6 +15,10 @@ The converter is our own, written to behave as OpenAI documents structured outpu
   MAX_GRAMMAR_SIZE is refused with a 400 rather than handed to llama.cpp.
 
 Grammars are cached by schema text because clients send the same schema with every request.
+
+Why one file of about 400 lines: the converter is one recursive walk over the schema whose
+cases (objects, arrays, strings, numbers, combinators, references) share its rule table and
+its size accounting; the character-level pieces already live in ``gbnf`` and ``regex_grammar``.
 """
 
 from __future__ import annotations

@@ -3,6 +3,10 @@
 A run creates the requested variants, measures the reference first (its distributions go
 to disk once and are reused by later runs), then every other variant against it. The lab
 loads models itself, one at a time, with the user's thread/GPU/KV settings.
+
+Why about 400 lines: the front door and the run share the variant bookkeeping (which files
+exist, which to create, which measurements are stale); the measuring itself is in
+``metrics``, ``quantize`` and ``variants``.
 """
 
 from __future__ import annotations
