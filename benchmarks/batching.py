@@ -179,9 +179,10 @@ def main() -> int:
     model_path = find_starter_model()
     servers = {}
     with tempfile.TemporaryDirectory() as scratch:
+        # The baseline is extracted before any server starts: a bad revision leaves none behind.
+        source = extract_revision(args.baseline, Path(scratch) / "baseline") if args.baseline else None
         servers["inglenook"] = (*start_ours(Path(scratch) / "home"), "smollm2")
-        if args.baseline:
-            source = extract_revision(args.baseline, Path(scratch) / "baseline")
+        if source is not None:
             servers["inglenook_baseline"] = (*start_ours(Path(scratch) / "home-baseline", source), "smollm2")
         if args.llama_server:
             servers["llama_server"] = (*start_llama_server(args.llama_server, model_path, args.threads), "model")
