@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from PySide6.QtCore import QObject
+from PySide6.QtCore import QObject, QTimer
 from PySide6.QtGui import QAction, QIcon
 from PySide6.QtWidgets import QApplication, QMainWindow, QMenu, QSystemTrayIcon
 
@@ -51,8 +51,19 @@ class TrayController(QObject):
         self.tray.activated.connect(self._activated)
         server.state_changed.connect(self._api_state)
         self._api_state(server.state, server.url, None)
+        # The desktop's tray can come up after Inglenook (started at login before the panel,
+        # or a tray host started late): until it does, look again every few seconds.
+        self._tray_watch = QTimer(self)
+        self._tray_watch.setInterval(2000)
+        self._tray_watch.timeout.connect(self._show_when_available)
+        self._show_when_available()
+        if not self.tray.isVisible():
+            self._tray_watch.start()
+
+    def _show_when_available(self) -> None:
         if QSystemTrayIcon.isSystemTrayAvailable():
             self.tray.show()
+            self._tray_watch.stop()
 
     @staticmethod
     def available() -> bool:
@@ -60,6 +71,7 @@ class TrayController(QObject):
 
     def should_hide_on_close(self) -> bool:
         """Closing the window hides it only when the API serves and the tray can bring it back."""
+        self._show_when_available()  # a tray that appeared since the last look counts now
         return self.close_to_tray() and self.server.running and self.available() and self.tray.isVisible()
 
     def hide_to_tray(self) -> None:
