@@ -47,7 +47,9 @@ def test_closing_while_the_api_serves_keeps_running_in_the_tray(tmp_path: Path) 
             tray_host = subprocess.Popen(["trayer", "--edge", "top", "--align", "right", "--widthtype", "pixel",
                                           "--width", "64", "--height", "24"], env={**os.environ, "DISPLAY": display},
                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(3)  # the tray host claims the tray; the app looks again every 2 s
+            # Its window shows once it holds the tray; the app looks again when the window closes.
+            wait_until(lambda: bool(app.xdotool("search", "--onlyvisible", "--class", "trayer", check=False).strip()),
+                       "the tray host did not start")
             assert app.api(MODELS_SCRIPT)["models"], "the API did not come up"
             request_close(display, main)
             wait_until(lambda: not app.window_ids(MAIN_TITLE), "closing the window did not hide it")
