@@ -101,7 +101,8 @@ def extract_revision(revision: str, into: Path) -> Path:
         return tree  # inglenook/ links to the folders beside it (the layout since the CLI moved)
     # Before that, inglenook/ held the CLI and the editable install mapped engine/ and app/.
     package = into / "installed" / "inglenook"
-    (tree / "inglenook").rename(package.parent.mkdir(parents=True) or package)
+    package.parent.mkdir(parents=True)
+    (tree / "inglenook").rename(package)
     for name in ("engine", "app", "resources"):
         (tree / name).rename(package / name)
     return package.parent
