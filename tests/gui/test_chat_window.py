@@ -15,7 +15,9 @@ pytestmark = [pytest.mark.gui, pytest.mark.integration]
 
 
 def test_send_shows_the_answer_streaming_in(qtbot, window) -> None:
-    cid = new_chat(qtbot, window, max_tokens=12)
+    # Long enough to span several of the view's 40 ms text flushes: at 140 tok/s (a quiet
+    # AVX-512 machine) a 12-token answer could arrive whole in the first one.
+    cid = new_chat(qtbot, window, max_tokens=48)
     # True's count is the whole process's: count it with the background (titles, the search
     # index, whose threads hold references of their own) at rest and earlier tests' garbage
     # collected (a window and an engine hold many Trues; CI once saw 40 go mid-test).
