@@ -6,12 +6,21 @@ lookup drafts land) and a free-form one (a story: the drafts mostly fail, and lo
 switch itself off rather than slow the answer down).
 Each mode is its own loaded model (the draft mode: SmolLM2 drafting for itself unless
 ``--draft`` names another GGUF of the same vocabulary); runs are interleaved round by round
-so machine noise hits every mode alike. Greedy decoding, so every mode must produce the
-same tokens: ``identical`` says whether it did (the first differing position otherwise;
+so machine noise hits every mode alike, and ``vs_plain`` is the median over rounds of each
+round's ratio to plain decoding (a slow minute on a shared machine slows both sides of a
+ratio). Greedy decoding, so every mode must produce the same tokens:
+``identical_to_plain`` says whether it did (the first differing position otherwise;
 llama.cpp's CPU kernels round a one-row batch differently from a multi-row one, so a
-near-tie can flip). Prints JSON.
+near-tie can flip).
+
+``--llama-lookup PATH`` (``python scripts/llama_build.py llama-lookup`` builds it from the
+same CMake tree as the engine) runs llama.cpp's own prompt-lookup example on the same
+rendered prompts in the same rounds, once per ``--lookup-drafts`` length, for a
+side-by-side figure: its ``decoded … speed`` (tokens after the prompt, per second), as ours
+is. Prints JSON.
 
     python benchmarks/speculative.py [--model PATH] [--draft PATH] [--rounds 2] [--tokens 360]
+                                     [--llama-lookup PATH] [--lookup-drafts 3,8]
 """
 
 from __future__ import annotations
@@ -19,8 +28,11 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import statistics
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from inglenook.engine.gguf import read_gguf
@@ -88,6 +100,26 @@ def run(model: LoadedModel, task: str, tokens: int) -> tuple[list[int], Finished
     return ids, finished
 
 
+def run_llama_lookup(binary: Path, model_path: Path, prompt_file: Path, tokens: int, drafts: int,
+                     threads: int) -> dict[str, float]:
+    """llama.cpp's lookup example on one prompt: its decode speed and draft counts."""
+    done = subprocess.run([str(binary), "-m", str(model_path), "-f", str(prompt_file), "-n", str(tokens),
+                           "-t", str(threads), "--temp", "0", "-c", "2048", "--spec-draft-n-max", str(drafts)],
+                          capture_output=True, text=True, check=True)
+    text = done.stdout + done.stderr
+
+    def number(pattern: str) -> float:
+        found = re.search(pattern, text)
+        if found is None:
+            raise RuntimeError(f"llama-lookup printed no {pattern!r}:\n{text[-2000:]}")
+        return float(found.group(1))
+
+    return {"decode_tok_s": number(r"decoded\s+\d+ tokens in\s+[\d.]+ seconds, speed:\s+([\d.]+)"),
+            "tokens": number(r"n_predict\s*=\s*(\d+)"),
+            "draft_n": number(r"n_drafted\s*=\s*(\d+)"),
+            "draft_n_accepted": number(r"n_accept\s*=\s*(\d+)")}
+
+
 def first_difference(a: list[int], b: list[int]) -> int | None:
     for i, (x, y) in enumerate(zip(a, b)):
         if x != y:
@@ -102,7 +134,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--tokens", type=int, default=360)
     parser.add_argument("--modes", default="off,lookup,draft")
+    parser.add_argument("--llama-lookup", type=Path, default=None, help="llama.cpp's llama-lookup, side by side")
+    parser.add_argument("--lookup-drafts", default="3,8", help="llama-lookup's --spec-draft-n-max values")
+    parser.add_argument("--tasks", default=",".join(TASKS), help="which of the tasks to run")
     args = parser.parse_args()
+    tasks = args.tasks.split(",")
     logging.basicConfig(level=logging.WARNING)
     path = args.model or find_starter_model()
     if path is None:
@@ -113,12 +149,14 @@ def main() -> None:
     models = {mode: LoadedModel(record, LoadOptions(context_size=2048, gpu_layers=0, speculative=mode,
                                                     draft_model=draft if mode == "draft" else None))
               for mode in modes}
-    speeds: dict[str, dict[str, list[float]]] = {task: {mode: [] for mode in modes} for task in TASKS}
-    outputs: dict[str, dict[str, list[int]]] = {task: {} for task in TASKS}
-    counts: dict[str, dict[str, dict[str, int]]] = {task: {} for task in TASKS}
+    theirs = [f"llama-lookup-{n}" for n in args.lookup_drafts.split(",")] if args.llama_lookup else []
+    prompt_files = write_prompts(models[modes[0]], Path(tempfile.mkdtemp(prefix="speculative-")))
+    speeds: dict[str, dict[str, list[float]]] = {task: {mode: [] for mode in modes + theirs} for task in tasks}
+    outputs: dict[str, dict[str, list[int]]] = {task: {} for task in tasks}
+    counts: dict[str, dict[str, dict[str, int]]] = {task: {} for task in tasks}
     try:
         for _ in range(args.rounds):
-            for task in TASKS:
+            for task in tasks:
                 for mode in modes:
                     ids, finished = run(models[mode], task, args.tokens)
                     log.warning("%s %s: %d tokens at %.1f tok/s, %d of %d drafts kept", task, mode, len(ids),
@@ -127,29 +165,44 @@ def main() -> None:
                     outputs[task][mode] = ids
                     counts[task][mode] = {"tokens": len(ids), "draft_n": finished.timings.draft_n,
                                           "draft_n_accepted": finished.timings.draft_n_accepted}
+                for name in theirs:
+                    result = run_llama_lookup(args.llama_lookup, path, prompt_files[task], args.tokens,
+                                              int(name.rsplit("-", 1)[1]), models[modes[0]].threads)
+                    log.warning("%s %s: %s", task, name, result)
+                    speeds[task][name].append(result.pop("decode_tok_s"))
+                    counts[task][name] = {key: int(value) for key, value in result.items()}
     finally:
         for model in models.values():
             model.close()
     report: dict[str, object] = {"model": record.id, "draft_model": draft.id, "rounds": args.rounds,
                                  "max_tokens": args.tokens, "tasks": {}}
-    for task in TASKS:
-        plain = statistics.median(speeds[task]["off"]) if "off" in modes else 0.0
+    for task in tasks:
         entry = {}
-        for mode in modes:
-            tps = statistics.median(speeds[task][mode])
+        for mode in modes + theirs:
             c = counts[task][mode]
             entry[mode] = {
-                "decode_tok_s": round(tps, 2),
-                "vs_plain": round(tps / plain, 3) if plain else None,
+                "decode_tok_s": round(statistics.median(speeds[task][mode]), 2),
+                "vs_plain": round(statistics.median(ours / plain for ours, plain in
+                                                    zip(speeds[task][mode], speeds[task]["off"])), 3)
+                if "off" in modes else None,
                 **c,
                 "acceptance": round(c["draft_n_accepted"] / c["draft_n"], 3) if c["draft_n"] else None,
-                "identical_to_plain": first_difference(outputs[task]["off"], outputs[task][mode]) is None
-                if "off" in modes else None,
-                "first_difference": first_difference(outputs[task]["off"], outputs[task][mode])
-                if "off" in modes else None,
             }
+            if mode in modes and "off" in modes:
+                difference = first_difference(outputs[task]["off"], outputs[task][mode])
+                entry[mode].update(identical_to_plain=difference is None, first_difference=difference)
         report["tasks"][task] = entry  # type: ignore[index]
     print(json.dumps(report, indent=2))
+
+
+def write_prompts(model: LoadedModel, folder: Path) -> dict[str, Path]:
+    """Each task's prompt as rendered by the chat template, for llama-lookup's ``-f``."""
+    files = {}
+    for task, text in TASKS.items():
+        files[task] = folder / f"{task}.txt"
+        files[task].write_text(model.chat_template.render([{"role": "user", "content": text}],
+                                                          add_generation_prompt=True))
+    return files
 
 
 if __name__ == "__main__":

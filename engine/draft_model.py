@@ -75,8 +75,8 @@ class DraftModel:
     def propose(self, sequences: list["Sequence"]) -> list[list[int]]:
         """One draft per sequence (empty for those paused, out of budget or still catching up)."""
         # Draft positions must also fit the draft's own context (it may be trained for less).
-        per_row = self.target.row_cost.per_row
-        wanted = [min(s.control.wanted(s.draft_room(), per_row), self.model.n_ctx - len(s.tokens) - 1)
+        cost = self.target.row_cost
+        wanted = [min(s.control.wanted(s.draft_room(), cost.per_row, cost.base), self.model.n_ctx - len(s.tokens) - 1)
                   if s.control is not None else 0 for s in sequences]
         drafts: list[list[int]] = [[] for _ in sequences]
         ready = self._catch_up([s for s, n in zip(sequences, wanted) if n > 0])

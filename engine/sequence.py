@@ -139,13 +139,16 @@ class Sequence:
             return []
         if self._lookup is None:
             self._lookup = PromptLookup(self.tokens)
-        wanted = self.control.wanted(self.draft_room(), self.model.row_cost.per_row)
-        if wanted <= 0:
+        cost, lookup = self.model.row_cost, self._lookup
+        lookup.catch_up()
+        wanted = self.control.wanted(self.draft_room(), cost.per_row, cost.base, copying=lookup.copying)
+        draft = lookup.draft(max(wanted, 1))
+        if wanted <= 0 or lookup.guessing:
             # Not drafting this step: note what lookup would have drafted, and learn from
             # the token the step samples (DraftControl.shadow), at no cost.
-            self._shadow_guess = self._lookup.draft(1)
+            self._shadow_guess = draft[:1]
             return []
-        return self.model.cut_at_end(self._lookup.draft(wanted))
+        return self.model.cut_at_end(draft)
 
     def verify(self, first_index: int, draft: list[int]) -> int:
         """Rows ``first_index..+len(draft)`` hold the logits after the fed token and after

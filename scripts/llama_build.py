@@ -20,6 +20,7 @@ that shapes the binary (version, flags, variant list, compiler, platform).
     python scripts/llama_build.py wheel [--cuda]          # print the wheel's path
     python scripts/llama_build.py llama-bench [--cuda]    # print llama-bench's path
     python scripts/llama_build.py llama-server [--cuda]   # print llama-server's path
+    python scripts/llama_build.py llama-lookup            # print llama-lookup's path (prompt lookup)
     python scripts/llama_build.py rpc [--cuda] [--python VENV_PYTHON]  # RPC: rpc-server + ggml-rpc module
     python scripts/llama_build.py info                    # the recipe as JSON
 
@@ -288,9 +289,14 @@ def install(cuda: bool, python: str) -> None:
     log(f"installed {wheel.name} into {python}")
 
 
+# Tools that live under llama.cpp's examples/ rather than tools/.
+EXAMPLE_TOOLS = ("llama-lookup",)
+TOOLS = ("llama-bench", "llama-server", "llama-batched-bench", *EXAMPLE_TOOLS)
+
+
 def build_tool(cuda: bool, target: str) -> Path:
-    """A llama.cpp tool (llama-bench, llama-server) from the same CMake tree, so it runs the
-    very objects the engine runs."""
+    """A llama.cpp tool (llama-bench, llama-server, llama-lookup) from the same CMake tree,
+    so it runs the very objects the engine runs."""
     folder, _spec, _key = work_dir(cuda)
     if not (folder / "cmake" / "CMakeCache.txt").exists():
         shutil.rmtree(folder / "wheel", ignore_errors=True)  # rebuild to get the tree back
@@ -299,7 +305,8 @@ def build_tool(cuda: bool, target: str) -> Path:
     binary = tree / "bin" / target
     if not binary.exists():
         subprocess.run(["cmake", "-S", str(folder / "src"), "-B", str(tree), "-DLLAMA_BUILD_TOOLS=ON",
-                        f"-DLLAMA_BUILD_SERVER={'ON' if target == 'llama-server' else 'OFF'}", "-Wno-dev"],
+                        f"-DLLAMA_BUILD_SERVER={'ON' if target == 'llama-server' else 'OFF'}",
+                        f"-DLLAMA_BUILD_EXAMPLES={'ON' if target in EXAMPLE_TOOLS else 'OFF'}", "-Wno-dev"],
                        check=True, stdout=subprocess.DEVNULL)
         subprocess.run(["cmake", "--build", str(tree), "--target", target, "-j", str(os.cpu_count() or 2)],
                        check=True, stdout=subprocess.DEVNULL)
@@ -346,7 +353,7 @@ def install_rpc(cuda: bool, python: str) -> Path:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("action", choices=["install", "wheel", "llama-bench", "llama-server", "rpc", "info"])
+    parser.add_argument("action", choices=["install", "wheel", *TOOLS, "rpc", "info"])
     parser.add_argument("--cuda", action="store_true", help="also build the CUDA backend module")
     parser.add_argument("--python", default=sys.executable, help="the interpreter to install into")
     args = parser.parse_args()
@@ -354,7 +361,7 @@ def main() -> int:
         install(args.cuda, args.python)
     elif args.action == "wheel":
         print(build_wheel(args.cuda))
-    elif args.action in ("llama-bench", "llama-server"):
+    elif args.action in TOOLS:
         print(build_tool(args.cuda, args.action))
     elif args.action == "rpc":
         print(install_rpc(args.cuda, args.python))

@@ -42,7 +42,7 @@ FREE_FORM = [{"role": "user", "content": "Write a short story about a lighthouse
 
 # Whether a draft pays depends on what a batch row costs on the machine at that moment; the
 # tests fix it (free rows) so what they check never depends on timing.
-FREE_ROWS = RowCost(per_row=0.0, fixed=True)
+FREE_ROWS = RowCost(per_row=0.0, base=0.0, fixed=True)
 
 
 def load(path: Path, **options: object) -> LoadedModel:
