@@ -38,6 +38,12 @@ CODE = (
 )
 GROUNDED = [{"role": "user", "content": f"Repeat this code exactly, renaming `values` to `items`:\n\n{CODE}"}]
 FREE_FORM = [{"role": "user", "content": "Write a short story about a lighthouse keeper who finds a bottle."}]
+TYPOS = ("The lighthouse stood on a rock at the edge of the bay. Every night the keepr climbed the stairs, lit the "
+         "lamp and watched the ships pass. In winter the storms came from the north and the waves broke over the "
+         "rocks, but the light never went out. The village below relied on it, and the fishermen said that as long "
+         "as the lamp burned they would always find their way home. One morning the keepr found a bottle wedged "
+         "between two stones, with a letter inside.")
+QUOTE = [{"role": "user", "content": f"Fix the spelling in this text and return it unchanged otherwise:\n\n{TYPOS}"}]
 
 
 # Whether a draft pays depends on what a batch row costs on the machine at that moment; the
@@ -115,6 +121,36 @@ def test_a_sequence_whose_drafts_fail_stops_drafting(lookup: LoadedModel) -> Non
         lookup.release(sequence)
     assert control.drafted > control.accepted * 2  # a story is not its prompt: most drafts fail
     assert paused_steps > 0 and drafted_while_paused == 0
+
+
+# Rows priced as SmolLM2 on 2 CPU cores prices them (a step with k draft rows costs
+# 1.75 + 0.37 k plain steps), fixed, so the count below does not depend on the machine's load.
+CPU_ROWS = RowCost(per_row=0.37, base=0.75, fixed=True)
+
+
+def test_an_answer_that_copies_its_input_through_edits_drafts_most_of_it(lookup: LoadedModel) -> None:
+    # SmolLM2 returns the paragraph nearly verbatim, with commas added and a typo fixed: the
+    # lookup must follow the copy through those edits and draft long. Measured in plain-step
+    # units under CPU_ROWS: 1.49 tokens per unit; 1.26 before the cursor and the fixed row
+    # price (it re-found its place by n-grams after each edit and drafted short).
+    sequence = lookup.open_sequence(lookup.chat_tokens(QUOTE), SamplingParams(temperature=0.0, max_tokens=200),
+                                    threading.Event(), time.perf_counter(), reuse_kv=False, slot=lookup.slots[0])
+    control = sequence.control
+    assert control is not None
+    lookup.row_cost = CPU_ROWS
+    units = 0.0
+    try:
+        while not sequence.done:
+            drafted = control.drafted
+            lookup.step([sequence], lookup.options.batch_size)
+            rows = control.drafted - drafted
+            units += 1.0 + (CPU_ROWS.extra(rows) if rows else 0.0)
+    finally:
+        lookup.row_cost = FREE_ROWS
+        lookup.release(sequence)
+    tokens = sequence.usage.completion_tokens
+    assert tokens > 80 and control.accepted > 0.7 * tokens
+    assert tokens / units > 1.35
 
 
 def test_a_draft_model_of_the_same_vocabulary_keeps_greedy_output(smollm2: LoadedModel, smollm2_path: Path) -> None:
