@@ -143,7 +143,7 @@ class Sequence:
         lookup.catch_up()
         wanted = self.control.wanted(self.draft_room(), cost.per_row, cost.base, copying=lookup.copying)
         draft = lookup.draft(max(wanted, 1))
-        if wanted <= 0 or lookup.guessing:
+        if wanted <= 0 or (lookup.guessing and not lookup.copying):
             # Not drafting this step: note what lookup would have drafted, and learn from
             # the token the step samples (DraftControl.shadow), at no cost.
             self._shadow_guess = draft[:1]

@@ -75,7 +75,7 @@ class PromptLookup:
         self._index: dict[tuple[int, ...], int] = {}
         self._indexed = 0  # positions whose preceding n-grams are in the index
         self._cursor: int | None = None  # the source position the next token should copy
-        self._followed = 0  # history length the cursor has walked
+        self._followed = len(history)  # history length the cursor has walked (the prompt: no cursor yet)
         self._off = 0  # tokens in a row that left the source (0: on track)
         self._recent: deque[bool] = deque(maxlen=self.RECENT)  # was each emitted token the cursor's?
         # The last draft rests on the cursor's insertion guess alone: worth checking for free
@@ -122,7 +122,7 @@ class PromptLookup:
     def copying(self) -> bool:
         """Most of the answer's recent tokens were where the cursor said: it is copying."""
         recent = self._recent
-        return len(recent) >= self.RECENT // 2 and sum(recent) >= 0.75 * len(recent)
+        return len(recent) >= 4 and sum(recent) >= 0.75 * len(recent)
 
     def _ngram_match(self) -> int | None:
         history = self.history
