@@ -10,7 +10,6 @@ import argparse
 import contextlib
 import errno
 import logging
-import logging.handlers
 import signal
 import sqlite3
 import sys
@@ -18,6 +17,7 @@ from collections.abc import Iterator, Sequence
 
 from inglenook import __version__
 from inglenook.cli import adapters, alias, hub, keys, lab, launch, serve, usage, worker
+from inglenook.cli.log_file import LogFileHandler
 from inglenook.cli.terminal import print_table
 from inglenook.engine import CrashGuard, InglenookError, Paths, StoreError, human_count, human_size
 
@@ -127,9 +127,7 @@ def setup_logging(paths: Paths, debug: bool = False) -> None:
         return
     root.setLevel(logging.DEBUG if debug else logging.INFO)
     try:
-        file_handler = logging.handlers.RotatingFileHandler(
-            paths.logs / "inglenook.log", maxBytes=5_000_000, backupCount=3, encoding="utf-8"
-        )
+        file_handler = LogFileHandler(str(paths.logs / "inglenook.log"), max_bytes=5_000_000, backup_count=3)
     except OSError as exc:
         raise StoreError(f"cannot write logs in {paths.logs}: {exc.strerror}") from exc
     file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))

@@ -9,10 +9,12 @@ import os
 import shutil
 import subprocess
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from tests.polling import wait_until
 
 from .desktop_session import MAIN_TITLE, MODELS_SCRIPT, WELCOME_TITLE, launch, missing_tools, request_close, \
     user_environment, xvfb
@@ -26,11 +28,9 @@ if os.geteuid() != 0:
     pytest.skip("runs the app in its own network namespace, which needs root", allow_module_level=True)
 
 
-def wait_until(condition, failure: str, timeout: float = 300.0) -> None:  # noqa: ANN001
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, failure
-        time.sleep(0.2)
+def wait_for(condition: Callable[[], bool], failure: str) -> None:
+    # Each poll runs xdotool: a few a second; the bound is generous for a loaded CI machine.
+    wait_until(condition, timeout=300.0, failure=failure, interval=0.2)
 
 
 def test_closing_while_the_api_serves_keeps_running_in_the_tray(tmp_path: Path) -> None:
@@ -48,18 +48,18 @@ def test_closing_while_the_api_serves_keeps_running_in_the_tray(tmp_path: Path) 
                                           "--width", "64", "--height", "24"], env={**os.environ, "DISPLAY": display},
                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             # Its window shows once it holds the tray; the app looks again when the window closes.
-            wait_until(lambda: bool(app.xdotool("search", "--onlyvisible", "--class", "trayer", check=False).strip()),
+            wait_for(lambda: bool(app.xdotool("search", "--onlyvisible", "--class", "trayer", check=False).strip()),
                        "the tray host did not start")
             assert app.api(MODELS_SCRIPT)["models"], "the API did not come up"
             request_close(display, main)
-            wait_until(lambda: not app.window_ids(MAIN_TITLE), "closing the window did not hide it")
+            wait_for(lambda: not app.window_ids(MAIN_TITLE), "closing the window did not hide it")
             app.check_alive()  # still running, in the tray
             assert app.api(MODELS_SCRIPT)["models"], "the API stopped when the window closed"
             # Launching again brings the hidden window back (and the second process leaves).
             again = subprocess.run([sys.executable, "-m", "inglenook"], env=user_environment(home, display),
                                    capture_output=True, text=True, timeout=300)
             assert again.returncode == 0, again.stdout + again.stderr
-            wait_until(lambda: bool(app.window_ids(MAIN_TITLE)), "a second launch did not bring the window back")
+            wait_for(lambda: bool(app.window_ids(MAIN_TITLE)), "a second launch did not bring the window back")
             assert app.quit() == 0, app.log_text()
         finally:
             if app.process.poll() is None:
