@@ -186,6 +186,11 @@ class ModelLoading:
         # slot, -0.169 in another), so a conversation's answer would depend on its slot and
         # on what else ran before. Per-sequence streams answer exactly as a lone sequence.
         ctx_params.kv_unified = False
+        # Sliding-window layers (gemma-3) keep a cache of the full context, not just the
+        # window (llama.cpp's default, made explicit): rejected drafts and a trimmed prefix
+        # can then be removed like any other tail, with every cell the next token attends to
+        # still there.
+        ctx_params.swa_full = True
         threads = self.options.threads or physical_cores()
         ctx_params.n_threads = threads
         ctx_params.n_threads_batch = threads
@@ -277,9 +282,10 @@ class ModelLoading:
             return OFF
         lib = self._lib
         # Rejected draft tokens are removed from the KV cache: a recurrent state cannot drop
-        # a tail, and a sliding-window cache may already have let go of cells the next
-        # token attends to once the draft's positions moved its window on.
-        if lib.llama_model_is_recurrent(self._model) or lib.llama_model_is_hybrid(self._model) or self.n_swa > 0:
+        # a tail. A sliding-window model's can, with its full-size window cache (swa_full
+        # above): tested past the window, the cache after hundreds of drafted tokens, some
+        # rejected, predicts as a full prefill does, to rounding.
+        if lib.llama_model_is_recurrent(self._model) or lib.llama_model_is_hybrid(self._model):
             log.info("speculative decoding is off for %s: its cache cannot drop rejected drafts", self.record.id)
             return OFF
         return mode

@@ -15,12 +15,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import openai
 import pytest
 
 from inglenook.engine.core import Engine
 from inglenook.engine.json_grammar import grammar_for_schema
-from inglenook.engine.runtime import Chunk, Finished, LoadedModel, LoadOptions
+from inglenook.engine.runtime import LAST, BatchRow, Chunk, Finished, LoadedModel, LoadOptions
 from inglenook.engine.sampling import SamplingParams
 from inglenook.engine.scheduler import GenerateJob
 from inglenook.engine.server import ApiServer
@@ -164,6 +165,49 @@ def test_a_draft_model_of_the_same_vocabulary_keeps_greedy_output(smollm2: Loade
     assert drafted == plain
     # The model drafting for itself: nearly every draft is what it then decides.
     assert finished.timings.draft_n_accepted >= 0.8 * finished.timings.draft_n > 0
+
+
+def test_a_sliding_window_model_drafts_and_its_cache_survives_rejected_drafts(gemma_path: Path) -> None:
+    # gemma-3 attends through a 512-token window in most layers, and llama.cpp reuses cells
+    # that fall out of it. Drafts move positions on and rejected ones are removed: after a
+    # generation well past the window, the cache must still predict as a full prefill does.
+    model = LoadedModel(record_for(gemma_path, "gemma-3-270m:q4_k_m"),
+                        LoadOptions(context_size=1024, gpu_layers=GPU_LAYERS, speculative="lookup"))
+    try:
+        assert model.n_swa == 512 and model.speculative_mode == "lookup"
+        model.row_cost = FREE_ROWS
+        lines = "".join(f"Ship {i} passed the lighthouse at {i % 12 + 1} o'clock, carrying {i * 7 % 50} crates.\n"
+                        for i in range(24))
+        prompt = model.prompt_tokens(f"The harbour log.\n\n{lines}\nThe harbour log, copied out again:\n\n{lines[:60]}")
+        tokens: list[int] = []
+        finished = None
+        for event in model.generate(prompt, SamplingParams(temperature=0.0, max_tokens=320), reuse_kv=False):
+            if isinstance(event, Chunk):
+                tokens += event.token_ids
+            else:
+                finished = event
+        assert isinstance(finished, Finished) and len(prompt) + len(tokens) > model.n_swa + 200
+        drafted, kept = finished.timings.draft_n, finished.timings.draft_n_accepted
+        assert kept > 100 and drafted > kept  # drafts were kept, and some were rejected and removed
+        # The next token's logits from the drafted-through cache, fed the last token as a
+        # decode step would (generated tokens are not reused for a new prompt: a prompt's KV
+        # comes from a prefill), against a fresh full prefill of the same tokens.
+        slot = model.slots[0]
+        assert slot.kv_tokens == prompt + tokens[:-1]
+        model._fill_batch([BatchRow(slot.seq_id, len(slot.kv_tokens), [tokens[-1]], LAST)])
+        assert model._lib.llama_decode(model._ctx, model._batch) == 0
+        cached = log_softmax(model._logits_at(0))
+        full = log_softmax(model.logits_for(prompt + tokens)[-1])
+        top = np.argsort(-full)[:5]
+        assert int(cached.argmax()) == int(full.argmax())
+        assert np.abs(cached - full)[top].max() < 0.3  # rounding, not lost cells
+    finally:
+        model.close()
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits - logits.max()
+    return shifted - np.log(np.exp(shifted).sum())
 
 
 def test_a_draft_model_of_another_vocabulary_is_refused(smollm2_path: Path, gemma_path: Path) -> None:
