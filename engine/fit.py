@@ -12,7 +12,8 @@ The estimate adds up what llama.cpp allocates when it loads a model:
     with 2 bytes per element for f16, 34/32 for q8_0 and 18/32 for q4_0. Example:
     Llama-3-8B (32 layers, 8 KV heads of 128 dims) at 8192 tokens in f16 is
     32 × 8192 × 8 × 256 × 2 bytes = 1 GiB. Sliding-window layers (Gemma 3) are counted
-    at the full context, so the estimate errs on the large side for those models.
+    at the full context, as the engine allocates them (``swa_full``: a rejected draft or a
+    trimmed prefix never loses a cell the next token attends to).
 
 ``compute``
     llama.cpp's scratch buffer for one micro-batch (``n_ubatch`` = 512 tokens). Its peak
