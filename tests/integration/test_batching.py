@@ -17,6 +17,7 @@ import pytest
 
 from inglenook.engine.core import Engine
 from inglenook.engine.runtime import Chunk, Finished
+from inglenook.engine.sequence import DECODE
 from inglenook.engine.sampling import SamplingParams
 from inglenook.engine.scheduler import GenerateJob, JobHandle
 from tests.integration.test_cli import STARTER
@@ -211,3 +212,66 @@ def test_a_step_batches_its_rows_in_sequence_order_whatever_the_admission_order(
     finally:
         for sequence in sequences:
             model.release(sequence)
+
+
+class DecodeCalls:
+    """The model's llama.cpp library, recording which sequences each ``llama_decode`` fed."""
+
+    def __init__(self, model: object) -> None:
+        self._lib = model._lib  # type: ignore[attr-defined]
+        self._model = model
+        self.calls: list[set[int]] = []
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._lib, name)
+
+    def llama_decode(self, ctx: object, batch: object) -> int:
+        fed = self._model._batch  # type: ignore[attr-defined]
+        self.calls.append({fed.seq_id[i][0] for i in range(fed.n_tokens)})
+        return self._lib.llama_decode(ctx, batch)
+
+
+def test_a_stream_and_a_prompt_beside_it_are_fed_apart_and_the_stream_is_unchanged(engine: Engine) -> None:
+    # llama.cpp cuts a call into micro-batches that take the same number of tokens from each
+    # sequence (a KV stream per sequence): a stream's row and a prompt chunk in one call became
+    # a micro-batch of the row plus one prompt token, a two-row step that costs twice a
+    # one-row one on a 2-core CPU, then the rest of the chunk (70 ms a step instead of 50).
+    # So the step feeds them in separate calls; and the stream's tokens and log-probabilities
+    # stay exactly those it has alone.
+    list(engine.scheduler.load(STARTER))
+    model = engine.scheduler.loaded_models()[0]  # the scheduler is idle: drive the model directly
+    sampling = SamplingParams(temperature=0.0, max_tokens=40, logprobs=0)
+    prompt = model.chat_tokens([{"role": "user", "content": "Tell me about rivers."}])
+    long_prompt = model.chat_tokens([{"role": "user", "content": " ".join(
+        f"Line {i}: the quick brown fox jumps over the lazy dog." for i in range(30)) + "\nSummarise that."}])
+
+    def stream(beside: bool) -> tuple[list[tuple[int, float]], list[set[int]]]:
+        cancel = threading.Event()
+        sequence = model.open_sequence(prompt, sampling, cancel, time.perf_counter(), reuse_kv=False,
+                                       slot=model.slots[0])
+        running = [sequence]
+        while sequence.state != DECODE:  # its own prefill, alone in both runs
+            model.step(running, 512)
+        if beside:
+            running.append(model.open_sequence(long_prompt, GREEDY, cancel, time.perf_counter(), reuse_kv=False,
+                                               slot=model.slots[1]))
+        fed_beside = 0
+        recorder = DecodeCalls(model)
+        model._lib = recorder
+        try:
+            while not sequence.done:
+                fed_beside += model.step(running, 8)  # 8 prompt tokens a step: many steps of both
+        finally:
+            model._lib = recorder._lib
+            for each in running:
+                model.release(each)
+        if beside:
+            assert fed_beside >= 8 * 20  # the prompt was prefilled during the stream's steps
+        tokens = [(token, entry.logprob) for event in sequence.drain() if isinstance(event, Chunk) and event.logprobs
+                  for token, entry in zip(event.token_ids, event.logprobs)]
+        return tokens, recorder.calls
+
+    alone, _ = stream(beside=False)
+    together, calls = stream(beside=True)
+    assert len(alone) >= 30 and together == alone
+    assert {0} in calls and {1} in calls and {0, 1} not in calls
