@@ -292,7 +292,8 @@ class SettingsDialog(QDialog):
             self.speculative.addItem(label, mode)
         self.speculative.setCurrentIndex(max(0, self.speculative.findData(s.speculative)))
         self.speculative.setToolTip("Guess a few tokens ahead and check them in one step: answers that repeat "
-                                    "their input (edits, quotes) come much faster. The text stays the same.")
+                                    "their input (edits, quotes) come much faster. A guess is kept only where "
+                                    "the model would have written it.")
         form.addRow("Speculative decoding", self.speculative)
         self.draft_picker = QComboBox(card)
         self.draft_picker.addItem("None", None)
