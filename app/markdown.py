@@ -5,7 +5,9 @@ dialect: paragraphs, lists, tables, links, quotes), then touched up for the them
 
 from __future__ import annotations
 
+import functools
 import html
+import logging
 import re
 from dataclasses import dataclass
 
@@ -116,6 +118,13 @@ def _style_document(document: QTextDocument, palette: dict[str, str]) -> None:
         block = block.next()
 
 
+@functools.cache
+def _say_no_highlighting(reason: str) -> None:
+    # Pygments is a declared dependency: without it the install is damaged. Code still shows,
+    # plain; the log says why once instead of on every repaint of a streaming answer.
+    logging.getLogger(__name__).warning("code is shown without highlighting: %s", reason)
+
+
 def highlight_code(code: str, language: str, style: str) -> str:
     """HTML (inline styles, for Qt's rich text) of syntax-highlighted code."""
     try:
@@ -123,7 +132,8 @@ def highlight_code(code: str, language: str, style: str) -> str:
         from pygments.formatters import HtmlFormatter  # noqa: PLC0415
         from pygments.lexers import get_lexer_by_name  # noqa: PLC0415
         from pygments.util import ClassNotFound  # noqa: PLC0415
-    except ImportError:
+    except ImportError as exc:
+        _say_no_highlighting(str(exc))
         return f"<pre>{html.escape(code)}</pre>"
     # Never guess a language: guessing tries every lexer, and a streaming answer would
     # pay for it on each repaint. A fence without a language is shown as plain text.
