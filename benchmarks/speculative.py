@@ -29,6 +29,7 @@ import argparse
 import json
 import logging
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -150,7 +151,8 @@ def main() -> None:
                                                     draft_model=draft if mode == "draft" else None))
               for mode in modes}
     theirs = [f"llama-lookup-{n}" for n in args.lookup_drafts.split(",")] if args.llama_lookup else []
-    prompt_files = write_prompts(models[modes[0]], Path(tempfile.mkdtemp(prefix="speculative-")))
+    scratch = Path(tempfile.mkdtemp(prefix="speculative-"))
+    prompt_files = write_prompts(models[modes[0]], scratch)
     speeds: dict[str, dict[str, list[float]]] = {task: {mode: [] for mode in modes + theirs} for task in tasks}
     outputs: dict[str, dict[str, list[int]]] = {task: {} for task in tasks}
     counts: dict[str, dict[str, dict[str, int]]] = {task: {} for task in tasks}
@@ -174,6 +176,7 @@ def main() -> None:
     finally:
         for model in models.values():
             model.close()
+        shutil.rmtree(scratch, ignore_errors=True)
     report: dict[str, object] = {"model": record.id, "draft_model": draft.id, "rounds": args.rounds,
                                  "max_tokens": args.tokens, "tasks": {}}
     for task in tasks:

@@ -144,8 +144,10 @@ class Sequence:
         wanted = self.control.wanted(self.draft_room(), cost.per_row, cost.base, copying=lookup.copying)
         draft = lookup.draft(max(wanted, 1))
         if wanted <= 0 or (lookup.guessing and not lookup.copying):
-            # Not drafting this step: note what lookup would have drafted, and learn from
-            # the token the step samples (DraftControl.shadow), at no cost.
+            # Not drafting this step (no length pays, or the draft is only the cursor's guess
+            # after an edit in an answer that is not plainly copying): note what lookup
+            # would have drafted, and learn from the token the step samples
+            # (DraftControl.shadow), at no cost.
             self._shadow_guess = draft[:1]
             return []
         return self.model.cut_at_end(draft)
