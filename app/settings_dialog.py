@@ -47,7 +47,7 @@ from inglenook.engine import ApiKeys, CacheUsage, Endpoint, Engine, InglenookErr
 from .about_page import AboutPage
 from .api_clients_page import ApiClientsCard
 from .engines_page import EnginesPage
-from .formatting import human_size
+from .formatting import human_count, human_size
 from .keys_page import KeysPage
 from .model_names_page import ModelNamesPage
 from .settings_background import BackgroundCard
@@ -299,7 +299,9 @@ class SettingsDialog(QDialog):
         self.draft_picker.addItem("None", None)
         for record in self.models:
             if not record.source.startswith("remote"):
-                self.draft_picker.addItem(record.id, record.id)
+                # Architecture and size: a draft model is a small one of the chat model's family.
+                size = f", {human_count(record.parameter_count)}" if record.parameter_count else ""
+                self.draft_picker.addItem(f"{record.id} ({record.architecture}{size})", record.id)
         self.draft_picker.setCurrentIndex(max(0, self.draft_picker.findData(s.draft_model)))
         self.draft_picker.setToolTip("A small model with the same vocabulary as the one you chat with (the same "
                                      "family); one with another vocabulary is refused when the model loads.")

@@ -372,3 +372,18 @@ def test_a_crash_in_the_last_run_is_reported_with_its_log(qtbot, window, tmp_pat
     assert "stopped unexpectedly" in window.banner.title.text()
     assert "answering in conversation 7" in window.banner.text.text()
     assert "open_crash_log" in window.banner.action_ids()
+
+
+def test_settings_dialog_picks_a_draft_model_by_family_and_size(qtbot, window) -> None:
+    dialog = window.open_settings()
+    dialog.show_page("Performance")
+    assert not dialog.draft_picker.isEnabled()  # only for the draft-model mode
+    record = window.models[0]
+    index = dialog.draft_picker.findData(record.id)
+    # Each entry says its architecture and size: a draft model is a small one of the family.
+    assert dialog.draft_picker.itemText(index) == f"{record.id} ({record.architecture}, 134.5M)"
+    dialog.speculative.setCurrentIndex(dialog.speculative.findData("draft"))
+    assert dialog.draft_picker.isEnabled()
+    dialog.draft_picker.setCurrentIndex(index)
+    assert dialog.changes() == {"speculative": "draft", "draft_model": record.id}
+    dialog.reject()
