@@ -78,9 +78,6 @@ class PromptLookup:
         self._followed = len(history)  # history length the cursor has walked (the prompt: no cursor yet)
         self._off = 0  # tokens in a row that left the source (0: on track)
         self._recent: deque[bool] = deque(maxlen=self.RECENT)  # was each emitted token the cursor's?
-        # The last draft rests on the cursor's insertion guess alone: worth checking for free
-        # on a plain step (a shadow), not worth verifying rows for.
-        self.guessing = False
 
     def catch_up(self) -> None:
         """Index and follow the tokens added to the history since the last call."""
@@ -119,6 +116,13 @@ class PromptLookup:
         self._followed = len(history)
 
     @property
+    def guessing(self) -> bool:
+        """The draft rests on the cursor's insertion guess alone (the answer just left its
+        source and no n-gram found it again): worth checking for free on a plain step (a
+        shadow), not worth verifying rows for."""
+        return self._cursor is not None and self._off > 0
+
+    @property
     def copying(self) -> bool:
         """Most of the answer's recent tokens were where the cursor said: it is copying."""
         recent = self._recent
@@ -146,7 +150,6 @@ class PromptLookup:
             match = self._ngram_match()
             if match is not None:
                 start, self._cursor, self._off = match, match, 0
-        self.guessing = start is not None and self._off > 0
         if start is None:
             return []
         return history[start:start + length]
