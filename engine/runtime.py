@@ -394,7 +394,7 @@ class LoadedModel(ModelLoading, SequenceStates):
         batch.n_tokens = n
         return last_rows
 
-    def _decode_failed(self, rows: list[tuple[Sequence, list[int], str]], status: int) -> None:
+    def _decode_failed(self, rows: list[Row], status: int) -> None:
         # Each sequence has its own KV stream sized for its budget (check_fits), so a
         # failure here is llama.cpp's own (out of memory, an aborted graph): the sequences
         # in this batch end with the error; their KV is dropped so the slots start clean.

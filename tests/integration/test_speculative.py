@@ -21,6 +21,7 @@ import pytest
 
 from inglenook.engine.core import Engine
 from inglenook.engine.json_grammar import grammar_for_schema
+from inglenook.engine.lab.backend import NumpyBackend
 from inglenook.engine.runtime import LAST, BatchRow, Chunk, Finished, LoadedModel, LoadOptions
 from inglenook.engine.sampling import SamplingParams
 from inglenook.engine.scheduler import GenerateJob
@@ -196,6 +197,7 @@ def test_a_sliding_window_model_drafts_and_its_cache_survives_rejected_drafts(ge
         assert slot.kv_tokens == prompt + tokens[:-1]
         model._fill_batch([BatchRow(slot.seq_id, len(slot.kv_tokens), [tokens[-1]], LAST)])
         assert model._lib.llama_decode(model._ctx, model._batch) == 0
+        log_softmax = NumpyBackend().log_softmax
         cached = log_softmax(model._logits_at(0))
         full = log_softmax(model.logits_for(prompt + tokens)[-1])
         top = np.argsort(-full)[:5]
@@ -203,11 +205,6 @@ def test_a_sliding_window_model_drafts_and_its_cache_survives_rejected_drafts(ge
         assert np.abs(cached - full)[top].max() < 0.3  # rounding, not lost cells
     finally:
         model.close()
-
-
-def log_softmax(logits: np.ndarray) -> np.ndarray:
-    shifted = logits - logits.max()
-    return shifted - np.log(np.exp(shifted).sum())
 
 
 def test_a_draft_model_of_another_vocabulary_is_refused(smollm2_path: Path, gemma_path: Path) -> None:
