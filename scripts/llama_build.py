@@ -20,6 +20,7 @@ that shapes the binary (version, flags, variant list, compiler, platform).
     python scripts/llama_build.py wheel [--cuda]          # print the wheel's path
     python scripts/llama_build.py llama-bench [--cuda]    # print llama-bench's path
     python scripts/llama_build.py llama-server [--cuda]   # print llama-server's path
+    python scripts/llama_build.py llama-batched-bench     # print llama-batched-bench's path
     python scripts/llama_build.py llama-lookup            # print llama-lookup's path (prompt lookup)
     python scripts/llama_build.py rpc [--cuda] [--python VENV_PYTHON]  # RPC: rpc-server + ggml-rpc module
     python scripts/llama_build.py info                    # the recipe as JSON
@@ -295,8 +296,8 @@ TOOLS = ("llama-bench", "llama-server", "llama-batched-bench", *EXAMPLE_TOOLS)
 
 
 def build_tool(cuda: bool, target: str) -> Path:
-    """A llama.cpp tool (llama-bench, llama-server, llama-lookup) from the same CMake tree,
-    so it runs the very objects the engine runs."""
+    """A llama.cpp tool (one of ``TOOLS``) from the same CMake tree, so it runs the very
+    objects the engine runs."""
     folder, _spec, _key = work_dir(cuda)
     if not (folder / "cmake" / "CMakeCache.txt").exists():
         shutil.rmtree(folder / "wheel", ignore_errors=True)  # rebuild to get the tree back
