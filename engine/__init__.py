@@ -23,7 +23,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "core": ("Engine", "open_engine"),
     "chat": ("ChatService", "ConversationSearch", "Turn", "title_from"),
     "scheduler": ("EmbedJob", "Embeddings", "ExclusiveJob", "GenerateJob", "JobHandle", "ModelListener", "Scheduler"),
-    "runtime": ("Chunk", "Finished", "GenerationEvent", "LoadOptions", "TokenLogprob", "Timings", "Usage"),
+    "runtime": ("Chunk", "Finished", "GenerationEvent", "LoadOptions", "PromptProgress", "TokenLogprob", "Timings", "Usage"),
     "sampling": ("SamplingParams",),
     "errors": (
         "ContextLengthExceeded", "ConversationNotFound", "DownloadError", "InglenookError", "InvalidRequest",
@@ -176,6 +176,7 @@ if TYPE_CHECKING:
         Finished as Finished,
         GenerationEvent as GenerationEvent,
         LoadOptions as LoadOptions,
+        PromptProgress as PromptProgress,
         Timings as Timings,
         TokenLogprob as TokenLogprob,
         Usage as Usage,

@@ -80,8 +80,12 @@ def messages_router(service: "ApiService") -> APIRouter:
             async with cancelled_on_disconnect(request, [run]):
                 if body.stream:
                     # Errors such as an over-long prompt become HTTP errors; the prefill
-                    # itself is waited for inside the stream, with pings.
-                    await until_admitted(run)
+                    # itself is waited for inside the stream, with pings. Not until the
+                    # first token: a long prompt's prefill takes minutes on a CPU, and
+                    # clients give up on a response whose headers have not come (Node's
+                    # fetch after 300 s, so Claude Code retried a 20,000-token prompt from
+                    # scratch every five minutes).
+                    await run.until_admitted()
                     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
                     return StreamingResponse(message_stream(answer, calls, plan.record.id),
                                              media_type="text/event-stream", headers=headers)
@@ -99,19 +103,6 @@ def messages_router(service: "ApiService") -> APIRouter:
         return {"input_tokens": await prompt_tokens(request, service, plan)}
 
     return router
-
-
-async def until_admitted(run: Run, poll_s: float = 0.05) -> None:
-    """Wait until the job's prompt was admitted (tokenized: it fits the context, and its
-    sequence is open) or the job ended early, e.g. with an error, which is then raised.
-
-    Not until the first token: a long prompt's prefill takes minutes on a CPU, and clients
-    give up on a response whose headers have not come (Node's fetch after 300 s, so Claude
-    Code retried a 20,000-token prompt from scratch every five minutes)."""
-    while run.handle.prompt_usage is None and not run.handle.pending():
-        await anyio.sleep(poll_s)
-    if run.handle.prompt_usage is None:
-        await run.prime()  # an error or an early end is waiting: raise it here
 
 
 def _parallel(body: MessagesRequest) -> bool:

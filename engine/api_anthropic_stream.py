@@ -4,9 +4,10 @@ Every event is ``event: <type>`` then ``data: <json with the same type>`` and a 
 line. The sequence: ``message_start``, ``ping``, then per content block
 ``content_block_start``, its ``content_block_delta`` events (``thinking_delta``,
 ``text_delta`` or ``input_json_delta``) and ``content_block_stop``; then ``message_delta`` with the stop
-reason and the usage, and ``message_stop``. More ``ping`` events come while text is held
-back. An error after the stream has started is an ``error`` event, which the ``anthropic``
-SDK raises.
+reason and the usage, and ``message_stop``. The stream opens as soon as the prompt is
+admitted; while it is read, a ``ping`` follows each progress event and every few seconds of
+silence. More ``ping`` events come while text is held back. An error after the stream has
+started is an ``error`` event, which the ``anthropic`` SDK raises.
 """
 
 from __future__ import annotations
@@ -16,19 +17,19 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-import anyio
-
 from .api_anthropic_errors import anthropic_error
 from .api_anthropic_out import Answer, TokenCounts, message, new_message_id, split_calls
 from .api_anthropic_thinking import Piece, ThinkSplit
 from .api_responses import ToolCallFilter
+from .api_runs import KEEPALIVE_S
 
 # The arguments of a tool call go out in pieces of this many characters, as Anthropic
 # streams them, so clients exercise their partial-JSON handling.
 JSON_PIECE_CHARS = 64
-# While text is held back (a tool call being written, an undecided opening) nothing else is
-# sent; a ping at most this often shows the client that the answer is still coming.
-PING_EVERY_S = 5.0
+# While the prompt is read, or text is held back (a tool call being written, an undecided
+# opening), nothing else is sent; a ping at least this often shows the client that the
+# answer is still coming.
+PING_EVERY_S = KEEPALIVE_S
 
 
 def event(kind: str, data: dict[str, Any]) -> str:
@@ -76,7 +77,7 @@ class _Blocks:
 
 
 async def message_stream(answer: Answer, calls_filter: ToolCallFilter | None, model: str) -> AsyncIterator[str]:
-    # The route primed the run, so its sequence has opened and the prompt's size is known;
+    # The route waited until the prompt was admitted, so its sequence is open and its size known;
     # message_delta carries the totals again with the output.
     prompt = answer.run.handle.prompt_usage
     start_usage = TokenCounts(prompt.prompt_tokens, prompt.cached_tokens, 0).usage() if prompt else \
@@ -84,8 +85,8 @@ async def message_stream(answer: Answer, calls_filter: ToolCallFilter | None, mo
     try:
         yield event("message_start", {"message": message(new_message_id(), model, [], None, None, start_usage)})
         yield event("ping", {})
-        async for ping in _pings_while_prefilling(answer):
-            yield ping
+        async for _progress in answer.run.reading(PING_EVERY_S):
+            yield event("ping", {})  # the prompt is being read: the answer is coming
         blocks = _Blocks()
         split = ThinkSplit(answer.reasoning_inside)
         last_sent = time.monotonic()
@@ -120,18 +121,6 @@ async def message_stream(answer: Answer, calls_filter: ToolCallFilter | None, mo
         yield f"event: error\ndata: {json.dumps(body, ensure_ascii=False)}\n\n"
     finally:
         answer.run.close()
-
-
-async def _pings_while_prefilling(answer: Answer, poll_s: float = 0.2) -> AsyncIterator[str]:
-    """A ping every ``PING_EVERY_S`` until the first token is there: the client sees the
-    answer coming through a prefill of minutes (a sleep, so a disconnect cancels it cleanly)."""
-    handle = answer.run.handle
-    last_sent = time.monotonic()
-    while not handle.pending() and answer.run.finished is None:
-        await anyio.sleep(poll_s)
-        if time.monotonic() - last_sent >= PING_EVERY_S:
-            last_sent = time.monotonic()
-            yield event("ping", {})
 
 
 def _deltas(blocks: _Blocks, pieces: list[Piece], calls_filter: ToolCallFilter | None) -> list[str]:

@@ -1,6 +1,8 @@
 """A streamed Responses API answer: server-sent events in OpenAI's order.
 
-``response.created`` and ``response.in_progress`` open it. The answer then streams as
+``response.created`` and ``response.in_progress`` open it, as soon as the prompt is admitted;
+while the prompt is read, SSE comment lines (which clients skip) keep it alive, one per
+progress event and one after every few seconds of silence. The answer then streams as
 output items, one open at a time, in the order the model wrote them: its reasoning
 (``output_item.added``, ``content_part.added``, ``reasoning_text.delta`` ...,
 ``reasoning_text.done``, ``content_part.done``, ``output_item.done``), its text as an
@@ -40,6 +42,7 @@ from .api_openai_responses_output import (
     text_logprobs,
     usage_of,
 )
+from .api_responses import keepalive
 from .api_runs import Run
 from .protocol import ResponseToolCall
 from .tool_call_parser import ArgumentsDelta, CallDone, CallStarted
@@ -216,6 +219,8 @@ async def response_stream(
         opening = meta.snapshot("in_progress", []).model_dump(mode="json")
         yield event("response.created", response=opening)
         yield event("response.in_progress", response=opening)
+        async for progress in run.reading():
+            yield keepalive(progress)  # a comment: not an event, so it takes no sequence number
         splitter = AnswerSplitter(tools, meta.request.parallel_tool_calls, reasoning_inside)
         pending: list[TextLogprob] = []  # logprobs of tokens whose text has not been sent yet
         async for chunk in run.chunks():

@@ -4,6 +4,11 @@ Jobs of one request run one after another on the scheduler, so a stream sends ch
 to its end, then choice 1, and so on; every chunk carries its choice's index. Errors that
 happen after a stream has started are sent as an ``error`` event, which the OpenAI SDKs
 raise as an exception.
+
+A stream opens when its prompt is admitted, with an SSE comment line (clients skip it); while
+the prompt is read it sends another on each progress event and after every few seconds of
+silence, or, for a client that sent llama-server's ``return_progress``, chunks with
+``prompt_progress`` in llama-server's field names.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 
 from .api_errors import error_body, error_for
@@ -22,14 +27,17 @@ from .protocol import (
     ChatChoice,
     ChatCompletion,
     ChatCompletionChunk,
+    ChatCompletionProgressChunk,
     ChoiceDelta,
     ChoiceLogprobs,
     ChunkChoice,
     Completion,
     CompletionChoice,
     CompletionLogprobs,
+    CompletionProgressChunk,
     DeltaFunctionCall,
     DeltaToolCall,
+    PromptProgressInfo,
     PromptTokensDetails,
     ResponseModel,
     ServerTimings,
@@ -37,7 +45,7 @@ from .protocol import (
     TopLogprob,
     UsageInfo,
 )
-from .runtime import TokenLogprob
+from .runtime import PromptProgress, TokenLogprob
 from .answer_split import AnswerPiece, AnswerSplitter, split_answer
 from .tool_call_parser import ArgumentsDelta, CallStarted
 from .tool_calls import ToolCallFilter, ToolPlan  # noqa: F401 — ToolCallFilter: re-exported for the other front ends
@@ -62,6 +70,30 @@ class Meta:
 def sse(item: ResponseModel | dict) -> str:
     data = item.model_dump_json() if isinstance(item, ResponseModel) else json.dumps(item, ensure_ascii=False)
     return f"data: {data}\n\n"
+
+
+def keepalive(progress: PromptProgress | None) -> str:
+    """An SSE comment line: clients skip it, but it shows them (and any proxy between) that
+    the stream is alive while the prompt is read."""
+    if progress is None:
+        return ": keep-alive\n\n"
+    return f": read {progress.read} of {progress.total} prompt tokens\n\n"
+
+
+def progress_info(progress: PromptProgress) -> PromptProgressInfo:
+    """llama-server's ``prompt_progress``: ``processed`` counts cached tokens too, as its does."""
+    return PromptProgressInfo(total=progress.total, cache=progress.cached, processed=progress.read,
+                              time_ms=round(progress.elapsed_s * 1000))
+
+
+async def reading_frames(run: Run, progress_frame: Callable[[PromptProgress], str] | None) -> AsyncIterator[str]:
+    """The frames while ``run``'s prompt is read: with ``progress_frame`` (the client sent
+    ``return_progress``) one for the admission and each progress event, as llama-server
+    sends them; otherwise a comment for each. A comment after every few seconds of silence."""
+    if progress_frame is not None and run.progress is not None:
+        yield progress_frame(run.progress)  # the admission: llama-server's first, 0% frame
+    async for progress in run.reading():
+        yield keepalive(progress) if progress is None or progress_frame is None else progress_frame(progress)
 
 
 def usage_of(runs: Sequence[Run], per_prompt: int) -> UsageInfo:
@@ -128,7 +160,8 @@ def chat_completion(plan: GenerationPlan, runs: Sequence[Run], meta: Meta, paral
 
 
 async def chat_stream(
-    plan: GenerationPlan, runs: Sequence[Run], meta: Meta, include_usage: bool, parallel_calls: bool
+    plan: GenerationPlan, runs: Sequence[Run], meta: Meta, include_usage: bool, parallel_calls: bool,
+    return_progress: bool = False,
 ) -> AsyncIterator[str]:
     def chunk(index: int, delta: ChoiceDelta, reason: str | None = None, logprobs: ChoiceLogprobs | None = None) -> str:
         choice = ChunkChoice(index=index, delta=delta, logprobs=logprobs, finish_reason=reason)
@@ -137,10 +170,21 @@ async def chat_stream(
             timings=timings_of(runs[index:index + 1]) if reason else None,
         ))
 
+    def progress_chunk(progress: PromptProgress) -> str:
+        # As llama-server sends it: a role delta with no content, and the progress beside it.
+        choice = ChunkChoice(index=0, delta=ChoiceDelta(role="assistant"))
+        return sse(ChatCompletionProgressChunk(
+            id=meta.id, created=meta.created, model=meta.model, choices=[choice], system_fingerprint=meta.fingerprint,
+            prompt_progress=progress_info(progress),
+        ))
+
     try:
+        yield keepalive(runs[0].progress)  # at once: the status line and headers go out with it
         splitters = [AnswerSplitter(plan.tools, parallel_calls, plan.reasoning_inside) for _ in runs]
         for index in range(len(runs)):
             yield chunk(index, ChoiceDelta(role="assistant", content=""))
+        async for frame in reading_frames(runs[0], progress_chunk if return_progress else None):
+            yield frame
         async for index, piece in interleaved(runs):
             splitter = splitters[index]
             if piece is not None:
@@ -222,18 +266,27 @@ def completion(plan: GenerationPlan, runs: Sequence[Run], meta: Meta) -> Complet
     )
 
 
-async def completion_stream(plan: GenerationPlan, runs: Sequence[Run], meta: Meta, include_usage: bool) -> AsyncIterator[str]:
+async def completion_stream(plan: GenerationPlan, runs: Sequence[Run], meta: Meta, include_usage: bool,
+                            return_progress: bool = False) -> AsyncIterator[str]:
     def chunk(index: int, text: str, reason: str | None = None, logprobs: CompletionLogprobs | None = None) -> str:
         choice = CompletionChoice(index=index, text=text, logprobs=logprobs, finish_reason=reason)
         return sse(Completion(id=meta.id, created=meta.created, model=meta.model, choices=[choice], system_fingerprint=meta.fingerprint))
 
+    def progress_chunk(progress: PromptProgress) -> str:
+        choice = CompletionChoice(index=0, text="", finish_reason=None)
+        return sse(CompletionProgressChunk(id=meta.id, created=meta.created, model=meta.model, choices=[choice],
+                                           system_fingerprint=meta.fingerprint, prompt_progress=progress_info(progress)))
+
     try:
+        yield keepalive(runs[0].progress)  # at once: the status line and headers go out with it
         offsets: list[OffsetLogprobs | None] = []  # None: that choice asked for no logprobs
         for index in range(len(runs)):
             echo = plan.echo_prompts[index // plan.n] if plan.echo_prompts else ""
             offsets.append(OffsetLogprobs(len(echo)) if plan.jobs[index].sampling.logprobs is not None else None)
             if echo:
                 yield chunk(index, echo)
+        async for frame in reading_frames(runs[0], progress_chunk if return_progress else None):
+            yield frame
         async for index, piece in interleaved(runs):
             if piece is None:
                 yield chunk(index, "", reason=runs[index].finish_reason)

@@ -6,6 +6,11 @@ with ``JobHandle.poll`` on the loop. No thread waits per job, and the loop never
 inference. A ``Run`` cancels its job when the request goes away: the client disconnected,
 the handler was cancelled, or the server is shutting down. (The server's default cap on
 generated tokens is the job's ``token_cap``, applied by the scheduler as a sampling limit.)
+
+A stream opens once its prompt is admitted (``until_admitted``: the first ``PromptProgress``),
+not at its first token, and ``reading`` then hands it the prompt's progress and a keep-alive
+every few seconds of silence until the first token: a long prompt's reading takes minutes
+on a CPU, and clients give up on a response whose headers have not come.
 """
 
 from __future__ import annotations
@@ -23,13 +28,18 @@ import anyio
 from starlette.requests import Request
 
 from .errors import JobCancelled
-from .runtime import Chunk, Finished, TokenLogprob, Usage
+from .runtime import Chunk, Finished, PromptProgress, TokenLogprob, Usage
 from .scheduler import EMPTY, ENDED, JobHandle
 from .usage_recorder import ReasoningCount
 
 log = logging.getLogger(__name__)
 
 _END = object()
+_SILENT = object()  # no event came within the wait's time limit
+
+# While a prompt is read, a stream sends something at least this often (an SSE comment, or
+# the Messages API's ping), so clients and proxies with idle timeouts see it alive.
+KEEPALIVE_S = 5.0
 
 
 class RunSet:
@@ -109,7 +119,8 @@ class Run:
         self.text_parts: list[str] = []
         self.logprobs: list[TokenLogprob] = []
         self._ready: asyncio.Event | None = None
-        self._primed: list[Any] = []
+        self._primed: list[Any] = []  # an event read ahead (by until_admitted or reading), read next
+        self.progress: PromptProgress | None = None  # how far the prompt's reading has come
         self._registry = registry
         # Counts the answer's reasoning tokens for usage (set by whoever submitted the job).
         self.reasoning: ReasoningCount | None = None
@@ -122,10 +133,11 @@ class Run:
     def text(self) -> str:
         return "".join(self.text_parts)
 
-    async def _next(self) -> Any:
-        """The next event, ``_END`` once the job is over. Events are read on the event loop
-        as the scheduler's waker announces them: no thread waits per job and no thread hop
-        per token (on a 2-core machine those hops took CPU time from decoding)."""
+    async def _next(self, timeout: float | None = None) -> Any:
+        """The next event, ``_END`` once the job is over, ``_SILENT`` when ``timeout``
+        seconds pass without one. Events are read on the event loop as the scheduler's waker
+        announces them: no thread waits per job and no thread hop per token (on a 2-core
+        machine those hops took CPU time from decoding)."""
         try:
             if self._ready is None:
                 self._ready = asyncio.Event()
@@ -136,17 +148,54 @@ class Run:
                     self._ready.clear()
                     item = self.handle.poll()  # an event put before the clear is not lost
                     if item is EMPTY:
-                        await self._ready.wait()
+                        if not await self._woken(timeout):
+                            return _SILENT
                         continue
                 return _END if item is ENDED else item
         except BaseException:
             self.close()
             raise
 
-    async def prime(self) -> None:
-        """Wait for the first event, so a failing job fails before any response is sent."""
-        if not self._primed and self.finished is None:
-            self._primed.append(await self._next())
+    async def _woken(self, timeout: float | None) -> bool:
+        """Wait for the waker; False when ``timeout`` seconds passed first. (The time-out is
+        caught here, so ``_next`` does not take it for the request going away.)"""
+        assert self._ready is not None
+        if timeout is None:
+            await self._ready.wait()
+            return True
+        try:
+            await asyncio.wait_for(self._ready.wait(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        return True
+
+    async def until_admitted(self) -> None:
+        """Wait until the prompt is admitted — tokenized, known to fit the context, its
+        sequence open: the job's first ``PromptProgress`` — or the job ended early. An error
+        (an over-long prompt, an unknown model) is raised here, so it becomes an HTTP error
+        before any response is sent; a stream opens after this, not after the prefill."""
+        if self.progress is not None or self._primed or self.finished is not None:
+            return
+        event = await self._next()
+        if isinstance(event, PromptProgress):
+            self.progress = event
+        else:
+            self._primed.append(event)  # a job with no progress (a fake) or the end: chunks() reads it
+
+    async def reading(self, every_s: float = KEEPALIVE_S) -> AsyncIterator[PromptProgress | None]:
+        """While the prompt is read: each ``PromptProgress`` as it comes, and None after
+        every ``every_s`` seconds without one (a keep-alive is due). Ends once the first
+        token, the end or an error is next, which ``chunks`` then reads (an error raised
+        here comes inside the stream's own handling, so it is reported in the stream)."""
+        while not self._primed and self.finished is None:
+            event = await self._next(timeout=every_s)
+            if event is _SILENT:
+                yield None
+            elif isinstance(event, PromptProgress):
+                self.progress = event
+                yield event
+            else:
+                self._primed.append(event)
 
     async def chunks(self) -> AsyncIterator[Chunk]:
         """Yield chunks until the job ends; ``finished`` is set afterwards."""
@@ -158,7 +207,7 @@ class Run:
                 self.finished = event
                 continue
             if not isinstance(event, Chunk):
-                continue
+                continue  # prompt progress: a whole answer has no use for it
             if self.reasoning is not None:
                 self.reasoning.feed(event)
             self.text_parts.append(event.text)

@@ -29,11 +29,12 @@ class TextEndpoint(Generic[TextRequestT]):
 
 CHAT_COMPLETIONS = TextEndpoint(
     ChatCompletionRequest, "messages", chat_plan, "chatcmpl",
-    stream=lambda plan, runs, meta, usage, body: chat_stream(plan, runs, meta, usage, body.parallel_tool_calls),
+    stream=lambda plan, runs, meta, usage, body: chat_stream(plan, runs, meta, usage, body.parallel_tool_calls,
+                                                             body.return_progress),
     whole=lambda plan, runs, meta, body: chat_completion(plan, runs, meta, body.parallel_tool_calls),
 )
 COMPLETIONS = TextEndpoint(
     CompletionRequest, "prompt", completion_plan, "cmpl",
-    stream=lambda plan, runs, meta, usage, _body: completion_stream(plan, runs, meta, usage),
+    stream=lambda plan, runs, meta, usage, body: completion_stream(plan, runs, meta, usage, body.return_progress),
     whole=lambda plan, runs, meta, _body: completion(plan, runs, meta),
 )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +20,7 @@ from .lora import NO_LORA, AdapterError, LoraSet
 from .lora_registry import AdapterRegistry
 from .remote import SEPARATOR, RemoteAnswer
 from .remote_catalogue import RemoteCatalogue
-from .runtime import Chunk, Finished
+from .runtime import Chunk, Finished, PromptProgress
 from .sampling import SamplingParams
 from .scheduler import GenerateJob, JobHandle, Scheduler
 from .store import Conversation, Message, Store
@@ -51,7 +51,12 @@ def title_from(text: str) -> str:
 
 
 class Turn:
-    """One assistant answer in progress. Iterate it for chunks; the answer is saved at the end."""
+    """One assistant answer in progress. Iterate it for chunks; the answer is saved at the end.
+
+    ``on_progress``, when set before iterating, hears how far the prompt's reading has come
+    (``PromptProgress``), on the iterating thread, until the first chunk: a long prompt is
+    read for minutes on a CPU, and a front end shows it coming instead of "Thinking…".
+    """
 
     def __init__(self, store: Store, conversation: Conversation, handle: JobHandle | RemoteAnswer,
                  model_id: str) -> None:
@@ -65,6 +70,7 @@ class Turn:
         self._parts: list[str] = []
         self._saved = threading.Event()
         self.reasoning: ReasoningCount | None = None  # counts reasoning tokens for usage
+        self.on_progress: Callable[[PromptProgress], None] | None = None
 
     @property
     def text(self) -> str:
@@ -83,6 +89,8 @@ class Turn:
                     yield event
                 elif isinstance(event, Finished):
                     self.finished = event
+                elif isinstance(event, PromptProgress) and self.on_progress is not None:
+                    self.on_progress(event)
         except InglenookError as exc:
             self.error = exc
             self._save()

@@ -20,7 +20,7 @@ import psutil
 from .backends import cpu_model_name, missing_cpu_features, read_cpu_flags
 from .errors import InglenookError
 from .sampling import SamplingParams
-from .runtime import Finished
+from .runtime import Finished, PromptProgress
 from .scheduler import GenerateJob
 from .units import human_size
 
@@ -157,7 +157,8 @@ def run_self_test(engine: "Engine", seconds: float = 2.0) -> SelfTest:
     started = time.perf_counter()
     try:
         for event in handle.events():
-            if timer is None:  # the clock starts at the first token, after the model loaded
+            if timer is None and not isinstance(event, PromptProgress):
+                # The clock starts at the first token, after the model loaded and read the prompt.
                 timer = threading.Timer(seconds, handle.cancel)
                 timer.start()
             if isinstance(event, Finished):

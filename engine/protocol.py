@@ -147,6 +147,9 @@ class SamplingFields(RequestModel):
     cache_prompt: bool = True
     # llama-server's LoRA adapters for this request: [{"id": index or name, "scale": float}].
     lora: list[LoraRequest] | None = Field(default=None, max_length=8)
+    # llama-server's switch: a stream also sends chunks with ``prompt_progress`` while the
+    # prompt is read.
+    return_progress: bool = False
 
 
 class ChatCompletionRequest(SamplingFields):
@@ -230,6 +233,17 @@ class ServerTimings(ResponseModel):
     draft_n_accepted: int = 0
 
 
+class PromptProgressInfo(ResponseModel):
+    """llama-server's ``prompt_progress`` (asked for with ``return_progress``): the prompt's
+    tokens, those restored from a cache, those read so far (cached ones included), and
+    milliseconds since the reading began."""
+
+    total: int
+    cache: int
+    processed: int
+    time_ms: int
+
+
 class ChatCompletion(ResponseModel):
     id: str
     object: Literal["chat.completion"] = "chat.completion"
@@ -278,6 +292,12 @@ class ChatCompletionChunk(ResponseModel):
     timings: ServerTimings | None = None  # on a choice's last chunk
 
 
+class ChatCompletionProgressChunk(ChatCompletionChunk):
+    """A chunk that says how far the prompt's reading has come (``return_progress``)."""
+
+    prompt_progress: PromptProgressInfo
+
+
 # -- completions (legacy text) ------------------------------------------------------------
 
 
@@ -312,6 +332,12 @@ class Completion(ResponseModel):
     usage: UsageInfo | None = None
     system_fingerprint: str | None = None
     timings: ServerTimings | None = None
+
+
+class CompletionProgressChunk(Completion):
+    """A text completion chunk that says how far the prompt's reading has come (``return_progress``)."""
+
+    prompt_progress: PromptProgressInfo
 
 
 # -- embeddings ---------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from .errors import ContextLengthExceeded, InvalidRequest, ModelLoadError
 from .generation_events import Chunk as Chunk
 from .generation_events import Finished as Finished
 from .generation_events import GenerationEvent as GenerationEvent
+from .generation_events import PromptProgress as PromptProgress
 from .generation_events import Timings as Timings
 from .generation_events import TokenLogprob as TokenLogprob
 from .generation_events import Usage as Usage

@@ -33,6 +33,7 @@ from .runtime import (
     Finished,
     LoadedModel,
     LoadOptions,
+    PromptProgress,
     Timings,
     Usage,
 )
@@ -451,7 +452,11 @@ class Scheduler:
         sampling = _capped(job.sampling, job.token_cap, model.n_ctx - len(prompt))
         sequence = model.open_sequence(prompt, sampling, handle.cancel_event, handle.submitted_at,
                                        reuse_kv=job.use_cache, slot=slot)
-        handle.prompt_usage = Usage(prompt_tokens=len(prompt), cached_tokens=sequence.usage.cached_tokens)
+        cached = sequence.usage.cached_tokens
+        handle.prompt_usage = Usage(prompt_tokens=len(prompt), cached_tokens=cached)
+        # The first progress event: the prompt fits and its cached prefix is restored, so
+        # the HTTP API can open a stream now (errors before this point become HTTP errors).
+        handle._put(PromptProgress(cached, len(prompt), cached, 0.0))
         self._pool.touch((record.id, False))
         self._running.append(_Running(handle, sequence, len(prompt), job.use_cache))
         return ADMITTED

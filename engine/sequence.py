@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from .generation_events import PromptProgress
 from .native_sampler import NativeSampler
 from .sampling import SamplingParams
 from .speculative import DraftControl, PromptLookup
@@ -70,6 +71,7 @@ class Sequence:
         self._pending_ids: list[int] = []
         self._pending_lp: list[TokenLogprob] = []
         self._first_token_at = 0.0
+        self._chunks_read = 0  # prompt chunks prefilled, for PromptProgress
         # Prompt then every emitted token: what lookup drafts copy from and a draft model
         # follows. ``control`` is None when this sequence never drafts.
         self.tokens = list(prompt)
@@ -104,12 +106,16 @@ class Sequence:
         return chunk
 
     def prefilled(self, chunk: list[int]) -> None:
-        """``chunk`` is in the KV cache now."""
+        """``chunk`` is in the KV cache now: say how far the prompt's reading has come."""
         slot = self.slot
         contiguous = len(slot.kv_tokens) == slot.prefilled
         slot.kv_tokens.extend(chunk)
         if contiguous and len(chunk) >= 2:
             slot.prefilled = len(slot.kv_tokens)
+        self._chunks_read += 1
+        total = self.usage.prompt_tokens
+        self.events.append(PromptProgress(total - len(self.pending), total, self.usage.cached_tokens,
+                                          time.perf_counter() - self.admitted, self._chunks_read))
 
     def check_cancel(self) -> bool:
         if self.cancel.is_set() and not self.done:

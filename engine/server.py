@@ -125,13 +125,15 @@ def event_stream(body: Any) -> StreamingResponse:
 
 
 async def run_plan(request: Request, service: ApiService, plan: GenerationPlan, stream: bool) -> list[Run]:
-    """Submit the plan; wait for all of it, or (streaming) for its first event."""
+    """Submit the plan; wait for all of it, or (streaming) until its prompt is admitted."""
     tag_jobs(plan.jobs, request)  # usage is counted per client
     runs = service.submit(plan)
     try:
         async with cancelled_on_disconnect(request, runs):
             if stream:
-                await runs[0].prime()  # errors such as an over-long prompt become HTTP errors
+                # Errors such as an over-long prompt become HTTP errors; the prompt's reading
+                # (minutes on a CPU) is waited for inside the stream, with keep-alives.
+                await runs[0].until_admitted()
             else:
                 for run in runs:
                     await run.drain()

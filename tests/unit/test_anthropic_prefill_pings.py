@@ -1,6 +1,7 @@
 """A Messages stream goes out before a long prefill ends: message_start (with the prompt's
-counts), then a ping every PING_EVERY_S until the first token, then the answer. The run is a
-stand-in whose first token comes after a set number of polls, so nothing depends on timing."""
+counts), then a ping for each of the prompt's progress events (and each keep-alive due) until
+the first token, then the answer. The run is a stand-in whose prompt is read in a set number
+of steps, so nothing depends on timing."""
 
 from __future__ import annotations
 
@@ -9,30 +10,28 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-import pytest
-
 from inglenook.engine import api_anthropic_stream
 from inglenook.engine.api_anthropic_out import TokenCounts
-from inglenook.engine.runtime import Usage
+from inglenook.engine.runtime import PromptProgress, Usage
 
 
 class PrefillingHandle:
-    """A job handle whose first event is waiting after ``polls`` checks."""
-
-    def __init__(self, polls: int) -> None:
-        self.polls = polls
+    def __init__(self) -> None:
         self.prompt_usage = Usage(prompt_tokens=20_000, cached_tokens=8_704)
-
-    def pending(self) -> bool:
-        self.polls -= 1
-        return self.polls < 0
 
 
 class SlowRun:
-    def __init__(self, polls: int) -> None:
-        self.handle = PrefillingHandle(polls)
+    """A run whose prompt is read in ``steps`` progress events, the last a keep-alive (None)."""
+
+    def __init__(self, steps: int) -> None:
+        self.handle = PrefillingHandle()
+        self.steps = steps
         self.finished = None
         self.closed = False
+
+    async def reading(self, every_s: float) -> AsyncIterator[PromptProgress | None]:
+        for step in range(1, self.steps + 1):
+            yield None if step == self.steps else PromptProgress(8_704 + step * 512, 20_000, 8_704, step, step)
 
     def close(self) -> None:
         self.closed = True
@@ -42,8 +41,8 @@ class PrefilledAnswer:
     reasoning_inside = None
     stop_sequence = None
 
-    def __init__(self, polls: int) -> None:
-        self.run = SlowRun(polls)
+    def __init__(self, steps: int) -> None:
+        self.run = SlowRun(steps)
 
     async def pieces(self) -> AsyncIterator[str]:
         for piece in ("Hel", "lo"):
@@ -67,13 +66,11 @@ def _frames(answer: Any) -> list[tuple[str, dict[str, Any]]]:
     return frames
 
 
-def test_pings_flow_while_the_prompt_is_prefilled_and_message_start_counts_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(api_anthropic_stream, "PING_EVERY_S", 0.0)
-    answer = PrefilledAnswer(polls=3)
-    monkeypatch.setattr(api_anthropic_stream.anyio, "sleep", _no_sleep)
+def test_pings_flow_while_the_prompt_is_prefilled_and_message_start_counts_it() -> None:
+    answer = PrefilledAnswer(steps=3)
     frames = _frames(answer)
     names = [name for name, _ in frames]
-    assert names[:5] == ["message_start", "ping", "ping", "ping", "ping"]  # one per poll before the first token
+    assert names[:5] == ["message_start", "ping", "ping", "ping", "ping"]  # one per step before the first token
     assert names[5:] == ["content_block_start", "content_block_delta", "content_block_delta", "content_block_stop",
                          "message_delta", "message_stop"]
     usage = frames[0][1]["message"]["usage"]
@@ -81,11 +78,6 @@ def test_pings_flow_while_the_prompt_is_prefilled_and_message_start_counts_it(mo
     assert answer.run.closed
 
 
-def test_no_extra_ping_when_the_first_token_is_already_there(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(api_anthropic_stream, "PING_EVERY_S", 0.0)
-    names = [name for name, _ in _frames(PrefilledAnswer(polls=0))]
+def test_no_extra_ping_when_the_first_token_is_already_there() -> None:
+    names = [name for name, _ in _frames(PrefilledAnswer(steps=0))]
     assert names[:3] == ["message_start", "ping", "content_block_start"]
-
-
-async def _no_sleep(_seconds: float) -> None:
-    await asyncio.sleep(0)

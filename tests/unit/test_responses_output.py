@@ -80,6 +80,8 @@ def streamed(scheduler: Scheduler, tools: ToolPlan | None = None) -> list[tuple[
 
     events = []
     for frame in asyncio.run(collect()):
+        if frame.startswith(":"):
+            continue  # an SSE comment while the prompt is read: clients skip it
         name, data = frame.strip("\n").split("\n")
         events.append((name.removeprefix("event: "), json.loads(data.removeprefix("data: "))))
     assert [e[1]["sequence_number"] for e in events] == list(range(len(events)))

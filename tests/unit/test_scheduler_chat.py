@@ -9,7 +9,7 @@ import pytest
 from inglenook.engine.chat import ChatService
 from inglenook.engine.errors import ContextLengthExceeded, InvalidRequest, ModelNotFound, ModelTooLarge, QueueFull
 from inglenook.engine.registry import ModelRecord
-from inglenook.engine.runtime import Chunk, Finished, LoadOptions
+from inglenook.engine.runtime import Chunk, Finished, LoadOptions, PromptProgress
 from inglenook.engine.sampling import SamplingParams
 from inglenook.engine.scheduler import EmbedJob, GenerateJob, Scheduler
 from inglenook.engine.store import Store
@@ -37,9 +37,11 @@ def scheduler():
 def test_a_job_streams_chunks_then_finishes(scheduler: Scheduler) -> None:
     handle = scheduler.submit(GenerateJob("m:q4_0", messages=[{"role": "user", "content": "hi"}]))
     events = list(handle)
-    assert all(isinstance(e, Chunk) for e in events[:-1])
+    # Admitted first (the prompt fits, its sequence is open), then the answer.
+    assert isinstance(events[0], PromptProgress) and (events[0].read, events[0].cached) == (0, 0)
+    assert all(isinstance(e, Chunk) for e in events[1:-1])
     assert isinstance(events[-1], Finished) and events[-1].finish_reason == "stop"
-    assert "".join(e.text for e in events[:-1]) == FakeModel.reply
+    assert "".join(e.text for e in events[1:-1]) == FakeModel.reply
 
 
 def test_max_tokens_ends_with_length(scheduler: Scheduler) -> None:
@@ -66,6 +68,7 @@ def test_cancel_stops_between_steps(scheduler: Scheduler) -> None:
     FakeModel.step_delay_s = 0.05
     handle = scheduler.submit(GenerateJob("m:q4_0", text="x"))
     events = iter(handle)
+    assert isinstance(next(events), PromptProgress)  # admitted
     first = next(events)
     assert isinstance(first, Chunk)
     handle.cancel()
@@ -132,7 +135,8 @@ def test_a_model_in_use_is_not_evicted_the_new_one_waits_for_it() -> None:
                       memory_budget=lambda: 60, estimate=_sized)
     try:
         first = sched.submit(GenerateJob("a:q4_0", text="x"))
-        assert isinstance(next(iter(first)), Chunk)
+        events = iter(first)
+        assert isinstance(next(events), PromptProgress) and isinstance(next(events), Chunk)
         second = sched.submit(GenerateJob("b:q4_0", text="x"))
         text, _finished = first.result()
         assert text == FakeModel.reply[len("The"):], "a ran to its end beside the waiting job"
@@ -201,7 +205,7 @@ def test_close_ends_queued_jobs(scheduler: Scheduler) -> None:
     FakeModel.step_delay_s = 0.05
     running = scheduler.submit(GenerateJob("m:q4_0", text="x"))
     first = next(iter(running))
-    assert isinstance(first, Chunk), "the first job is running"
+    assert isinstance(first, PromptProgress), "the first job is running"
     queued = [scheduler.submit(GenerateJob("m:q4_0", text=f"q{i}")) for i in range(3)]
     assert scheduler.queue_depth == 3, "one slot: the others wait"
     scheduler.close()
