@@ -58,3 +58,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if getattr(item, "obj", None) is not None and hasattr(item.obj, "hypothesis"):
             item.add_marker(pytest.mark.timeout(600, method="thread"))
+
+
+def pytest_report_header() -> list[str]:
+    """Which processor and which llama.cpp CPU variant this run tests: a failure that only
+    one CPU shows is then read off the log (``make test-portable`` forces the lowest one)."""
+    model = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    forced = os.environ.get("INGLENOOK_CPU_VARIANT")
+    return [f"cpu: {model}; llama.cpp CPU variant: {forced + ' (forced)' if forced else 'the best this CPU runs'}"]

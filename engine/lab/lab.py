@@ -246,6 +246,10 @@ class LabRun:
 
     def _run(self) -> None:
         lab, config = self.lab, self.config
+        # Every named file is registered before the group is formed: grouping reads the
+        # registry, so a path registered only later (by ``_chosen``) would not be a member,
+        # and the run's outcome would depend on which files an earlier run had registered.
+        self.model_ids = [lab.registry.resolve(model_id).id for model_id in self.model_ids]
         group = lab.variants(self.model_ids[0], with_hub=False)
         chosen = self._chosen(group)
         # Each quantization and each variant is one unit; created variants are measured too.

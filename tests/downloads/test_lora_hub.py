@@ -15,7 +15,7 @@ from inglenook.engine.paths import Paths
 from inglenook.engine.store import Store
 from tests.downloads.conftest import SMOL_REPO, TOKEN
 from tests.hubmock import HubMock, MockFile, MockRepo, sha256_of
-from tests.test_lora_files import write_adapter
+from tests.lora_files import write_adapter
 
 ADAPTER_REPO = "someone/SmolLM2-pirate-LoRA-GGUF"
 

@@ -1,13 +1,13 @@
-"""Picking a LoRA adapter in a chat's settings, as a person would: the answer changes, the
-choice is stored with the conversation, and scale 0 or "None" answer as the model alone, on
-the same loaded model."""
+"""Picking a LoRA adapter in a chat's settings, as a person would: the answer comes from the
+model with the adapter, the choice is stored with the conversation, and scale 0 or "None"
+answer as the model alone, on the same loaded model."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from tests.gui.conftest import new_chat, type_and_send, wait_answer
-from tests.test_lora_files import write_adapter
+from tests.lora_files import write_adapter
 
 LONG_MS = 900_000  # four answers in a row on a shared, busy machine; no assertion is about time
 
@@ -45,7 +45,7 @@ def _chat_instances(engine) -> list:  # noqa: ANN001
     return [m for m in engine.scheduler.loaded_models() if not m.options.embeddings]
 
 
-def test_an_adapter_picked_in_chat_settings_changes_the_answer_and_is_switched_off(qtbot, window,  # noqa: ANN001
+def test_an_adapter_picked_in_chat_settings_applies_and_is_switched_off(qtbot, window,  # noqa: ANN001
                                                                                     tmp_path: Path) -> None:
     engine = window.engine
     engine.update_settings(threads=1)  # a busy machine: see tests/integration/test_lora_engine.py
@@ -69,8 +69,16 @@ def test_an_adapter_picked_in_chat_settings_changes_the_answer_and_is_switched_o
     assert panel.adapter_scale.isEnabled() and panel.adapter_scale.value() == 1.0
     panel.flush()
     qtbot.waitUntil(lambda: _stored(window, cid) == [{"id": "colour-lora", "scale": 1.0}], timeout=30_000)
-    adapted = _regenerate(qtbot, window, cid)
-    assert adapted != base
+    turns: list[list[tuple[str, float]]] = []  # the adapters each of this chat's finished turns ran with
+    engine.scheduler.add_finished_observer(
+        lambda job, _finished: turns.append([(u.adapter_id, u.scale) for u in job.lora.uses])
+        if job.conversation_id == cid else None)
+    _regenerate(qtbot, window, cid)
+    # The answer came from the model with the adapter applied. Whether the adapter changes
+    # the model is the engine tests' question, asked of log-probabilities
+    # (tests/integration/test_lora_engine.py): the greedy text of a 10-token answer may stay
+    # the same on some CPUs' kernels.
+    assert turns == [[("colour-lora", 1.0)]]
 
     panel.adapter_scale.setValue(0.0)
     panel.flush()

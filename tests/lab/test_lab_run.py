@@ -153,3 +153,17 @@ def test_terminal_creates_measures_and_prints_json(tmp_path: Path, home: Path, c
     assert main(["lab", "smollm2-135m-instruct:q4_1", "--all", "--saved", "--window", "128", "--max-tokens", "256"]) == 0
     table = capsys.readouterr().out
     assert "Q4_0" in table and "reference" in table and "SAME TOP" in table
+
+
+def test_files_named_by_path_group_whatever_was_registered_before(variant_files: dict[str, Path], home: Path,
+                                                                  capsys: pytest.CaptureFixture) -> None:
+    """A fresh home knows only the starter; the other two files are named by path, the
+    last one after the starter. Each is registered before the group forms, so all three are
+    variants of one model (the old code formed the group from the first file alone and
+    refused the third: "…:q2_k is not a variant of smollm2-135m-instruct")."""
+    args = ["lab", str(variant_files["Q8_0"]), "smollm2-135m-instruct:q4_1", str(variant_files["Q2_K"]),
+            "--window", "128", "--max-tokens", "256", "--json"]
+    assert main(args) == 0, capsys.readouterr().err
+    out = json.loads(capsys.readouterr().out)
+    assert {r["quantization"] for r in out["results"]} == {"Q8_0", "Q4_1", "Q2_K"}
+    assert out["reference"] == "smollm2-135m-instruct:q8_0"

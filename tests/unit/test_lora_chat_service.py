@@ -10,7 +10,7 @@ import pytest
 
 from inglenook.engine import AdapterError, AdapterRegistry, ChatService, LoadOptions, ModelRecord, Paths, Scheduler, Store
 from tests.fakes import FakeModel
-from tests.test_lora_files import write_adapter
+from tests.lora_files import write_adapter
 
 
 def _record(model_id: str) -> ModelRecord:
