@@ -29,6 +29,31 @@ def test_reads_metadata_without_weights(tmp_path: Path) -> None:
     assert info.vocab_size == 3
 
 
+@pytest.mark.parametrize("block", [9, 23, 64, 1 << 18])
+def test_long_vocabularies_are_walked_in_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int) -> None:
+    """The block walk over a vocabulary and its merges finds the same special tokens whatever
+    the block size: strings cut by a block's end, longer than a block, or empty."""
+    monkeypatch.setattr("inglenook.engine.gguf._WALK_BLOCK", block)
+    tokens = [f"t{i}" * (i % 7) for i in range(600)]  # over 512 items: skipped, not kept
+    tokens[3], tokens[555], tokens[599] = "<s>", "x" * 100, "</s>"
+    merges = [f"m {i}" for i in range(700)]
+    path = write_gguf(tmp_path / "vocab.gguf", metadata={
+        "tokenizer.ggml.tokens": tokens, "tokenizer.ggml.merges": merges,
+        "tokenizer.ggml.bos_token_id": 3, "tokenizer.ggml.eos_token_id": 599,
+        "tokenizer.ggml.padding_token_id": 555, "tokenizer.chat_template": "after the arrays",
+    })
+    info = read_gguf(path)
+    assert info.special_tokens == {"bos": (3, "<s>"), "eos": (599, "</s>"), "padding": (555, "x" * 100)}
+    assert info.vocab_size == 600
+    assert info.chat_template == "after the arrays"
+    # Cut inside the merges, the walk reports the truncation as the string-by-string one did.
+    data = path.read_bytes()
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(data[: data.index(b"m 650")])
+    with pytest.raises(ModelLoadError, match="truncated"):
+        read_gguf(cut)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
