@@ -13,7 +13,7 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QGuiApplication
 
-from inglenook.engine import Conversation, Engine, Message, ModelNotFound
+from inglenook.engine import Conversation, Engine, Message, ModelNotFound, PromptProgress
 
 from . import errors as actions
 from .chat_controller import ChatController
@@ -53,6 +53,7 @@ class ActiveChat(QObject):
         page.panel.changed.connect(self.save_settings)
         self.chat.answer_started.connect(self._answer_started)
         self.chat.answer_text.connect(self._answer_text)
+        self.chat.answer_progress.connect(self._answer_progress)
         self.chat.answer_finished.connect(self._answer_finished)
         self.chat.answer_failed.connect(self._answer_failed)
         self.models.changed.connect(self._models_changed)
@@ -251,6 +252,10 @@ class ActiveChat(QObject):
     def _answer_text(self, conversation_id: int, text: str) -> None:
         if conversation_id == self.current_id:
             self.page.view.update_answer(text)
+
+    def _answer_progress(self, conversation_id: int, progress: PromptProgress) -> None:
+        if conversation_id == self.current_id:
+            self.page.view.update_progress(progress)
 
     def _answer_finished(self, conversation_id: int, message: Message | None) -> None:
         self.errors.pop(conversation_id, None)

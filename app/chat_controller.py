@@ -3,7 +3,10 @@
 Iterating a ``Turn`` blocks until the next token, so it runs on a worker thread. Chunks are
 collected as they arrive and handed to the view at most every ``FLUSH_MS`` milliseconds:
 one repaint per batch instead of one per token keeps the window smooth and flicker-free.
-Each conversation can have one answer in flight; the scheduler queues them in order.
+Before the first chunk, the prompt's reading progress comes back the same way (the latest
+one per flush), so a long prompt shows "Reading 3,200 of 6,159 prompt tokens" instead of
+minutes of "Thinking…". Each conversation can have one answer in flight; the scheduler
+queues them in order.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from dataclasses import dataclass, field
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from inglenook.engine import Engine, Message, Turn
+from inglenook.engine import Engine, Message, PromptProgress, Turn
 
 from .workers import Lane
 
@@ -53,6 +56,7 @@ class StreamState:
     dirty: bool = False
     started: bool = False
     parts: list[str] = field(default_factory=list)
+    progress: PromptProgress | None = None  # the latest, not yet shown
 
 
 class ChatController(QObject):
@@ -60,6 +64,7 @@ class ChatController(QObject):
 
     answer_started = Signal(int, object)  # (conversation id, saved messages)
     answer_text = Signal(int, str)  # (conversation id, the whole answer so far)
+    answer_progress = Signal(int, object)  # (conversation id, PromptProgress) before the first text
     answer_finished = Signal(int, object)  # (conversation id, Message | None)
     answer_failed = Signal(int, object)  # (conversation id, exception)
     streams_changed = Signal()  # an answer started or ended: ``streams`` changed
@@ -120,11 +125,13 @@ class ChatController(QObject):
         cid = conversation_id
         started = self.lane.relay(functools.partial(self._on_started, cid))
         chunk = self.lane.relay(functools.partial(self._on_chunk, cid))
+        progress = self.lane.relay(functools.partial(self._on_progress, cid))
         store = self.engine.store
 
         def stream() -> Message | None:
-            """On the answers lane: commit the message, start the job, forward its chunks."""
+            """On the answers lane: commit the message, start the job, forward its progress and chunks."""
             turn = start()
+            turn.on_progress = progress
             control.attach(turn)
             started(store.messages(cid))
             for piece in turn:
@@ -150,6 +157,14 @@ class ChatController(QObject):
         if not self._flush_timer.isActive():
             self._flush_timer.start()
 
+    def _on_progress(self, conversation_id: int, progress: PromptProgress) -> None:
+        state = self.streams.get(conversation_id)
+        if state is None or state.text or state.parts:
+            return  # the answer has begun: its text replaces the progress
+        state.progress = progress
+        if not self._flush_timer.isActive():
+            self._flush_timer.start()
+
     @staticmethod
     def _collect(state: StreamState) -> None:
         if state.parts:
@@ -158,6 +173,9 @@ class ChatController(QObject):
 
     def _flush(self) -> None:
         for conversation_id, state in list(self.streams.items()):
+            if state.progress is not None and not state.dirty:
+                self.answer_progress.emit(conversation_id, state.progress)
+            state.progress = None
             if state.dirty:
                 state.dirty = False
                 self._collect(state)

@@ -8,7 +8,7 @@ the moment they scroll up; scrolling back to the bottom resumes it.
 
 from __future__ import annotations
 
-from inglenook.engine import Message
+from inglenook.engine import Message, PromptProgress
 from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QScrollArea, QVBoxLayout, QWidget
 
@@ -166,6 +166,11 @@ class ConversationView(QScrollArea):
         widget = self.streaming_widget()
         if widget is not None:
             widget.set_text(text)
+
+    def update_progress(self, progress: PromptProgress) -> None:
+        widget = self.streaming_widget()
+        if widget is not None:
+            widget.set_progress(progress)
 
     def finish_answer(self, message: Message | None) -> None:
         widget = self.streaming_widget()

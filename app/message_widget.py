@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from inglenook.engine import Message
+from inglenook.engine import Message, PromptProgress
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QGuiApplication, QIcon
 from PySide6.QtWidgets import (
@@ -199,6 +199,11 @@ class MessageWidget(QWidget):
         self.typing.show()
         self.footer.hide()
         self.reasoning.start()
+
+    def set_progress(self, progress: PromptProgress) -> None:
+        """Before the first text: how far the prompt's reading has come, in place of "Thinking…"."""
+        if self.role != "user" and self.streaming and not self._text and progress.worth_showing:
+            self.typing.setText(progress.describe())
 
     def set_text(self, text: str) -> None:
         if text == self._text and (self.role != "user" or self.body_text.document().toPlainText()):

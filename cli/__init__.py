@@ -18,8 +18,8 @@ from collections.abc import Iterator, Sequence
 from inglenook import __version__
 from inglenook.cli import adapters, alias, hub, keys, lab, launch, serve, usage, worker
 from inglenook.cli.log_file import LogFileHandler
-from inglenook.cli.terminal import print_table
-from inglenook.engine import CrashGuard, InglenookError, Paths, StoreError, human_count, human_size
+from inglenook.cli.terminal import ProgressLine, print_table
+from inglenook.engine import CrashGuard, InglenookError, Paths, PromptProgress, StoreError, human_count, human_size
 
 log = logging.getLogger("inglenook.cli")
 
@@ -236,10 +236,23 @@ def _ctrl_c_cancels(turn) -> Iterator[None]:  # noqa: ANN001
 def _answer(engine, conversation_id: int, text: str, overrides: dict, args: argparse.Namespace) -> int:  # noqa: ANN001
     turn = engine.chats.send(conversation_id, text, use_cache=not args.no_cache, **overrides)
     out = sys.stdout
-    with _ctrl_c_cancels(turn):
-        for chunk in turn:
-            out.write(chunk.text)
-            out.flush()
+    # A long prompt is read for minutes on a CPU: say how far on stderr (a terminal only),
+    # and erase it before the answer prints.
+    reading = ProgressLine(sys.stderr)
+
+    def show(progress: PromptProgress) -> None:
+        if progress.worth_showing:
+            reading.show(progress.describe())
+
+    turn.on_progress = show
+    try:
+        with _ctrl_c_cancels(turn):
+            for chunk in turn:
+                reading.clear()
+                out.write(chunk.text)
+                out.flush()
+    finally:
+        reading.clear()
     out.write("\n")
     out.flush()
     finished = turn.finished

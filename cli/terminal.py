@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import shutil
+import time
 from collections.abc import Sequence
+from typing import TextIO
+
+# A progress line is redrawn at most this often: a GPU reads many prompt chunks a second.
+REDRAW_EVERY_S = 0.1
 
 
 def print_table(rows: Sequence[Sequence[str]]) -> None:
@@ -10,3 +16,42 @@ def print_table(rows: Sequence[Sequence[str]]) -> None:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+
+
+class ProgressLine:
+    """One line of progress redrawn in place on a terminal and erased before the answer
+    prints; nothing at all when the stream is not a terminal (a pipe, a log file), whose
+    reader wants the answer alone. Drawn with carriage returns and spaces, which every
+    terminal understands (no escape sequences)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.enabled = _is_terminal(stream)
+        self._width = 0  # characters on the line now
+        self._drawn_at = 0.0
+
+    def show(self, text: str) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if self._width and now - self._drawn_at < REDRAW_EVERY_S:
+            return
+        self._drawn_at = now
+        text = text[: max(1, shutil.get_terminal_size().columns - 1)]  # a wrapped line cannot be erased
+        self.stream.write("\r" + text.ljust(self._width))
+        self.stream.flush()
+        self._width = len(text)
+
+    def clear(self) -> None:
+        if not self._width:
+            return
+        self.stream.write("\r" + " " * self._width + "\r")
+        self.stream.flush()
+        self._width = 0
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # a replaced or closed stream
+        return False

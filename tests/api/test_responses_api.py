@@ -52,10 +52,11 @@ def ask(client: openai.OpenAI, **fields: Any) -> Any:
 
 
 def sse_events(body: str) -> list[tuple[str, dict[str, Any]]]:
-    """(event line, data) of each event in a raw SSE body; fails on any other framing."""
+    """(event line, data) of each event in a raw SSE body; skips comments (the keep-alives
+    sent while the prompt is read); fails on any other framing."""
     events = []
     for block in body.split("\n\n"):
-        if not block:
+        if not block or block.startswith(":"):
             continue
         lines = block.split("\n")
         assert len(lines) == 2 and lines[0].startswith("event: ") and lines[1].startswith("data: "), block

@@ -24,7 +24,8 @@ def stream_text(url: str, body: dict) -> tuple[str, str | None]:
     with httpx.stream("POST", url + "/chat/completions", json={**body, "stream": True}, timeout=600) as response:
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
-        lines = [line for line in response.iter_lines() if line]
+        # Comment lines (": ...", the keep-alives while the prompt is read) are for no one.
+        lines = [line for line in response.iter_lines() if line and not line.startswith(":")]
     assert lines[-1] == "data: [DONE]"
     for line in lines[:-1]:
         assert line.startswith("data: ")

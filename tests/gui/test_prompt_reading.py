@@ -1,0 +1,45 @@
+"""While a long prompt is read, the answer's status line says how far instead of "Thinking…".
+
+The engine's step is held shut until the window shows the reading line, so the test sees
+the state a person sees for minutes on a slow CPU, without depending on timing."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from PySide6.QtCore import Qt
+
+from inglenook.engine.runtime import LoadedModel
+
+from .conftest import ANSWER_TIMEOUT_MS, new_chat, wait_answer
+
+pytestmark = [pytest.mark.gui, pytest.mark.integration]
+
+
+def test_the_status_shows_the_prompt_being_read(qtbot, window, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    gate = threading.Event()
+    step = LoadedModel.step
+
+    def held_step(self: LoadedModel, sequences: list[Any], prefill_budget: int) -> int:
+        gate.wait(timeout=300)
+        return step(self, sequences, prefill_budget)
+
+    monkeypatch.setattr(LoadedModel, "step", held_step)
+    try:
+        cid = new_chat(qtbot, window, max_tokens=4)
+        words = ("alpha", "beta", "gamma", "delta", "omega", "sigma")
+        window.composer.input.setPlainText(" ".join(words[i % 6] for i in range(700)) + ". Say one word.")
+        qtbot.keyClick(window.composer.input, Qt.Key.Key_Return)
+        # The prompt is admitted but not one token of it read: the line says so.
+        qtbot.waitUntil(lambda: window.view.streaming_widget() is not None
+                        and window.view.streaming_widget().typing.text().startswith("Reading 0 of "),
+                        timeout=ANSWER_TIMEOUT_MS)
+        typing = window.view.streaming_widget().typing
+        assert typing.isVisible() and typing.text().endswith(" prompt tokens")
+        gate.set()
+        wait_answer(qtbot, window, cid)
+        assert not typing.isVisible()  # the answer replaced it
+    finally:
+        gate.set()
