@@ -9,10 +9,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from inglenook.cli.terminal import print_table
-from inglenook.engine import AdapterImport, Paths, human_size
+from inglenook.engine import Paths, human_size
+
+if TYPE_CHECKING:  # the adapter registry brings the store and the model registry: not at every command's start
+    from inglenook.engine import AdapterImport
 
 
 def add_commands(commands: Any) -> None:

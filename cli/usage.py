@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from inglenook.cli.terminal import print_table
-from inglenook.engine import Paths, TokenCounts, UsageSummary, checked_days, human_count
+from inglenook.engine import Paths, human_count
+
+if TYPE_CHECKING:  # the usage rooms open the store: imported by the command, not by every command's parser
+    from inglenook.engine import TokenCounts, UsageSummary
 
 
 def add_commands(commands: Any) -> None:
@@ -23,7 +26,7 @@ def add_commands(commands: Any) -> None:
 
 
 def cmd_usage(args: argparse.Namespace, paths: Paths) -> int:
-    from inglenook.engine import Engine  # noqa: PLC0415 — keeps --help fast
+    from inglenook.engine import Engine, UsageSummary, checked_days  # noqa: PLC0415 — keeps the other commands fast
 
     try:
         days = checked_days(args.days)

@@ -23,7 +23,10 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "core": ("Engine", "open_engine"),
     "chat": ("ChatService", "ConversationSearch", "Turn", "title_from"),
     "scheduler": ("EmbedJob", "Embeddings", "ExclusiveJob", "GenerateJob", "JobHandle", "ModelListener", "Scheduler"),
-    "runtime": ("Chunk", "Finished", "GenerationEvent", "LoadOptions", "PromptProgress", "TokenLogprob", "Timings", "Usage"),
+    # A generation's events live in the light generation_events (runtime re-exports them):
+    # a front end names them without loading the runtime (the loader, Jinja, the fit estimate).
+    "generation_events": ("Chunk", "Finished", "GenerationEvent", "PromptProgress", "TokenLogprob", "Timings", "Usage"),
+    "runtime": ("LoadOptions",),
     "sampling": ("SamplingParams",),
     "errors": (
         "ContextLengthExceeded", "ConversationNotFound", "DownloadError", "InglenookError", "InvalidRequest",
@@ -171,16 +174,16 @@ if TYPE_CHECKING:
     from .lab.recommend import Recommendation as Recommendation
     from .paths import DiskState as DiskState, Paths as Paths, disk_state as disk_state
     from .registry import ModelRecord as ModelRecord, ModelRegistry as ModelRegistry
-    from .runtime import (
+    from .generation_events import (
         Chunk as Chunk,
         Finished as Finished,
         GenerationEvent as GenerationEvent,
-        LoadOptions as LoadOptions,
         PromptProgress as PromptProgress,
         Timings as Timings,
         TokenLogprob as TokenLogprob,
         Usage as Usage,
     )
+    from .runtime import LoadOptions as LoadOptions
     from .sampling import SamplingParams as SamplingParams
     from .scheduler import (
         EmbedJob as EmbedJob,

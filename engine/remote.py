@@ -16,13 +16,14 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from .errors import InglenookError
 from .runtime import Chunk, Finished, GenerationEvent, Timings, Usage
 from .sampling import SamplingParams
+
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger(__name__)
 
@@ -54,12 +55,21 @@ class RemoteEndpoint:
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
 
+# httpx is imported where a remote engine is used, not with this module: every chat imports
+# it (a model id may name a remote engine), and the terminal's `run` answers from a local
+# model without it (issue 27: start-up).
+
+
 def timeouts(read_s: float = READ_TIMEOUT_S) -> httpx.Timeout:
+    import httpx  # noqa: PLC0415 — see above
+
     return httpx.Timeout(connect=CONNECT_TIMEOUT_S, read=read_s, write=30.0, pool=CONNECT_TIMEOUT_S)
 
 
 def transport_failure(endpoint: RemoteEndpoint, exc: httpx.HTTPError) -> RemoteEngineError:
     """A connection-level failure as a sentence naming the engine and what to check."""
+    import httpx  # noqa: PLC0415 — see timeouts()
+
     where = f"the remote engine {endpoint.name!r} at {endpoint.url}"
     hint = f" ({endpoint.failure_hint})" if endpoint.failure_hint else ""
     if isinstance(exc, httpx.TimeoutException):
@@ -108,6 +118,8 @@ class RemoteEngine:
 
     def model_ids(self) -> list[str]:
         """The ids ``GET /models`` lists, in its order."""
+        import httpx  # noqa: PLC0415 — see timeouts()
+
         endpoint = self.endpoint
         try:
             response = httpx.get(endpoint.url + "/models", headers=endpoint.headers(), timeout=timeouts(LIST_TIMEOUT_S))
@@ -166,6 +178,8 @@ class RemoteAnswer:
             response.close()  # unblocks a read waiting on the network
 
     def events(self) -> Iterator[GenerationEvent]:
+        import httpx  # noqa: PLC0415 — see timeouts()
+
         stream = _AnswerStream(self)
         try:
             with httpx.Client(timeout=timeouts(self.read_timeout_s)) as client:

@@ -17,15 +17,19 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .aliases import ROUTING_ALIAS, alias_key
 from .chat_search import EMBEDDING_ARCHITECTURES
 from .errors import InglenookError
-from .gguf import read_gguf
-from .protocol import ChatCompletionRequest, CompletionRequest
+from .gguf_headers import header_of
 from .registry import ModelRecord, ModelRegistry
 from .settings import Settings
+
+if TYPE_CHECKING:
+    # The API's request models (pydantic) are the server's: the engine's background work
+    # imports this module too, and a terminal chat loads neither pydantic nor them.
+    from .protocol import ChatCompletionRequest, CompletionRequest
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +48,7 @@ class ChatModels:
             known = self._has_template.get(key)
         if known is None:
             try:
-                known = bool(read_gguf(record.path).chat_template)
+                known = bool(header_of(record).chat_template)  # the header a load of it parses too
             except InglenookError:
                 known = False
             with self._lock:
@@ -94,6 +98,8 @@ def is_encoder(models: ChatModels, model_id: str) -> bool:
 
 def prompt_chars(request: ChatCompletionRequest | CompletionRequest) -> int:
     """How long a prompt is, in characters of text (token ids count one each)."""
+    from .protocol import CompletionRequest  # noqa: PLC0415 — see the TYPE_CHECKING imports
+
     if isinstance(request, CompletionRequest):
         prompt = request.prompt
         if isinstance(prompt, str):

@@ -22,10 +22,12 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .protocol import ResponseFunctionCall, ResponseToolCall
 from .textstream import longest_partial_match
+
+if TYPE_CHECKING:
+    from .protocol import ResponseToolCall
 
 # Markers that open a call anywhere in the answer, and what closes the call they open.
 _TAG_OPEN, _TAG_CLOSE = "<tool_call>", "</tool_call>"
@@ -223,6 +225,11 @@ class ToolCallParser:
                 rest = arguments
             if rest:
                 events.append(ArgumentsDelta(started.index, rest))
+            # The API's pydantic models are imported at the first call, not with this module: the
+            # vocabulary needs PRESERVED_MARKERS for every answer, and a terminal chat never
+            # needs pydantic (issue 27: start-up).
+            from .protocol import ResponseFunctionCall, ResponseToolCall  # noqa: PLC0415
+
             events.append(CallDone(started.index, ResponseToolCall(
                 id=started.id, function=ResponseFunctionCall(name=name, arguments=arguments))))
 
