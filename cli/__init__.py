@@ -9,14 +9,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import importlib
 import logging
 import signal
 import sqlite3
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from inglenook import __version__
-from inglenook.cli import adapters, alias, hub, keys, lab, launch, serve, usage, worker
 from inglenook.cli.log_file import LogFileHandler
 from inglenook.cli.terminal import ProgressLine, print_table
 from inglenook.engine import CrashGuard, InglenookError, Paths, PromptProgress, StoreError, human_count, human_size
@@ -28,9 +28,27 @@ EXIT_USAGE = 2
 # Disk and permission failures that reach the CLI untyped still become one line, not a traceback.
 _STORAGE_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT, errno.EIO}
 
+# The command groups that live in modules of their own (inglenook.cli.<module>), in `--help`'s
+# order, with the commands each adds. A command's run imports only its own group's module, and
+# that module imports the engine rooms it needs when its command runs: `inglenook run` starts
+# without reading the parsers of `serve`, `keys` or `pull` (issue 27: start-up). Help, no
+# command (the app) or an unknown one imports them all. A test holds this table to the modules.
+COMMAND_MODULES: dict[str, tuple[str, ...]] = {
+    "serve": ("serve",),
+    "alias": ("alias",),
+    "usage": ("usage",),
+    "keys": ("keys",),
+    "worker": ("worker",),
+    "launch": ("launch",),
+    "lab": ("lab",),
+    "hub": ("pull", "search", "files", "import"),
+    "adapters": ("adapters",),
+}
+
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if args.command is None:
         return gui_main()
@@ -66,7 +84,9 @@ def gui_main() -> int:
     return run_app()
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser for ``argv``: every command when ``argv`` is None (or names none of them),
+    else the commands of this module and those of the group ``argv``'s command belongs to."""
     parser = argparse.ArgumentParser(
         prog="inglenook",
         description="Run language models on your own machine. With no command, opens the desktop app.",
@@ -109,16 +129,25 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--json", action="store_true", help="print JSON instead of text")
     doctor.add_argument("--no-self-test", action="store_true", help="skip the test generation")
     doctor.set_defaults(handler=cmd_doctor)
-    serve.add_commands(commands)
-    alias.add_commands(commands)
-    usage.add_commands(commands)
-    keys.add_commands(commands)
-    worker.add_commands(commands)
-    launch.add_commands(commands)
-    lab.add_commands(commands)
-    hub.add_commands(commands)
-    adapters.add_commands(commands)
+    for module in _command_modules(argv, own=commands.choices):
+        importlib.import_module(f"{__name__}.{module}").add_commands(commands)
     return parser
+
+
+def _command_modules(argv: Sequence[str] | None, own: Iterable[str]) -> list[str]:
+    """The group modules a parser for ``argv`` needs. The command is its first word that is not
+    an option (the top level's options take no values); a help option before it lists them all."""
+    command = None
+    for word in argv or ():
+        if word in ("-h", "--help"):
+            break
+        if not word.startswith("-"):
+            command = word
+            break
+    if command is not None and command in own:
+        return []
+    wanted = [module for module, names in COMMAND_MODULES.items() if command in names]
+    return wanted or list(COMMAND_MODULES)
 
 
 def setup_logging(paths: Paths, debug: bool = False) -> None:
