@@ -10,7 +10,9 @@ once beforehand (the starter model already registered), answering a short prompt
   weights, context and chat template; 10 ms resolution);
 - ``over_load_s``: their difference, everything start-up adds to loading the model (imports,
   opening the profile, reading the GGUF header, llama.cpp's start, the prompt's prefill);
-  the quantity the start-up goal is about.
+  the quantity the start-up goal is about;
+- ``cpu_s``: the CPU time the whole run used (user + system, every thread; with ``--threads 1``
+  a figure that other work on the machine disturbs far less than the wall times above);
 
 and, in separate processes, ``import_cli_s`` (`python -c "import inglenook.cli"`) and
 ``python_s`` (`python -c pass`, the interpreter's own start). Medians are printed as JSON.
@@ -28,6 +30,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -118,6 +121,7 @@ def _measure(kind: str, checkout: Path, home: Path, args: argparse.Namespace) ->
         return {"import_cli_s": _wall([sys.executable, "-c", "import inglenook.cli"], checkout, env)}
     command = [sys.executable, "-m", "inglenook", "run", args.model, args.prompt,
                "--max-tokens", str(args.max_tokens), "--temperature", "0", "--no-cache"]
+    before = _children_cpu()
     started = time.perf_counter()
     child = subprocess.Popen(command, cwd=checkout, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert child.stdout is not None
@@ -125,10 +129,17 @@ def _measure(kind: str, checkout: Path, home: Path, args: argparse.Namespace) ->
     first_token = time.perf_counter() - started
     _, stderr = child.communicate(timeout=600)
     ended = time.perf_counter() - started
+    cpu = _children_cpu() - before  # measurements run one at a time: the delta is this child's
     if child.returncode != 0 or not first:
         raise SystemExit(f"inglenook run failed ({child.returncode}): {stderr.decode(errors='replace')}")
     load = _last_load_seconds(home, args.model)
-    return {"first_token_s": first_token, "model_load_s": load, "over_load_s": first_token - load, "exit_s": ended}
+    return {"first_token_s": first_token, "model_load_s": load, "over_load_s": first_token - load, "exit_s": ended,
+            "cpu_s": cpu}
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _wall(command: list[str], checkout: Path, env: dict[str, str]) -> float:
