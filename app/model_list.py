@@ -7,7 +7,7 @@ import logging
 
 from PySide6.QtCore import QObject, Signal
 
-from inglenook.engine import REMOTE_SOURCE, Engine, ModelNotFound, ModelRecord
+from inglenook.engine import REMOTE_SOURCE, Engine, LoadPlan, ModelNotFound, ModelRecord
 
 from .workers import Workers
 
@@ -28,24 +28,27 @@ class ModelList(QObject):
         self.models: list[ModelRecord] = []  # installed ones first, then remote engines' models
         self.remote_models: list[ModelRecord] = []
         self.default_model: str | None = None
+        # What loading each installed model would take (context, cache, memory), shown
+        # before it loads: read with the list, off the GUI thread (it reads headers).
+        self.plans: dict[str, LoadPlan] = {}
 
     def refresh(self) -> None:
         engine = self.engine
 
-        def read() -> tuple[list[ModelRecord], str | None]:
+        def read() -> tuple[list[ModelRecord], str | None, dict[str, LoadPlan]]:
             try:
                 default = engine.default_model_id()
             except ModelNotFound:
                 default = None  # nothing installed yet: the picker says so
-            return engine.registry.list(), default
+            return engine.registry.list(), default, engine.load_plans()
 
         self.workers.disk.run(read, self._read, self.failed.emit)
         # Remote engines answer over the network, which must not hold up the local list.
         self.workers.network.run(engine.chats.remotes.records, self._remote_read,
                                  lambda exc: log.warning("remote engines: %s", exc))
 
-    def _read(self, result: tuple[list[ModelRecord], str | None]) -> None:
-        local, self.default_model = result
+    def _read(self, result: tuple[list[ModelRecord], str | None, dict[str, LoadPlan]]) -> None:
+        local, self.default_model, self.plans = result
         self.models = [*local, *self.remote_models]
         self.changed.emit()
         self.local_read.emit()

@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inglenook.engine import REMOTE_SOURCE, ModelRecord
+from inglenook.engine import REMOTE_SOURCE, LoadPlan, ModelRecord
 
 from . import theme
 from .formatting import human_count, human_size, model_label
@@ -26,6 +26,7 @@ from .model_state import ModelStateHub
 
 RECORD_ROLE = Qt.ItemDataRole.UserRole + 1
 STATE_ROLE = Qt.ItemDataRole.UserRole + 2
+PLAN_ROLE = Qt.ItemDataRole.UserRole + 3  # the LoadPlan: memory and context before loading
 
 
 class _ModelDelegate(QStyledItemDelegate):
@@ -65,10 +66,16 @@ class _ModelDelegate(QStyledItemDelegate):
         detail = f"{record.quantization}  ·  {human_size(record.size_bytes)}"
         if record.parameter_count:
             detail += f"  ·  {human_count(record.parameter_count)} params"
+        plan: LoadPlan | None = index.data(PLAN_ROLE)
+        if plan is not None:
+            detail += f"  ·  {plan.summary}"
+            if plan.short:
+                painter.setPen(QColor(colors["danger"]))
         if remote:
             detail = f"remote  ·  {record.source.partition(':')[2]}"
         bottom = QRect(rect.left(), rect.top() + rect.height() // 2, rect.width(), rect.height() // 2)
-        painter.drawText(bottom, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, detail)
+        painter.drawText(bottom, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                         painter.fontMetrics().elidedText(detail, Qt.TextElideMode.ElideRight, bottom.width()))
         if state:
             badge = QRect(rect.right() - badge_width + 8, rect.top() + 1, badge_width - 8, 20)
             painter.setRenderHint(QPainter.RenderHint.Antialiasing)
@@ -136,6 +143,7 @@ class ModelPicker(QPushButton):
         self.setCursor(Qt.CursorShape.PointingHandCursor)
         self.hub = hub
         self.records: list[ModelRecord] = []
+        self.plans: dict[str, LoadPlan] = {}
         self.current: str | None = None
         self.missing = False
         self.popup = ModelPopup(self)
@@ -145,8 +153,9 @@ class ModelPicker(QPushButton):
         hub.changed.connect(self._refresh)
         self._refresh()
 
-    def set_models(self, records: list[ModelRecord]) -> None:
+    def set_models(self, records: list[ModelRecord], plans: dict[str, LoadPlan] | None = None) -> None:
         self.records = list(records)
+        self.plans = dict(plans or {})
         self._refresh()
 
     def set_current(self, model_id: str | None) -> None:
@@ -184,6 +193,10 @@ class ModelPicker(QPushButton):
             item = QListWidgetItem()
             item.setData(RECORD_ROLE, record)
             item.setData(STATE_ROLE, self.state_of(record.id))
+            plan = self.plans.get(record.id)
+            if plan is not None:
+                item.setData(PLAN_ROLE, plan)
+                item.setToolTip(f"Loads with {plan.label}")
             self.popup.list.addItem(item)
             if record.id == self.current:
                 item.setSelected(True)

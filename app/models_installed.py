@@ -10,7 +10,7 @@ from PySide6.QtCore import QEvent, QObject, QUrl, Signal
 from PySide6.QtGui import QDesktopServices, QDropEvent
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QScrollArea, QVBoxLayout, QWidget
 
-from inglenook.engine import ModelRecord
+from inglenook.engine import LoadPlan, ModelRecord
 
 from .formatting import human_count, human_size, model_label
 
@@ -24,7 +24,8 @@ def _badge(text: str, parent: QWidget, muted: bool = False) -> QLabel:
 class ModelRow(QFrame):
     delete_requested = Signal(str)
 
-    def __init__(self, record: ModelRecord, loaded: bool, parent: QWidget | None = None) -> None:
+    def __init__(self, record: ModelRecord, loaded: bool, parent: QWidget | None = None,
+                 plan: LoadPlan | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("ModelRow")
         self.record = record
@@ -50,6 +51,11 @@ class ModelRow(QFrame):
             badges.addWidget(_badge(label, self, muted=True))
         if loaded:
             badges.addWidget(_badge("● loaded", self))
+        self.plan_badge: QLabel | None = None
+        if plan is not None:  # what loading it takes, said before it loads
+            self.plan_badge = _badge(("⚠ " if plan.short else "") + plan.summary, self, muted=not plan.short)
+            self.plan_badge.setToolTip(f"Loads with {plan.label}")
+            badges.addWidget(self.plan_badge)
         badges.addStretch(1)
         text.addWidget(name)
         text.addWidget(detail)
@@ -99,13 +105,14 @@ class InstalledList(QScrollArea):
         self.setWidget(body)
         self.rows: list[ModelRow] = []
 
-    def set_models(self, records: list[ModelRecord], loaded: str | None) -> None:
+    def set_models(self, records: list[ModelRecord], loaded: str | None,
+                   plans: dict[str, LoadPlan] | None = None) -> None:
         for row in self.rows:
             row.hide()
             row.deleteLater()
         self.rows = []
         for record in records:
-            row = ModelRow(record, record.id == loaded, self.widget())
+            row = ModelRow(record, record.id == loaded, self.widget(), (plans or {}).get(record.id))
             row.delete_requested.connect(self.delete_requested)
             self.rows_layout.addWidget(row)
             self.rows.append(row)

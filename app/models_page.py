@@ -31,6 +31,7 @@ from inglenook.engine import (
     Engine,
     FoundModel,
     ImportResult,
+    LoadPlan,
     ModelRecord,
     QuantOption,
     find_known_places,
@@ -162,9 +163,10 @@ class ModelsPage(QWidget):
 
     # -- installed ----------------------------------------------------------------------------
 
-    def set_models(self, records: list[ModelRecord], loaded: str | None) -> None:
+    def set_models(self, records: list[ModelRecord], loaded: str | None,
+                   plans: dict[str, LoadPlan] | None = None) -> None:
         self.records = list(records)
-        self.installed.set_models(records, loaded)
+        self.installed.set_models(records, loaded, plans or {})
         self.installed_tab.setText(f"Installed  {len(records)}")
         self._update_states()
 

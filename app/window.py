@@ -207,7 +207,7 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage("Copied the last answer", 2000)
 
     def _show_models(self) -> None:
-        self.models_page.set_models(self.models, self.hub.loaded)
+        self.models_page.set_models(self.models, self.hub.loaded, self.model_list.plans)
 
     def _model_state(self, model_id: str, state: str, detail: object) -> None:
         self.status_line.show_model_state(model_id, state, detail)

@@ -356,6 +356,7 @@ def cmd_show(args: argparse.Namespace, paths: Paths) -> int:
 
     with _open_engine(args, paths) as engine:
         record = engine.registry.resolve(args.model)
+        plan = engine.load_plan(record.id)
     info = read_gguf(record.path)
     fields = [
         ("id", record.id),
@@ -371,6 +372,8 @@ def cmd_show(args: argparse.Namespace, paths: Paths) -> int:
         ("special tokens", ", ".join(f"{k}={v[1]!r}" for k, v in info.special_tokens.items()) or "none"),
         ("license", str(info.metadata.get("general.license", "unknown"))),
         ("source", record.source),
+        # What a load would take now, said before loading (a context set by hand included).
+        ("loads with", plan.label),
     ]
     for label, value in fields:
         print(f"{label + ':':<16}{value}")

@@ -43,6 +43,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "crashguard": ("CrashGuard", "LastCrash"),
     "diagnostics": ("DoctorReport", "SelfTest", "collect"),
     "fit": ("CPU_ONLY", "FITS_GPU", "PARTIAL", "TOO_LARGE", "FitEstimate", "GpuMemory", "MachineMemory", "detect_machine"),
+    "model_context": ("LoadPlan",),
     "hub": ("HubClient", "HubModel", "QuantOption", "RepoListing", "fit_options", "quant_from_name", "resolve_token"),
     "downloads": ("DownloadProgress", "Downloader", "PendingDownload", "downloader_for"),
     "importers": ("FoundModel", "ImportResult", "find_known_places", "import_found", "import_path", "scan_known_places"),
@@ -125,6 +126,7 @@ if TYPE_CHECKING:
         StoreError as StoreError,
         UnsupportedCpu as UnsupportedCpu,
     )
+    from .model_context import LoadPlan as LoadPlan
     from .fit import (
         CPU_ONLY as CPU_ONLY,
         FITS_GPU as FITS_GPU,

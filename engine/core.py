@@ -14,9 +14,9 @@ from pathlib import Path
 from .cache import MIB, CacheUsage, PrefixCache
 from .chat import ChatService
 from .crashguard import CrashGuard
-from .errors import ModelLoadError, ModelNotFound
+from .errors import InglenookError, ModelLoadError, ModelNotFound
 from .lora_registry import AdapterRegistry
-from .model_context import context_for, context_loader
+from .model_context import LoadPlan, context_for, context_loader, plan_load
 from .model_pool import budget_from_setting, estimate_resident_bytes
 from .paths import Paths
 from .registry import ModelRecord, ModelRegistry
@@ -84,6 +84,22 @@ class Engine:
         """What ``record`` will take once loaded, at the context it will be loaded with."""
         context = context_for(record, self.settings, options)
         return estimate_resident_bytes(record, dataclasses.replace(options, context_size=context))
+
+    def load_plan(self, model_id: str) -> LoadPlan:
+        """What loading ``model_id`` would take now (context, sequences, cache type, memory),
+        for a front end to show before it loads. Reads the model's header: not on a GUI thread."""
+        return plan_load(self.registry.resolve(model_id), self.settings, self.load_options())
+
+    def load_plans(self) -> dict[str, LoadPlan]:
+        """``load_plan`` for every installed model whose header can be read."""
+        plans: dict[str, LoadPlan] = {}
+        options = self.load_options()
+        for record in self.registry.list():
+            try:
+                plans[record.id] = plan_load(record, self.settings, options)
+            except (InglenookError, OSError) as exc:
+                log.info("no load plan for %s: %s", record.id, exc)
+        return plans
 
     def load_options(self) -> LoadOptions:
         s = self.settings

@@ -143,8 +143,29 @@ class ModelShape:
         return repeating / max(1, self.n_layers)
 
 
+# The KV cache type setting's default: the fastest configuration that keeps the prefix
+# cache exact where the layers run (``kv_cache_type_for``).
+AUTO_KV_CACHE = "auto"
+
+
+def kv_cache_type_for(setting: str, offloads: bool) -> str:
+    """The K/V element type a setting means for a load that does (or does not) run layers
+    on a GPU: "auto" is q8_0 on the CPU and f16 on a GPU; any other value is itself.
+
+    On the CPU q8_0 runs with flash attention (faster decode and prompt reading, half the
+    memory), and its logits do not depend on how a prompt is split into batches, which the
+    exact prefix cache needs (model_loading.ModelLoading._flash_attention); its cost in
+    quality is small (benchmarks/kv_quality.py: KL divergence 0.003-0.006 against f16 on
+    the test models). GPU backends run flash attention on f16 already.
+    """
+    if setting != AUTO_KV_CACHE:
+        return setting
+    return "f16" if offloads else "q8_0"
+
+
 def kv_cache_bytes(shape: ModelShape, n_ctx: int, kv_type: str = "f16") -> int:
-    per_element = KV_BYTES_PER_ELEMENT.get(kv_type.lower(), 2.0)
+    # "auto" without a machine to ask is priced as the CPU's choice, the smaller cache.
+    per_element = KV_BYTES_PER_ELEMENT.get(kv_cache_type_for(kv_type, offloads=False).lower(), 2.0)
     elements = shape.n_layers * n_ctx * shape.n_head_kv * (shape.head_dim_k + shape.head_dim_v)
     return int(elements * per_element)
 
@@ -212,7 +233,7 @@ def estimate_fit(
     n_ubatch: int = DEFAULT_UBATCH,
 ) -> FitEstimate:
     """The verdict for ``shape`` at ``context`` tokens on ``machine`` (see the module docstring)."""
-    kv = kv_cache_bytes(shape, context, kv_type)
+    kv = kv_cache_bytes(shape, context, kv_cache_type_for(kv_type, offloads=machine.has_gpu))
     compute = compute_bytes(shape, context, n_ubatch)
     weights = shape.weights_bytes
     total_layers = shape.n_layers + 1
@@ -272,7 +293,8 @@ def rpc_split(
     """Layers per device in proportion to free memory, as llama.cpp's default split does,
     with no worker given more layers than its free memory holds."""
     total_layers = shape.n_layers + 1  # the output layer counts as one, as llama.cpp counts it
-    per_layer = shape.layer_bytes + kv_cache_bytes(shape, context, kv_type) / max(1, shape.n_layers)
+    # Layers on the workers are offloaded ones: "auto" is their cache type (f16).
+    per_layer = shape.layer_bytes + kv_cache_bytes(shape, context, kv_cache_type_for(kv_type, offloads=True)) / max(1, shape.n_layers)
     frees = [max(0, int(f)) for f in worker_free_bytes]
     pool = max(1, max(0, local_free_bytes) + sum(frees))
     wanted = round(total_layers * sum(frees) / pool)
@@ -294,6 +316,13 @@ AUTO_CONTEXT_CAP = 131_072  # even a 1M-token model starts here; a setting can a
 # Without a GPU to hold it, the KV cache may take this share of the RAM that is free: the
 # weights, the prompt cache's RAM tier and the rest of the desktop need the remainder.
 KV_RAM_SHARE = 0.25
+# A desktop's cap on the automatic context, on the CPU: every sequence's KV cache together
+# stays within twice the model's weights or 1 GiB, whichever is more. A 270M model then
+# chats with 16k tokens per answer (0.6 GB of q8_0 cache for four) instead of reserving
+# 4 GB for 32k x 4 of f16, while a 7B model keeps its long context where RAM allows. A
+# context set by hand is never capped.
+KV_WEIGHTS_SHARE = 2.0
+KV_DESKTOP_FLOOR = 1 * GIB
 FALLBACK_TRAINED_CONTEXT = 4096  # a header without context_length
 
 
@@ -306,7 +335,8 @@ def auto_context(
     The largest of ``trained_context``, its halves, down to ``AUTO_CONTEXT_FLOOR`` whose KV
     cache for all ``parallel`` sequences fits: entirely on the GPU when the model fits there
     at the floor (so "auto" never pushes layers off the GPU), else within ``KV_RAM_SHARE``
-    of the usable RAM without the whole load becoming too large.
+    of the usable RAM and the desktop cap (``KV_WEIGHTS_SHARE``) without the whole load
+    becoming too large.
     """
     ceiling = min(trained_context or FALLBACK_TRAINED_CONTEXT, AUTO_CONTEXT_CAP)
     if ceiling <= AUTO_CONTEXT_FLOOR:
@@ -317,7 +347,8 @@ def auto_context(
         return estimate_fit(shape, machine, context=per_sequence * sequences, kv_type=kv_type, n_ubatch=n_ubatch)
 
     on_gpu = machine.has_gpu and estimate(AUTO_CONTEXT_FLOOR).verdict == FITS_GPU
-    kv_budget = KV_RAM_SHARE * max(0, machine.ram_available_bytes - RAM_HEADROOM)
+    kv_budget = min(KV_RAM_SHARE * max(0, machine.ram_available_bytes - RAM_HEADROOM),
+                    max(KV_WEIGHTS_SHARE * shape.weights_bytes, KV_DESKTOP_FLOOR))
     candidate = ceiling
     while candidate > AUTO_CONTEXT_FLOOR:
         fit = estimate(candidate)

@@ -213,6 +213,18 @@ def m010_message_embeddings(db: sqlite_utils.Database) -> None:
                     "BEGIN DELETE FROM message_embeddings WHERE message_id = OLD.id; END")
 
 
+def m011_kv_cache_auto(db: sqlite_utils.Database) -> None:
+    """The KV cache setting becomes "auto" where it holds the old default, f16.
+
+    Until now Settings saved every field, so a stored "f16" is almost always the old default
+    written back, not a choice; "auto" runs q8_0 with flash attention on the CPU (faster,
+    half the memory, still an exact prefix cache) and f16 on a GPU. A stored "q8_0" was
+    chosen and stays.
+    """
+    db.conn.execute("UPDATE settings SET value = ? WHERE key = 'kv_cache_type' AND value = ?",
+                    ('"auto"', '"f16"'))
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     m001_initial,
     m003_lab_results,
@@ -223,4 +235,5 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     m008_lora_adapters,
     m009_conversation_summaries,
     m010_message_embeddings,
+    m011_kv_cache_auto,
 ]

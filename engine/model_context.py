@@ -11,9 +11,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 
-from .fit import ModelShape, auto_context, detect_machine
+from .fit import RAM_HEADROOM, ModelShape, auto_context, detect_machine, kv_cache_type_for
 from .gguf_headers import header_of
+from .model_pool import estimate_resident_bytes
 from .registry import ModelRecord
 from .runtime import LoadedModel, LoadOptions, ProgressCallback
 from .settings import AUTO_CONTEXT, Settings
@@ -39,7 +41,55 @@ def context_loader(settings: Callable[[], Settings]) -> Callable[..., LoadedMode
     """A scheduler ``loader`` that loads each model with the context chosen for it."""
 
     def load(record: ModelRecord, options: LoadOptions, progress: ProgressCallback | None = None) -> LoadedModel:
-        options = dataclasses.replace(options, context_size=context_for(record, settings(), options))
+        plan = plan_load(record, settings(), options)
+        if plan.short:  # the picker and the Models page said so before; the log says it again
+            log.warning("loading %s: %s", record.id, plan.label)
+        options = dataclasses.replace(options, context_size=plan.context)
         return LoadedModel(record, options, progress=progress)
 
     return load
+
+
+@dataclass(frozen=True)
+class LoadPlan:
+    """What loading a model will take, said before it loads (picker, Models page, ``show``)."""
+
+    model_id: str
+    context: int  # tokens per answer
+    sequences: int  # answers it runs at once, each with its own KV cache of ``context``
+    kv_cache_type: str  # "auto" resolved for this machine
+    resident_bytes: int  # weights + every sequence's KV cache + scratch
+    available_bytes: int  # free RAM now
+
+    @property
+    def short(self) -> bool:
+        """True when the load would leave the machine without memory to spare."""
+        return self.resident_bytes > max(0, self.available_bytes - RAM_HEADROOM)
+
+    @property
+    def summary(self) -> str:
+        """A badge: "~1.1 GB · 16,384 ctx × 4"."""
+        return f"~{_gb(self.resident_bytes)} · {self.context:,} ctx × {self.sequences}"
+
+    @property
+    def label(self) -> str:
+        text = (f"{self.context:,} tokens × {self.sequences} answers, {self.kv_cache_type} cache: "
+                f"~{_gb(self.resident_bytes)} of {_gb(self.available_bytes)} free")
+        if self.short:
+            text += " (more than this machine has free: close other programs or choose a smaller context)"
+        return text
+
+
+def _gb(size: int) -> str:
+    return f"{size / 1e9:.1f} GB"
+
+
+def plan_load(record: ModelRecord, settings: Settings, options: LoadOptions) -> LoadPlan:
+    """The context, sequences, cache type and memory ``record`` would load with now."""
+    machine = detect_machine()
+    context = context_for(record, settings, options)
+    offloads = machine.has_gpu and options.gpu_layers != 0
+    kv_type = kv_cache_type_for(options.kv_cache_type, offloads)
+    planned = dataclasses.replace(options, context_size=context, kv_cache_type=kv_type)
+    return LoadPlan(record.id, context, max(1, options.parallel), kv_type,
+                    estimate_resident_bytes(record, planned), machine.ram_available_bytes)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from .chat_template import ChatTemplate
 from .errors import ModelLoadError
-from .fit import ModelShape, detect_machine, estimate_fit
+from .fit import AUTO_KV_CACHE, ModelShape, detect_machine, estimate_fit, kv_cache_type_for
 from .gguf import GGUFInfo
 from .lora_runtime import ContextAdapters
 from .native import physical_cores
@@ -43,7 +43,9 @@ class LoadOptions:
     context_size: int = 4096
     threads: int = 0  # 0: one per physical core
     gpu_layers: int = -1  # -1: as many as the fit estimate says fit in free VRAM, 0: CPU only
-    kv_cache_type: str = "f16"
+    # "auto": q8_0 with flash attention on the CPU, f16 where layers run on a GPU
+    # (fit.kv_cache_type_for says why); or "f16" / "q8_0".
+    kv_cache_type: str = AUTO_KV_CACHE
     batch_size: int = 512  # prefill chunk: long prompts are fed this many tokens at a time
     embeddings: bool = False
     # Sequences one context serves at once (llama.cpp's n_seq_max), each with its own KV
@@ -53,14 +55,10 @@ class LoadOptions:
     # or "draft" (a small model with the same vocabulary, ``draft_model``, drafts).
     speculative: str = OFF
     draft_model: ModelRecord | None = field(default=None, hash=False)
-
-    def kv_layout_key(self, flash_attention: bool | None = None) -> str:
-        # The KV cache type sets the element layout; flash attention sets whether V is stored
-        # transposed. Context and batch sizes do not change a saved sequence's bytes: a state
-        # fits any context with room for its tokens.
-        if flash_attention is None:
-            flash_attention = self.kv_cache_type != "f16"  # the CPU default, see LoadedModel
-        return f"kv={self.kv_cache_type};fa={'on' if flash_attention else 'off'}"
+    # None: the engine's rule (``ModelLoading._flash_attention``); True/False forces it, for
+    # benchmarks and checks that compare both. Forcing it on for an f16 cache on the CPU
+    # gives up the exact prefix cache (restored states then differ from a full prefill).
+    flash_attention: bool | None = None
 
 
 def fewer_gpu_layers(layers: int) -> int:
@@ -90,6 +88,7 @@ class ModelLoading:
     n_swa: int
     threads: int
     gpu_layers: int
+    kv_cache_type: str  # the K/V element type this context runs ("auto" resolved)
     flash_attention: bool
     offload_note: str
     draft_note: str  # why this model does not draft with the chosen draft model, or ""
@@ -110,8 +109,8 @@ class ModelLoading:
     # -- loading --------------------------------------------------------------------
 
     def _load(self, progress: ProgressCallback | None) -> None:
-        if self.options.kv_cache_type not in KV_CACHE_TYPES:
-            raise ModelLoadError(f"unknown KV cache type {self.options.kv_cache_type!r}; use f16 or q8_0")
+        if self.options.kv_cache_type != AUTO_KV_CACHE and self.options.kv_cache_type not in KV_CACHE_TYPES:
+            raise ModelLoadError(f"unknown KV cache type {self.options.kv_cache_type!r}; use auto, f16 or q8_0")
         started = time.perf_counter()
         planned = self._planned_gpu_layers()
         layers = planned
@@ -194,10 +193,12 @@ class ModelLoading:
         threads = self.options.threads or physical_cores()
         ctx_params.n_threads = threads
         ctx_params.n_threads_batch = threads
-        kv_type = KV_CACHE_TYPES[self.options.kv_cache_type]
+        offloads = gpu_layers > 0 and bool(lib.llama_supports_gpu_offload())
+        self.kv_cache_type = kv_cache_type_for(self.options.kv_cache_type, offloads)
+        kv_type = KV_CACHE_TYPES[self.kv_cache_type]
         ctx_params.type_k = kv_type
         ctx_params.type_v = kv_type
-        self.flash_attention = self._flash_attention(gpu_layers)
+        self.flash_attention = self._flash_attention(offloads)
         ctx_params.flash_attn_type = (
             lib.LLAMA_FLASH_ATTN_TYPE_ENABLED if self.flash_attention else lib.LLAMA_FLASH_ATTN_TYPE_DISABLED
         )
@@ -237,18 +238,20 @@ class ModelLoading:
         log.info("fit estimate for %s: %s", self.record.id, estimate.label)
         return estimate.gpu_layers
 
-    def _flash_attention(self, gpu_layers: int) -> bool:
-        """On for a quantized V cache (it needs it) and whenever layers run on a GPU.
+    def _flash_attention(self, offloads: bool) -> bool:
+        """On unless forced either way: it is faster on the CPU and on GPUs, saves VRAM, and
+        a quantized V cache needs it.
 
-        On the CPU it stays off for f16: llama.cpp's CPU flash-attention kernel for f16 K/V
-        gives logits that depend on how the prompt is split into batches (up to ~0.9 apart
-        on SmolLM2), so a reused prefix would not reproduce a full prefill. Without it (and
-        with q8_0 + flash attention) every split gives bit-identical logits; the prefix cache
-        relies on that. GPU backends are faster with it and it saves VRAM.
+        The one configuration where the rule turns it off is an f16 cache on the CPU, chosen
+        by hand ("auto" picks q8_0 there), which is how the engine ran before. Measured with
+        this llama.cpp (tests/integration/test_default_cache_exact.py): with q8_0 K/V and
+        flash attention, SmolLM2's logits are the same bit for bit however a prompt is split
+        into batches, one token at a time included; f16 without it differed by up to 0.74
+        between one token at a time and a batch. The prefix cache relies on that invariance.
         """
-        if self.options.kv_cache_type != "f16":
-            return True
-        return gpu_layers > 0 and bool(self._lib.llama_supports_gpu_offload())
+        if self.options.flash_attention is not None:
+            return self.options.flash_attention
+        return self.kv_cache_type != "f16" or offloads
 
     def _load_draft(self) -> None:
         from .draft_model import DraftModel, DraftVocabularyMismatch  # noqa: PLC0415 — it builds LoadedModels itself

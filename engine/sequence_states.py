@@ -31,6 +31,7 @@ class SequenceStates:
     adapters: ContextAdapters
     n_ctx: int
     n_swa: int
+    kv_cache_type: str
     flash_attention: bool
     _lib: Any
     _ctx: Any
@@ -90,7 +91,10 @@ class SequenceStates:
         """What a saved sequence state must match to be restored into this model."""
         from llama_cpp import __version__ as binding_version  # noqa: PLC0415 — already loaded
 
-        layout = self.options.kv_layout_key(self.flash_attention)
+        # A saved sequence's bytes depend on the KV element type and on flash attention
+        # (whether V is stored transposed); context and batch sizes do not change them, so a
+        # state fits any context with room for its tokens.
+        layout = f"kv={self.kv_cache_type};fa={'on' if self.flash_attention else 'off'}"
         # A state computed with adapters is only ever restored with the same ones and scales.
         lora = f"|lora {self.adapters.key}" if self.adapters.key else ""
         return f"{self.record.fingerprint}|{layout}|llama-cpp-python {binding_version}{lora}"

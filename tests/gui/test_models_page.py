@@ -181,6 +181,14 @@ def test_import_a_file_through_the_page(qtbot, window, page, gemma_path) -> None
     assert record.id in [row.record.id for row in page.rows]
     assert page.stack.currentWidget() is page.installed
     assert page.last_import is not None and page.last_import.imported == [record]
+    # Before it loads, its row and the picker say what loading it takes (issue 27: a 270M
+    # model no longer reserves 32k x 4 of f16 cache, and says so first).
+    plan = window.model_list.plans[record.id]
+    assert plan.context <= 16_384 and plan.sequences == 4 and plan.kv_cache_type == "q8_0"  # the desktop cap
+    row = next(row for row in page.rows if row.record.id == record.id)
+    assert row.plan_badge is not None and f"{plan.context:,} ctx × 4" in row.plan_badge.text()
+    assert "q8_0 cache" in row.plan_badge.toolTip()
+    assert window.picker.plans[record.id] == plan
 
     page.import_paths([gemma_path])  # twice: recognised, not added again
     qtbot.waitUntil(lambda: bool(page.last_import.already), timeout=WAIT_MS)

@@ -4,7 +4,8 @@ until the KV cache fits the machine — with the shapes of real GGUFs (see test_
 from __future__ import annotations
 
 from inglenook.engine.fit import (
-    AUTO_CONTEXT_FLOOR, FITS_GPU, GpuMemory, MachineMemory, ModelShape, auto_context, estimate_fit,
+    AUTO_CONTEXT_FLOOR, FITS_GPU, GIB as FIT_GIB, GpuMemory, MachineMemory, ModelShape, auto_context, estimate_fit,
+    kv_cache_bytes, kv_cache_type_for,
 )
 
 GIB = 1024**3
@@ -49,4 +50,30 @@ def test_short_trained_contexts_and_tight_machines() -> None:
     assert auto_context(LLAMA31_8B, cpu(64), 1024) == 1024  # never more than the model was trained for
     assert auto_context(LLAMA31_8B, cpu(6), 131_072, parallel=16) == AUTO_CONTEXT_FLOOR  # nothing fits: the floor
     assert auto_context(LLAMA31_8B, cpu(64), None) == 4096  # a header without context_length
-    assert auto_context(LLAMA31_8B, cpu(1024), 1_048_576) == 131_072  # the cap
+    # The cap: 131,072 tokens of q8_0 (8.5 GiB) are within twice the weights (the desktop cap).
+    assert auto_context(LLAMA31_8B, cpu(1024), 1_048_576, kv_type="q8_0") == 131_072
+
+
+# gemma-3-270m Q4_K_M: 18 layers (every one with a full-size cache), 1 KV head of 256 dims.
+GEMMA3_270M = ModelShape(
+    weights_bytes=241_410_624, n_layers=18, n_embd=640, n_head=4, n_head_kv=1, head_dim_k=256,
+    head_dim_v=256, n_vocab=262_144, n_params=268_098_176,
+)
+
+
+def test_a_small_model_gets_a_desktop_sized_cache_not_its_whole_training_context() -> None:
+    """32k x 4 of f16 was 4 GB resident for a 253 MB model; the cache now stays within twice
+    the weights or 1 GiB, whichever is more, however much RAM is free."""
+    chosen = auto_context(GEMMA3_270M, cpu(64), 32_768, parallel=4, kv_type="auto")
+    assert chosen == 16_384
+    assert kv_cache_bytes(GEMMA3_270M, chosen * 4, "q8_0") <= FIT_GIB
+    # A machine with little free memory still halves further, as before.
+    assert auto_context(GEMMA3_270M, cpu(2), 32_768, parallel=4, kv_type="auto") < chosen
+    # A large model's long context is limited by RAM, not by the desktop cap.
+    assert auto_context(LLAMA31_8B, cpu(64), 8192, parallel=4, kv_type="auto") == 8192
+
+
+def test_the_automatic_cache_type_is_q8_0_on_the_cpu_and_f16_on_a_gpu() -> None:
+    assert kv_cache_type_for("auto", offloads=False) == "q8_0"
+    assert kv_cache_type_for("auto", offloads=True) == "f16"
+    assert kv_cache_type_for("f16", offloads=False) == "f16"  # a choice made by hand stays

