@@ -185,10 +185,10 @@ def start_crash_guard(paths: Paths, front_end: str) -> Iterator[CrashGuard]:
         guard.stop()
 
 
-def _open_engine(args: argparse.Namespace, paths: Paths):  # noqa: ANN202 — import deferred: keeps --help fast
+def _open_engine(args: argparse.Namespace, paths: Paths, sequences: int | None = None):  # noqa: ANN202 — import deferred: keeps --help fast
     from inglenook.engine import Engine  # noqa: PLC0415
 
-    engine = Engine(paths, crash_guard=args.crash_guard)
+    engine = Engine(paths, crash_guard=args.crash_guard, sequences=sequences)
     if engine.store.set_aside is not None:
         recovered = ", ".join(f"{n} {table}" for table, n in (engine.store.salvaged or {}).items() if n)
         print(f"inglenook: the database was damaged; recovered {recovered or 'nothing'}. "
@@ -218,7 +218,8 @@ def cmd_doctor(args: argparse.Namespace, paths: Paths) -> int:
 
 
 def cmd_run(args: argparse.Namespace, paths: Paths) -> int:
-    with _open_engine(args, paths) as engine:
+    # One conversation: its model loads with one sequence, not the app's several (issue 27).
+    with _open_engine(args, paths, sequences=1) as engine:
         record = engine.registry.resolve(args.model)
         conversation = _conversation_for(engine, args, record.id)
         overrides = {

@@ -34,10 +34,15 @@ log = logging.getLogger(__name__)
 
 class Engine:
     def __init__(self, paths: Paths | None = None, scan: bool = True, crash_guard: CrashGuard | None = None,
-                 full_check: bool = False) -> None:
+                 full_check: bool = False, sequences: int | None = None) -> None:
         """``crash_guard`` (one per process, started by the front end) hears what the engine
         is doing, so a native crash can be explained on the next start. ``full_check``: the
-        store's whole integrity check at open (the app's start), not the quick one."""
+        store's whole integrity check at open (the app's start), not the quick one.
+        ``sequences``: answers each loaded model serves at once; None follows the
+        ``parallel_sequences`` setting (the window, its background work and the API share a
+        model). A terminal chat is one conversation and passes 1: a KV stream per sequence is
+        memory and load time that a lone chat never uses."""
+        self.sequences = sequences
         self.paths = (paths or Paths.default()).ensure()
         self.store = Store(self.paths.database, full_check=full_check)
         self.settings = Settings.load(self.store)
@@ -105,7 +110,7 @@ class Engine:
         s = self.settings
         return LoadOptions(
             context_size=s.context_size or NOMINAL_AUTO_CONTEXT, threads=s.threads, gpu_layers=s.gpu_layers, kv_cache_type=s.kv_cache_type,
-            parallel=max(1, s.parallel_sequences),
+            parallel=max(1, self.sequences or s.parallel_sequences),
             speculative=s.speculative, draft_model=self._draft_record(),
         )
 

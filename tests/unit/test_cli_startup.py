@@ -12,10 +12,13 @@ import importlib
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from inglenook.cli import COMMAND_MODULES, build_parser
+import inglenook.engine as engine_api
+from inglenook.cli import COMMAND_MODULES, build_parser, main
+from inglenook.engine import Engine, InglenookError, Paths
 
 
 def _modules_after(code: str) -> list[str]:
@@ -70,3 +73,21 @@ def test_importing_the_cli_loads_no_engine_room() -> None:
     heavy = [m for m in loaded if m.removeprefix("inglenook.engine.") in rooms or m.startswith("inglenook.app")
              or m.split(".")[0] in ("sqlite_utils", "numpy", "jinja2", "llama_cpp", "pydantic", "httpx", "PySide6")]
     assert not heavy
+
+
+def test_run_loads_its_model_with_one_sequence(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A terminal chat is one conversation: its engine loads models with one sequence, not the
+    several the window and the API share (each a KV stream of the whole context)."""
+    with Engine(Paths.under(home), scan=False, sequences=1) as engine:
+        assert engine.load_options().parallel == 1
+    with Engine(Paths.under(home), scan=False) as engine:
+        assert engine.load_options().parallel == engine.settings.parallel_sequences > 1
+    asked: list[object] = []
+
+    def opened(*_args: object, **kwargs: object) -> Engine:
+        asked.append(kwargs.get("sequences"))
+        raise InglenookError("stop here")
+
+    monkeypatch.setattr(engine_api, "Engine", opened)
+    assert main(["run", "smollm2", "hi"]) == 1
+    assert asked == [1]
