@@ -36,7 +36,8 @@ from .generation_events import PromptProgress as PromptProgress
 from .generation_events import Timings as Timings
 from .generation_events import TokenLogprob as TokenLogprob
 from .generation_events import Usage as Usage
-from .gguf import GGUFInfo, read_gguf
+from .gguf import GGUFInfo
+from .gguf_headers import checked_header
 from .lora import LoraSet
 from .model_loading import LoadOptions as LoadOptions
 from .model_loading import ModelLoading
@@ -79,7 +80,8 @@ class LoadedModel(ModelLoading, SequenceStates):
     def __init__(self, record: ModelRecord, options: LoadOptions, progress: ProgressCallback | None = None) -> None:
         self.record = record
         self.options = options
-        self.info: GGUFInfo = read_gguf(record.path)  # validate before llama.cpp opens it
+        # Validated before llama.cpp opens it: parsed now, or moments ago from this very file.
+        self.info: GGUFInfo = checked_header(record)
         self._lib = llama()
         self._model = None
         self._ctx = None

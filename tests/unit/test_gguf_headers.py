@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 
 import pytest
 from inglenook.engine.errors import ModelLoadError
-from inglenook.engine.gguf_headers import header_of
+from inglenook.engine.gguf_headers import checked_header, header_of
 from inglenook.engine.registry import ModelRecord
 
 from tests.gguf_writer import write_gguf
@@ -36,3 +37,21 @@ def test_a_failed_read_is_not_kept(tmp_path: Path) -> None:
         header_of(record)
     write_gguf(path, metadata={"general.name": "arrived"})
     assert header_of(record).metadata["general.name"] == "arrived"
+
+
+def test_a_load_reuses_the_header_only_while_the_file_is_unchanged(tmp_path: Path) -> None:
+    """``checked_header`` (a load's validation) takes the header parsed moments before when the
+    file is the same one, untouched since; a file rewritten in place is parsed again."""
+    path = write_gguf(tmp_path / "m.gguf", metadata={"general.name": "first"})
+    record = record_at(path, "fp-same")
+    estimated = header_of(record)
+    assert checked_header(record) is estimated
+    write_gguf(path, metadata={"general.name": "rewritten, same fingerprint until the next scan"})
+    os.utime(path, ns=(1, 1))  # whatever the clock's resolution, the modification time differs
+    fresh = checked_header(record)
+    assert fresh is not estimated
+    assert fresh.metadata["general.name"].startswith("rewritten")
+    assert checked_header(record) is fresh
+    path.unlink()
+    with pytest.raises(ModelLoadError):
+        checked_header(record)
