@@ -15,11 +15,15 @@ import signal
 import sqlite3
 import sys
 from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from inglenook import __version__
 from inglenook.cli.log_file import LogFileHandler
 from inglenook.cli.terminal import ProgressLine, print_table
-from inglenook.engine import CrashGuard, InglenookError, Paths, PromptProgress, StoreError, human_count, human_size
+from inglenook.engine import CrashGuard, InglenookError, Paths, StoreError, human_count, human_size
+
+if TYPE_CHECKING:
+    from inglenook.engine import PromptProgress
 
 log = logging.getLogger("inglenook.cli")
 
