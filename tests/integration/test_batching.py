@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from inglenook.engine.core import Engine
-from inglenook.engine.runtime import Chunk, Finished
+from inglenook.engine.runtime import Chunk, Finished, PromptProgress
 from inglenook.engine.sequence import DECODE
 from inglenook.engine.sampling import SamplingParams
 from inglenook.engine.scheduler import GenerateJob, JobHandle
@@ -98,8 +98,8 @@ def test_a_long_prompt_enters_in_chunks_while_a_stream_keeps_flowing(engine: Eng
     order: list[str] = []
     lock = threading.Lock()
     streaming = ask(engine, "rivers", SamplingParams(temperature=0.0, max_tokens=120))
-    first = next(iter(streaming))  # the first stream is decoding
-    assert isinstance(first, Chunk)
+    # The first stream is decoding (its prompt's progress comes first, then its text).
+    assert isinstance(next(e for e in streaming if not isinstance(e, PromptProgress)), Chunk)
     long_text = " ".join(f"Line {i}: the quick brown fox jumps over the lazy dog." for i in range(40))
     late = engine.scheduler.submit(GenerateJob(
         STARTER, sampling=SamplingParams(temperature=0.0, max_tokens=4), use_cache=False,
