@@ -138,13 +138,25 @@ def test_gemma_base_model_completes_text_deterministically(gemma: LoadedModel) -
     assert finished.usage.completion_tokens > 0
 
 
-def test_gemma_prefix_reuse_matches_full_prefill(gemma: LoadedModel) -> None:
+def test_gemma_prefix_reuse_matches_full_prefill_within_its_kernels_noise(gemma: LoadedModel) -> None:
+    """gemma-3-270m's K-quant kernels on the CPU give logits that depend on how a prompt is
+    split into batches, in every KV configuration (tests/integration/test_default_cache_exact.py),
+    so a restored prefix cannot reproduce a full prefill bit for bit, nor always its greedy
+    text: here the restored run's first token carries the same choice and its alternatives'
+    log-probabilities are within 0.3 (0.18 measured, zen4 and haswell). A wrong restore (other
+    positions, another prompt's cells) moves them by whole units."""
     base = gemma.tokenize("A list of colours: red, green,")
     run(gemma, base, SamplingParams(temperature=0.0, max_tokens=4))
     longer = gemma.tokenize("A list of colours: red, green, blue, yellow,")
-    cached, _, _ = run(gemma, longer, SamplingParams(temperature=0.0, max_tokens=8), reuse_kv=True)
-    fresh, _, _ = run(gemma, longer, SamplingParams(temperature=0.0, max_tokens=8), reuse_kv=False)
-    assert cached == fresh
+    three = SamplingParams(temperature=0.0, max_tokens=2, logprobs=3)
+    _, cached_done, cached = run(gemma, longer, three, reuse_kv=True)
+    _, fresh_done, fresh = run(gemma, longer, three, reuse_kv=False)
+    assert cached_done.usage.cached_tokens > 0 and fresh_done.usage.cached_tokens == 0
+    restored, full = cached[0].logprobs[0], fresh[0].logprobs[0]  # type: ignore[index]
+    assert restored.token == full.token
+    full_top = {token: logprob for token, _, logprob in full.top}
+    for token, _, logprob in restored.top:
+        assert token in full_top and abs(logprob - full_top[token]) < 0.3, (restored.top, full.top)
 
 
 def test_logits_for_every_position_match_generation(smollm2: LoadedModel) -> None:
