@@ -68,7 +68,7 @@ class _ModelDelegate(QStyledItemDelegate):
             detail += f"  ·  {human_count(record.parameter_count)} params"
         plan: LoadPlan | None = index.data(PLAN_ROLE)
         if plan is not None:
-            detail += f"  ·  {plan.summary}"
+            detail += f"  ·  {plan.memory}"  # the whole plan is the item's tooltip
             if plan.short:
                 painter.setPen(QColor(colors["danger"]))
         if remote:

@@ -51,15 +51,20 @@ class ModelRow(QFrame):
             badges.addWidget(_badge(label, self, muted=True))
         if loaded:
             badges.addWidget(_badge("● loaded", self))
+        # What loading it takes, said before it loads: a line of its own, so a long estimate
+        # never widens the row past the page.
         self.plan_badge: QLabel | None = None
-        if plan is not None:  # what loading it takes, said before it loads
-            self.plan_badge = _badge(("⚠ " if plan.short else "") + plan.summary, self, muted=not plan.short)
+        if plan is not None:
+            self.plan_badge = QLabel(("⚠ " if plan.short else "") + f"Loads with {plan.summary}", self)
+            self.plan_badge.setObjectName("PageHint")
+            self.plan_badge.setWordWrap(True)
             self.plan_badge.setToolTip(f"Loads with {plan.label}")
-            badges.addWidget(self.plan_badge)
         badges.addStretch(1)
         text.addWidget(name)
         text.addWidget(detail)
         text.addLayout(badges)
+        if self.plan_badge is not None:
+            text.addWidget(self.plan_badge)
         if not record.usable:  # llama.cpp refused it last time: say why, until it loads
             self.problem = QLabel(f"Cannot be loaded: {record.problem}", self)
             self.problem.setObjectName("PageHint")

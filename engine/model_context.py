@@ -67,6 +67,11 @@ class LoadPlan:
         return self.resident_bytes > max(0, self.available_bytes - RAM_HEADROOM)
 
     @property
+    def memory(self) -> str:
+        """What it takes in memory: "~1.1 GB"."""
+        return f"~{_gb(self.resident_bytes)}"
+
+    @property
     def summary(self) -> str:
         """A badge: "~1.1 GB · 16,384 ctx × 4"."""
         return f"~{_gb(self.resident_bytes)} · {self.context:,} ctx × {self.sequences}"
