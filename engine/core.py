@@ -15,6 +15,7 @@ from .cache import MIB, CacheUsage, PrefixCache
 from .chat import ChatService
 from .crashguard import CrashGuard
 from .errors import InglenookError, ModelLoadError, ModelNotFound
+from .fit import detect_machine
 from .lora_registry import AdapterRegistry
 from .model_context import LoadPlan, context_for, context_loader, plan_load
 from .model_pool import budget_from_setting, estimate_resident_bytes
@@ -99,9 +100,10 @@ class Engine:
         """``load_plan`` for every installed model whose header can be read."""
         plans: dict[str, LoadPlan] = {}
         options = self.load_options()
+        machine = detect_machine()  # once for the whole list, not twice per model
         for record in self.registry.list():
             try:
-                plans[record.id] = plan_load(record, self.settings, options)
+                plans[record.id] = plan_load(record, self.settings, options, machine)
             except (InglenookError, OSError) as exc:
                 log.info("no load plan for %s: %s", record.id, exc)
         return plans

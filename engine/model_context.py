@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .fit import RAM_HEADROOM, ModelShape, auto_context, detect_machine, kv_cache_type_for
+from .fit import RAM_HEADROOM, MachineMemory, ModelShape, auto_context, detect_machine, kv_cache_type_for
 from .gguf_headers import header_of
 from .model_pool import estimate_resident_bytes
 from .registry import ModelRecord
@@ -23,14 +23,16 @@ from .settings import AUTO_CONTEXT, Settings
 log = logging.getLogger(__name__)
 
 
-def context_for(record: ModelRecord, settings: Settings, options: LoadOptions) -> int:
-    """Tokens per sequence for ``record``: its setting, else the app's, else the auto choice."""
+def context_for(record: ModelRecord, settings: Settings, options: LoadOptions,
+                machine: MachineMemory | None = None) -> int:
+    """Tokens per sequence for ``record``: its setting, else the app's, else the auto choice
+    for ``machine`` (detected now when not given)."""
     wanted = settings.context_for(record.id)
     if wanted != AUTO_CONTEXT:
         return wanted
     info = header_of(record)
     chosen = auto_context(
-        ModelShape.from_gguf(info), detect_machine(), info.context_length,
+        ModelShape.from_gguf(info), machine or detect_machine(), info.context_length,
         parallel=options.parallel, kv_type=options.kv_cache_type, n_ubatch=options.batch_size,
     )
     log.info("context for %s: %d tokens per sequence (auto; trained for %s)", record.id, chosen, info.context_length)
@@ -89,10 +91,12 @@ def _gb(size: int) -> str:
     return f"{size / 1e9:.1f} GB"
 
 
-def plan_load(record: ModelRecord, settings: Settings, options: LoadOptions) -> LoadPlan:
-    """The context, sequences, cache type and memory ``record`` would load with now."""
-    machine = detect_machine()
-    context = context_for(record, settings, options)
+def plan_load(record: ModelRecord, settings: Settings, options: LoadOptions,
+              machine: MachineMemory | None = None) -> LoadPlan:
+    """The context, sequences, cache type and memory ``record`` would load with now, on
+    ``machine`` (detected now when not given; a caller planning several loads passes one)."""
+    machine = machine or detect_machine()
+    context = context_for(record, settings, options, machine)
     offloads = machine.has_gpu and options.gpu_layers != 0
     kv_type = kv_cache_type_for(options.kv_cache_type, offloads)
     planned = dataclasses.replace(options, context_size=context, kv_cache_type=kv_type)

@@ -24,10 +24,11 @@ import httpx
 import pytest
 
 from inglenook.engine.core import Engine
-from inglenook.engine.runtime import LoadedModel
 from inglenook.engine.server import ApiServer
 
-from .conftest import STARTER, serving
+from tests.held_steps import hold_steps
+
+from .conftest import STARTER
 
 BATCH = 64  # prompt tokens per step: a ~700-token prompt is read in about a dozen chunks
 LONG_WORDS = 600
@@ -46,22 +47,9 @@ def engine(home, smollm2_path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Engi
 
 
 @pytest.fixture
-def server(engine: Engine) -> Iterator[ApiServer]:
-    with serving(engine) as server:
-        yield server
-
-
-@pytest.fixture
 def held(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
     """Set it to let the engine step: until then an admitted prompt stays unread."""
-    gate = threading.Event()
-    step = LoadedModel.step
-
-    def held_step(self: LoadedModel, sequences: list[Any], prefill_budget: int) -> int:
-        gate.wait(timeout=300)
-        return step(self, sequences, prefill_budget)
-
-    monkeypatch.setattr(LoadedModel, "step", held_step)
+    gate = hold_steps(monkeypatch)
     yield gate
     gate.set()  # never leave the engine's thread waiting
 

@@ -5,13 +5,10 @@ the state a person sees for minutes on a slow CPU, without depending on timing."
 
 from __future__ import annotations
 
-import threading
-from typing import Any
-
 import pytest
 from PySide6.QtCore import Qt
 
-from inglenook.engine.runtime import LoadedModel
+from tests.held_steps import hold_steps
 
 from .conftest import ANSWER_TIMEOUT_MS, new_chat, wait_answer
 
@@ -19,14 +16,7 @@ pytestmark = [pytest.mark.gui, pytest.mark.integration]
 
 
 def test_the_status_shows_the_prompt_being_read(qtbot, window, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
-    gate = threading.Event()
-    step = LoadedModel.step
-
-    def held_step(self: LoadedModel, sequences: list[Any], prefill_budget: int) -> int:
-        gate.wait(timeout=300)
-        return step(self, sequences, prefill_budget)
-
-    monkeypatch.setattr(LoadedModel, "step", held_step)
+    gate = hold_steps(monkeypatch)
     try:
         cid = new_chat(qtbot, window, max_tokens=4)
         words = ("alpha", "beta", "gamma", "delta", "omega", "sigma")
