@@ -32,7 +32,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 CUSTOM = "Custom"
 NO_ADAPTER = "None"
-LORA = "lora"  # the settings key ChatService reads (engine/chat.py LORA_KEY)
+LORA = "lora"  # the settings key ChatService reads (engine/chat/chat.py LORA_KEY)
 
 
 def preset_for(sampling: dict[str, Any]) -> str:

@@ -52,7 +52,7 @@ class ConversationList(QObject):
         chat.answer_started.connect(lambda *_: self.refresh())
         chat.answer_finished.connect(lambda *_: self.refresh())
         chat.answer_failed.connect(lambda *_: self.refresh())
-        # A summary written in the background (engine/background.py) shows in the chat's tooltip.
+        # A summary written in the background (engine/chat/background.py) shows in the chat's tooltip.
         summarised = workers.disk.relay(lambda _summary: self.refresh())
         engine.background.add_summary_listener(lambda conversation_id, text: summarised((conversation_id, text)))
 

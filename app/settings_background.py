@@ -2,7 +2,7 @@
 and embeds messages for search, and which of those it does.
 
 That work runs only while nothing else does and gives way to every person's answer
-(engine/background.py); switching it off here stops new work at once.
+(engine/chat/background.py); switching it off here stops new work at once.
 """
 
 from __future__ import annotations

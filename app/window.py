@@ -76,7 +76,7 @@ class MainWindow(QMainWindow):
         self.active = ActiveChat(engine, self.workers, self.chat_page, self.chat, self.model_list, self)
         self._connect()
         self._shortcuts()
-        # A title written in the background (engine/background.py) shows in the sidebar.
+        # A title written in the background (engine/chat/background.py) shows in the sidebar.
         titled = self.workers.disk.relay(lambda _titled: self.conversations.refresh())
         engine.background.add_title_listener(lambda conversation_id, title: titled((conversation_id, title)))
         # Closing may mean "hide in the tray" (main.py sets this when a tray exists).

@@ -90,8 +90,8 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     import anthropic  # noqa: PLC0415 — after INGLENOOK_HOME is set
-    from inglenook.engine.core import Engine  # noqa: PLC0415
-    from inglenook.engine.server import ApiServer  # noqa: PLC0415
+    from inglenook.engine.core.engine import Engine  # noqa: PLC0415
+    from inglenook.engine.api.server import ApiServer  # noqa: PLC0415
 
     engine = Engine()
     engine.update_settings(context_size=args.context)

@@ -21,11 +21,11 @@ from pathlib import Path
 
 import httpx
 
-from inglenook.engine.core import Engine
-from inglenook.engine.paths import Paths
-from inglenook.engine.sampling import SamplingParams
-from inglenook.engine.scheduler import GenerateJob
-from inglenook.engine.server import ApiServer
+from inglenook.engine.api.server import ApiServer
+from inglenook.engine.base.jobs import GenerateJob
+from inglenook.engine.base.sampling import SamplingParams
+from inglenook.engine.core.engine import Engine
+from inglenook.engine.store.paths import Paths
 
 QUESTION = "Describe a fireplace in a cosy cottage."
 

@@ -31,9 +31,9 @@ from pathlib import Path
 import httpx
 import psutil
 
-from inglenook.engine.core import Engine
-from inglenook.engine.paths import Paths
-from inglenook.engine.starter import find_starter_model
+from inglenook.engine.core.engine import Engine
+from inglenook.engine.models.starter import find_starter_model
+from inglenook.engine.store.paths import Paths
 
 TOPICS = ["foxes", "rivers", "bread", "clocks", "owls", "ships", "glass", "snow"]
 SEQUENCES = 8

@@ -18,11 +18,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from inglenook.engine.core import Engine
-from inglenook.engine.paths import Paths
-from inglenook.engine.runtime import Chunk, Finished
-from inglenook.engine.sampling import SamplingParams
-from inglenook.engine.scheduler import GenerateJob
+from inglenook.engine.base.generation_events import Chunk, Finished
+from inglenook.engine.base.jobs import GenerateJob
+from inglenook.engine.base.sampling import SamplingParams
+from inglenook.engine.core.engine import Engine
+from inglenook.engine.store.paths import Paths
 
 MODEL = "smollm2"
 STREAM = SamplingParams(temperature=0.0, max_tokens=400, logit_bias={0: -100.0, 1: -100.0, 2: -100.0})

@@ -21,12 +21,13 @@ import sys
 import time
 from pathlib import Path
 
-from inglenook.engine.native import backend_report, llama, llama_cpp_version, physical_cores
-from inglenook.engine.registry import ModelRecord
-from inglenook.engine.gguf import read_gguf
-from inglenook.engine.runtime import LoadedModel, LoadOptions
-from inglenook.engine.sampling import SamplingParams
-from inglenook.engine.starter import find_starter_model
+from inglenook.engine.base.gguf import read_gguf
+from inglenook.engine.base.model_record import ModelRecord
+from inglenook.engine.base.sampling import SamplingParams
+from inglenook.engine.models.starter import find_starter_model
+from inglenook.engine.runtime.model import LoadedModel
+from inglenook.engine.runtime.model_loading import LoadOptions
+from inglenook.engine.runtime.native import backend_report, llama, llama_cpp_version, physical_cores
 
 PROMPT = "Once upon a time, in a village at the edge of a great forest, there lived"
 
@@ -61,7 +62,7 @@ def theirs(llm, tokens: int) -> float:  # noqa: ANN001
 
 def llama_bench(binary: Path, model: Path, threads: int, tokens: int, flash_attn: bool = False, reps: int = 1) -> float:
     # One repetition per call: the calls are interleaved with ours, round by round. Flash
-    # attention off by default, as the engine runs an f16 KV cache on the CPU (runtime.py
+    # attention off by default, as the engine runs an f16 KV cache on the CPU (runtime/model_loading.py
     # says why); llama-bench's own default ("auto") turns it on.
     out = subprocess.run(
         [str(binary), "-m", str(model), "-t", str(threads), "-p", "0", "-n", str(tokens), "-r", str(reps),

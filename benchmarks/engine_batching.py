@@ -33,11 +33,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from inglenook.engine.gguf import read_gguf
-from inglenook.engine.registry import ModelRecord
-from inglenook.engine.runtime import LoadedModel, LoadOptions
-from inglenook.engine.sampling import SamplingParams
-from inglenook.engine.starter import find_starter_model
+from inglenook.engine.base.gguf import read_gguf
+from inglenook.engine.base.model_record import ModelRecord
+from inglenook.engine.base.sampling import SamplingParams
+from inglenook.engine.models.starter import find_starter_model
+from inglenook.engine.runtime.model import LoadedModel
+from inglenook.engine.runtime.model_loading import LoadOptions
 
 TOPICS = ["foxes", "rivers", "bread", "clocks", "owls", "ships", "glass", "snow"]
 

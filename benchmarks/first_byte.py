@@ -30,9 +30,9 @@ import httpx
 import psutil
 
 from batching import cpu_seconds, extract_revision, free_port, wait_ready  # benchmarks/ is on sys.path when run as a script
-from inglenook.engine.core import Engine
-from inglenook.engine.paths import Paths
-from inglenook.engine.starter import find_starter_model
+from inglenook.engine.core.engine import Engine
+from inglenook.engine.models.starter import find_starter_model
+from inglenook.engine.store.paths import Paths
 
 CONTEXT = 8192  # SmolLM2's training context: room for an 8,000-token prompt and a short answer
 ANSWER_TOKENS = 8

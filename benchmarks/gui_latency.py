@@ -72,7 +72,7 @@ def main() -> int:
 
     from inglenook.app import theme
     from inglenook.app.window import MainWindow
-    from inglenook.engine.core import Engine
+    from inglenook.engine.core.engine import Engine
 
     app = QApplication(sys.argv)
     engine = Engine()

@@ -21,15 +21,16 @@ from pathlib import Path
 
 import numpy as np
 
-from inglenook.engine.gguf import read_gguf
+from inglenook.engine.base.gguf import read_gguf
+from inglenook.engine.base.model_record import ModelRecord
 from inglenook.engine.lab.backend import NumpyBackend
 from inglenook.engine.lab.evaltext import EvalText, make_windows
 from inglenook.engine.lab.measure import MeasureConfig, evaluate_against, evaluate_reference
 from inglenook.engine.lab.metrics import quality_stats
-from inglenook.engine.native import backend_report
-from inglenook.engine.registry import ModelRecord
-from inglenook.engine.runtime import LoadedModel, LoadOptions
-from inglenook.engine.starter import find_starter_model
+from inglenook.engine.models.starter import find_starter_model
+from inglenook.engine.runtime.model import LoadedModel
+from inglenook.engine.runtime.model_loading import LoadOptions
+from inglenook.engine.runtime.native import backend_report
 
 
 def load(path: Path, kv_cache_type: str, window: int) -> LoadedModel:

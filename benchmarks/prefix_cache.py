@@ -23,13 +23,16 @@ import time
 from pathlib import Path
 
 import numpy as np
-from inglenook.engine.cache import MIB, PrefixCache
-from inglenook.engine.gguf import read_gguf
-from inglenook.engine.registry import ModelRecord
-from inglenook.engine.runtime import Chunk, Finished, LoadedModel, LoadOptions
-from inglenook.engine.sampling import SamplingParams
-from inglenook.engine.scheduler import GenerateJob, Scheduler
-from inglenook.engine.starter import find_starter_model
+from inglenook.engine.base.generation_events import Chunk, Finished
+from inglenook.engine.base.gguf import read_gguf
+from inglenook.engine.base.jobs import GenerateJob
+from inglenook.engine.base.model_record import ModelRecord
+from inglenook.engine.base.sampling import SamplingParams
+from inglenook.engine.models.starter import find_starter_model
+from inglenook.engine.runtime.model import LoadedModel
+from inglenook.engine.runtime.model_loading import LoadOptions
+from inglenook.engine.scheduling.scheduler import Scheduler
+from inglenook.engine.store.cache import MIB, PrefixCache
 
 TOPICS = ["sourdough starters", "rye flour", "oven temperatures", "proofing baskets", "laminated dough",
           "crumb structure", "hydration ratios", "steam in home ovens", "storing bread", "whole wheat"]

@@ -26,9 +26,9 @@ from typing import Any
 
 import httpx
 
-from inglenook.engine.core import Engine
-from inglenook.engine.paths import Paths
-from inglenook.engine.server import ApiServer
+from inglenook.engine.api.server import ApiServer
+from inglenook.engine.core.engine import Engine
+from inglenook.engine.store.paths import Paths
 
 log = logging.getLogger("routing")
 

@@ -31,8 +31,8 @@ from pathlib import Path
 import httpx
 import psutil
 
-from inglenook.engine.core import Engine
-from inglenook.engine.paths import Paths
+from inglenook.engine.core.engine import Engine
+from inglenook.engine.store.paths import Paths
 
 BANNED = {"0": -100, "1": -100, "2": -100}  # SmolLM2's end-of-text tokens
 

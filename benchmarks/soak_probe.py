@@ -41,11 +41,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from soak import GEMMA_REPO, PROMPTS, SMOL_REPO, serve_hub, smaps_rollup  # noqa: E402
 
-from inglenook.engine.core import Engine  # noqa: E402
-from inglenook.engine.downloads import downloader_for  # noqa: E402
-from inglenook.engine.paths import Paths  # noqa: E402
-from inglenook.engine.server import ApiServer  # noqa: E402
-from inglenook.engine.starter import find_starter_model  # noqa: E402
+from inglenook.engine.core.engine import Engine  # noqa: E402
+from inglenook.engine.models.downloads import downloader_for  # noqa: E402
+from inglenook.engine.store.paths import Paths  # noqa: E402
+from inglenook.engine.api.server import ApiServer  # noqa: E402
+from inglenook.engine.models.starter import find_starter_model  # noqa: E402
 
 
 class MallInfo2(ctypes.Structure):

@@ -26,7 +26,7 @@ from pytestqt.qtbot import QtBot  # noqa: E402
 
 if TYPE_CHECKING:
     from inglenook.app.window import MainWindow
-    from inglenook.engine.core import Engine
+    from inglenook.engine.core.engine import Engine
     from soak import Tally
 
 # A busy two-core machine at idle priority answers slowly: waits are generous.

@@ -36,11 +36,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from inglenook.engine.gguf import read_gguf
-from inglenook.engine.registry import ModelRecord
-from inglenook.engine.runtime import Chunk, Finished, LoadedModel, LoadOptions
-from inglenook.engine.sampling import SamplingParams
-from inglenook.engine.starter import find_starter_model
+from inglenook.engine.base.generation_events import Chunk, Finished
+from inglenook.engine.base.gguf import read_gguf
+from inglenook.engine.base.model_record import ModelRecord
+from inglenook.engine.base.sampling import SamplingParams
+from inglenook.engine.models.starter import find_starter_model
+from inglenook.engine.runtime.model import LoadedModel
+from inglenook.engine.runtime.model_loading import LoadOptions
 
 log = logging.getLogger("speculative")
 

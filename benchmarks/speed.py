@@ -28,11 +28,13 @@ from collections import defaultdict
 from pathlib import Path
 
 from kv_quality import default_models  # benchmarks/ is on sys.path when run as a script
-from inglenook.engine.gguf import read_gguf
-from inglenook.engine.native import backend_report, llama, physical_cores
-from inglenook.engine.registry import ModelRecord
-from inglenook.engine.runtime import Finished, LoadedModel, LoadOptions
-from inglenook.engine.sampling import SamplingParams
+from inglenook.engine.base.generation_events import Finished
+from inglenook.engine.base.gguf import read_gguf
+from inglenook.engine.base.model_record import ModelRecord
+from inglenook.engine.base.sampling import SamplingParams
+from inglenook.engine.runtime.model import LoadedModel
+from inglenook.engine.runtime.model_loading import LoadOptions
+from inglenook.engine.runtime.native import backend_report, llama, physical_cores
 
 OURS = {"ours (auto: q8_0, fa on)": {}, "ours (old default: f16, fa off)": {"kv_cache_type": "f16", "flash_attention": False}}
 THEIRS = {"llama-bench f16 fa off": ("f16", "0"), "llama-bench f16 fa on": ("f16", "1"),

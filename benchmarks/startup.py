@@ -40,7 +40,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 STARTER = "smollm2-135m-instruct:q4_1"
-# The engine's line when a model is ready (engine/model_loading.py); the last one in the log is this run's.
+# The engine's line when a model is ready (engine/runtime/model_loading.py); the last one in the log is this run's.
 _LOADED = re.compile(r"loaded (\S+): .* in ([0-9.]+)s$")
 
 

@@ -206,7 +206,7 @@ def main() -> None:
     parser.add_argument("--label", default="ours", help="name of our row (e.g. 'before' or 'after')")
     args = parser.parse_args()
 
-    from inglenook.engine.starter import find_starter_model
+    from inglenook.engine.models.starter import find_starter_model
 
     model_path = find_starter_model()
     if model_path is None:

@@ -25,10 +25,10 @@ from pathlib import Path
 
 import httpx
 
-from inglenook.engine.api_keys import ApiKeys, KeyLimits
-from inglenook.engine.core import Engine
-from inglenook.engine.paths import Paths
-from inglenook.engine.server import ApiServer
+from inglenook.engine.api.server import ApiServer
+from inglenook.engine.api.shared.keys import ApiKeys, KeyLimits
+from inglenook.engine.core.engine import Engine
+from inglenook.engine.store.paths import Paths
 
 MODEL = "smollm2-135m-instruct:q4_1"
 BANNED = {"0": -100, "1": -100, "2": -100}

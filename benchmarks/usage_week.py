@@ -19,9 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from inglenook.engine.settings import Settings
-from inglenook.engine.store import Store
-from inglenook.engine.usage_summary import UsageSummary
+from inglenook.engine.store.settings import Settings
+from inglenook.engine.store.store import Store
+from inglenook.engine.usage.summary import UsageSummary
 
 PREFILL_TPS, DECODE_TPS = 400.0, 25.0
 # (client, model, requests per weekday, prompt, cached, completion, reasoning)

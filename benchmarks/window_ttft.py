@@ -24,10 +24,10 @@ from pathlib import Path
 
 import httpx
 
-from inglenook.engine.core import Engine
-from inglenook.engine.paths import Paths
-from inglenook.engine.runtime import Chunk
-from inglenook.engine.server import ApiServer
+from inglenook.engine.api.server import ApiServer
+from inglenook.engine.base.generation_events import Chunk
+from inglenook.engine.core.engine import Engine
+from inglenook.engine.store.paths import Paths
 
 TOPICS = ["foxes", "rivers", "bread", "clocks", "owls", "ships", "glass", "snow"]
 # SmolLM2's end-of-text tokens: banned, so every API stream runs its full length.

@@ -52,8 +52,8 @@ def main() -> int:
     from inglenook.engine import ApiServer, Engine  # noqa: PLC0415 — after INGLENOOK_HOME is set
 
     usages = UsageLog()
-    logging.getLogger("inglenook.engine.api_openai_responses_routes").addHandler(usages)
-    logging.getLogger("inglenook.engine.api_openai_responses_routes").setLevel(logging.INFO)
+    logging.getLogger("inglenook.engine.api.responses.routes").addHandler(usages)
+    logging.getLogger("inglenook.engine.api.responses.routes").setLevel(logging.INFO)
     with Engine() as engine:
         engine.update_settings(context_size=args.context)
         server = ApiServer(engine, port=0)

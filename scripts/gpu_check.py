@@ -16,13 +16,14 @@ import sys
 import time
 from pathlib import Path
 
-from inglenook.engine.fit import ModelShape, detect_machine, estimate_fit
-from inglenook.engine.gguf import read_gguf
-from inglenook.engine.native import backend_report, llama_cpp_version
-from inglenook.engine.registry import ModelRecord
-from inglenook.engine.runtime import LoadedModel, LoadOptions
-from inglenook.engine.sampling import SamplingParams
-from inglenook.engine.starter import find_starter_model
+from inglenook.engine.base.gguf import read_gguf
+from inglenook.engine.base.model_record import ModelRecord
+from inglenook.engine.base.sampling import SamplingParams
+from inglenook.engine.models.starter import find_starter_model
+from inglenook.engine.runtime.fit import ModelShape, detect_machine, estimate_fit
+from inglenook.engine.runtime.model import LoadedModel
+from inglenook.engine.runtime.model_loading import LoadOptions
+from inglenook.engine.runtime.native import backend_report, llama_cpp_version
 
 CONTEXT = 4096
 DECODE_TOKENS = 128

@@ -3,7 +3,7 @@
 
 It builds llama-cpp-python from its pinned sdist with ggml's runtime CPU dispatch: the CPU
 code is compiled once per instruction-set level into ``libggml-cpu-<variant>.so`` modules
-and, at start-up, the engine loads the best one this CPU can run (``engine/backends.py``).
+and, at start-up, the engine loads the best one this CPU can run (``engine/runtime/backends.py``).
 So one build runs on every x86-64 CPU from AVX2 up and on arm64, whatever machine built it.
 
 Why not llama-cpp-python's default build: it uses GGML_NATIVE (``-march=native``), which
@@ -340,7 +340,7 @@ def build_rpc(cuda: bool) -> dict[str, Path]:
 
 def install_rpc(cuda: bool, python: str) -> Path:
     """Put the RPC module and rpc-server beside the other backend modules in llama_cpp/lib,
-    where engine/backends.py loads modules from and engine/rpc.py finds the server."""
+    where engine/runtime/backends.py loads modules from and engine/remote/rpc.py finds the server."""
     built = build_rpc(cuda)
     found = subprocess.run([python, "-c", "import importlib.util as u; "
                             "print(list(u.find_spec('llama_cpp').submodule_search_locations)[0])"],

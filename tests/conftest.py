@@ -30,7 +30,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture(scope="session")
 def smollm2_path() -> Path:
-    from inglenook.engine.starter import find_starter_model
+    from inglenook.engine.models.starter import find_starter_model
 
     path = find_starter_model()
     if path is None:

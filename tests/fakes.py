@@ -10,11 +10,12 @@ import threading
 import time
 from collections.abc import Iterator
 
-from inglenook.engine.errors import ContextLengthExceeded
-from inglenook.engine.registry import ModelRecord
-from inglenook.engine.runtime import Chunk, Finished, GenerationEvent, LoadOptions, Timings, Usage
-from inglenook.engine.sampling import SamplingParams
-from inglenook.engine.sequence import DECODE, DONE, PREFILL, KvSlot
+from inglenook.engine.base.errors import ContextLengthExceeded
+from inglenook.engine.base.generation_events import Chunk, Finished, GenerationEvent, Timings, Usage
+from inglenook.engine.base.model_record import ModelRecord
+from inglenook.engine.base.sampling import SamplingParams
+from inglenook.engine.runtime.model_loading import LoadOptions
+from inglenook.engine.runtime.slots import DECODE, DONE, PREFILL, KvSlot
 
 
 class FakeSequence:

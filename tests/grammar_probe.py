@@ -16,7 +16,7 @@ from typing import Any
 
 class GrammarProbe:
     def __init__(self, model_path: Path) -> None:
-        from inglenook.engine.native import llama
+        from inglenook.engine.runtime.native import llama
 
         self.lib = lib = llama()
         params = lib.llama_model_default_params()

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from inglenook.engine.runtime import LoadedModel
+from inglenook.engine.runtime.model import LoadedModel
 
 
 def hold_steps(monkeypatch: pytest.MonkeyPatch) -> threading.Event:

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from inglenook.engine.core import Engine
-from inglenook.engine.paths import Paths
-from inglenook.engine.server import ApiServer
+from inglenook.engine.api.server import ApiServer
+from inglenook.engine.core.engine import Engine
+from inglenook.engine.store.paths import Paths
 
 REMOTE_KEY = "remote-secret"
 

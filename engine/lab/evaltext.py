@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InvalidRequest
+from ..base import InvalidRequest
 
 BUNDLED_EVAL = "hearth-essays.txt"
 

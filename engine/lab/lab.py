@@ -21,12 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InglenookError, InvalidRequest, JobCancelled
-from ..native import physical_cores, supports_gpu_offload
-from ..paths import Paths
-from ..registry import ModelRecord, ModelRegistry
-from ..runtime import LoadedModel, LoadOptions
-from ..store import Store
+from ..base import InglenookError, InvalidRequest, JobCancelled, ModelRecord
+from ..models import ModelRegistry
+from ..runtime import LoadOptions, LoadedModel, physical_cores, supports_gpu_offload
+from ..store import Paths, Store
 from .backend import ArrayBackend, select_backend
 from .evaltext import EvalText, Window, make_windows, tokens_digest
 from .machine import available_ram, machine_key, rss_bytes, vram_bytes

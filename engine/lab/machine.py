@@ -12,7 +12,7 @@ from pathlib import Path
 
 import psutil
 
-from ..native import supports_gpu_offload
+from ..runtime import supports_gpu_offload
 
 log = logging.getLogger(__name__)
 

@@ -9,9 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import JobCancelled
-from ..runtime import Finished, LoadedModel
-from ..sampling import SamplingParams
+from ..base import Finished, JobCancelled, SamplingParams
+from ..runtime import LoadedModel
 from .backend import ArrayBackend
 from .evaltext import Window
 from .metrics import ComparisonChunk, ReferenceChunk, compare_to_reference, summarize_reference

@@ -24,8 +24,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ..errors import InvalidRequest, JobCancelled, ModelLoadError
-from ..gguf import FILE_TYPES, read_gguf
+from ..base import FILE_TYPES, InvalidRequest, JobCancelled, ModelLoadError, read_gguf
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +151,7 @@ def _quantize_in_thread(
 
 def run_quantizer(source: Path, target: Path, ftype: int, threads: int) -> int:
     """Call llama.cpp's quantizer; 0 on success. Re-quantizing quantized weights is allowed."""
-    from ..native import llama  # noqa: PLC0415 — loads the native library
+    from ..runtime import llama  # noqa: PLC0415 — loads the native library
 
     lib = llama()
     params = lib.llama_model_quantize_default_params()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..atomic import atomic_writer
+from ..base import atomic_writer
 from .metrics import ReferenceChunk
 
 log = logging.getLogger(__name__)

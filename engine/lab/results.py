@@ -14,9 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..registry import ModelRecord
-from ..sqlite_tables import table_named
-from ..store import Store
+from ..base import ModelRecord
+from ..store import Store, table_named
 
 
 @dataclass

@@ -7,16 +7,14 @@ weight) is the reference the others are compared against.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import ModelLoadError
-from ..gguf import read_gguf
-from ..registry import ModelRecord, ModelRegistry
+from ..base import ModelLoadError, ModelRecord, read_gguf
+from ..models import ModelRegistry
 from .quantize import CREATABLE, SOURCE_RANK
 
 log = logging.getLogger(__name__)
@@ -137,7 +135,7 @@ def hub_repo_of(record: ModelRecord, models_dir: Path) -> str | None:
 def hub_quant_files(record: ModelRecord, models_dir: Path) -> tuple[list[str], str]:
     """Other quant files in the model's Hugging Face repository, if the hub client can tell.
 
-    Optional on purpose: without ``inglenook.engine.hub``, for a file not downloaded from
+    Optional on purpose: without the hub client (``models/hub.py``), for a file not downloaded from
     the hub, or offline, the lab still works with what is installed, and says why the list
     is empty.
     """
@@ -145,8 +143,9 @@ def hub_quant_files(record: ModelRecord, models_dir: Path) -> tuple[list[str], s
     if repo is None:
         return [], "not downloaded from the Hugging Face hub, so there is no repository to list"
     try:
-        hub = importlib.import_module("inglenook.engine.hub")
-        client = hub.HubClient()
+        from ..models import HubClient  # noqa: PLC0415 — optional: the hub client loads only here
+
+        client = HubClient()
     except (ImportError, AttributeError):
         return [], "the hub client is not available in this build"
     try:

@@ -9,8 +9,8 @@ from typing import Any
 import openai
 import pytest
 
-from inglenook.engine.core import Engine
-from inglenook.engine.server import ApiServer
+from inglenook.engine.api.server import ApiServer
+from inglenook.engine.core.engine import Engine
 
 pytestmark = pytest.mark.api
 

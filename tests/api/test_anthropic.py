@@ -13,8 +13,8 @@ import anthropic
 import httpx
 import pytest
 
-from inglenook.engine.core import Engine
-from inglenook.engine.server import ApiServer
+from inglenook.engine.api.server import ApiServer
+from inglenook.engine.core.engine import Engine
 
 from .conftest import STARTER, serving
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import anthropic
 import httpx
 
-from inglenook.engine.api_key_limits import request_client, stamp_client
-from inglenook.engine.api_keys import ApiKeys
-from inglenook.engine.core import Engine
-from inglenook.engine.scheduler import GenerateJob
-from inglenook.engine.server import ApiServer
-from inglenook.engine.usage import uncounted
+from inglenook.engine.api.server import ApiServer
+from inglenook.engine.api.shared.key_limits import request_client, stamp_client
+from inglenook.engine.api.shared.keys import ApiKeys
+from inglenook.engine.base.jobs import GenerateJob
+from inglenook.engine.core.engine import Engine
+from inglenook.engine.usage.usage import uncounted
 
 from .conftest import STARTER, serving
 from .test_anthropic import HELLO, base_url, client_for, post_stream, sse_events

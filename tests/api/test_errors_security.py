@@ -8,11 +8,11 @@ import threading
 import httpx
 import pytest
 
-from inglenook.engine.core import Engine
-from inglenook.engine.errors import PortInUse, QueueFull, ServerError
-from inglenook.engine.sampling import SamplingParams
-from inglenook.engine.scheduler import GenerateJob
-from inglenook.engine.server import ApiServer
+from inglenook.engine.api.server import ApiServer
+from inglenook.engine.base.errors import PortInUse, QueueFull, ServerError
+from inglenook.engine.base.jobs import GenerateJob
+from inglenook.engine.base.sampling import SamplingParams
+from inglenook.engine.core.engine import Engine
 
 from .conftest import STARTER, chat_body, serving
 
@@ -223,8 +223,8 @@ def test_start_stop_and_url(engine: Engine) -> None:
 
 
 def test_engine_failures_never_carry_local_detail_to_the_client() -> None:
-    from inglenook.engine.api_errors import error_for
-    from inglenook.engine.errors import InglenookError, ModelLoadError, StoreError
+    from inglenook.engine.api.shared.errors import error_for
+    from inglenook.engine.base.errors import InglenookError, ModelLoadError, StoreError
 
     secret = "/home/John Smith/my models/private notes.gguf"
     for exc in (ModelLoadError(f"model file not found: {secret}"), StoreError(f"cannot open {secret}"),

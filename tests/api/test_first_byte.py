@@ -23,8 +23,8 @@ from typing import Any
 import httpx
 import pytest
 
-from inglenook.engine.core import Engine
-from inglenook.engine.server import ApiServer
+from inglenook.engine.api.server import ApiServer
+from inglenook.engine.core.engine import Engine
 
 from tests.held_steps import hold_steps
 

@@ -15,12 +15,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from inglenook.engine.chat_template import ChatTemplate
-from inglenook.engine.core import Engine
-from inglenook.engine.runtime import Chunk, Finished
-from inglenook.engine.sampling import SamplingParams
-from inglenook.engine.scheduler import GenerateJob
-from inglenook.engine.server import ApiServer
+from inglenook.engine.api.server import ApiServer
+from inglenook.engine.base.generation_events import Chunk, Finished
+from inglenook.engine.base.jobs import GenerateJob
+from inglenook.engine.base.sampling import SamplingParams
+from inglenook.engine.core.engine import Engine
+from inglenook.engine.text.chat_template import ChatTemplate
 
 from .conftest import STARTER, chat_body, serving
 from .test_errors_security import assert_error, post

@@ -13,8 +13,8 @@ import httpx
 import openai
 import pytest
 
-from inglenook.engine.core import Engine
-from inglenook.engine.registry import ModelRecord
+from inglenook.engine.base.model_record import ModelRecord
+from inglenook.engine.core.engine import Engine
 from tests.api.conftest import STARTER, serving
 from tests.gguf_writer import write_gguf
 

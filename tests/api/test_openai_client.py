@@ -9,7 +9,7 @@ import math
 import openai
 import pytest
 
-from inglenook.engine.core import Engine
+from inglenook.engine.core.engine import Engine
 
 from .conftest import STARTER, serving
 

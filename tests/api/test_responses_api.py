@@ -12,9 +12,9 @@ import openai
 import pytest
 from pydantic import BaseModel, Field
 
-from inglenook.engine.core import Engine
-from inglenook.engine.response_store import ResponseStore
-from inglenook.engine.server import ApiServer
+from inglenook.engine.api.responses.store import ResponseStore
+from inglenook.engine.api.server import ApiServer
+from inglenook.engine.core.engine import Engine
 from tests.polling import wait_until
 
 from .conftest import STARTER

@@ -10,11 +10,11 @@ import httpx
 import openai
 import pytest
 
-from inglenook.engine.core import Engine
-from inglenook.engine.errors import InvalidRequest
-from inglenook.engine.registry import ModelRecord
-from inglenook.engine.server import ApiServer
-from inglenook.engine.aliases import validated_name
+from inglenook.engine.api.server import ApiServer
+from inglenook.engine.base.errors import InvalidRequest
+from inglenook.engine.base.model_record import ModelRecord
+from inglenook.engine.core.engine import Engine
+from inglenook.engine.models.aliases import validated_name
 from tests.api.conftest import STARTER
 
 pytestmark = pytest.mark.api

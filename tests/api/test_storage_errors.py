@@ -6,8 +6,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from inglenook.engine.core import Engine
-from inglenook.engine.server import ApiServer
+from inglenook.engine.api.server import ApiServer
+from inglenook.engine.core.engine import Engine
 from tests.api.conftest import STARTER
 
 pytestmark = pytest.mark.api

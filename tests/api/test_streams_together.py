@@ -9,8 +9,8 @@ import time
 import httpx
 import pytest
 
-from inglenook.engine.core import Engine
-from inglenook.engine.server import ApiServer
+from inglenook.engine.api.server import ApiServer
+from inglenook.engine.core.engine import Engine
 from tests.polling import wait_until
 
 from .conftest import STARTER, chat_body

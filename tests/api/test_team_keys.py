@@ -12,10 +12,10 @@ import httpx
 import openai
 import pytest
 
-from inglenook.engine.api_keys import ApiKeys, KeyLimits
-from inglenook.engine.core import Engine
-from inglenook.engine.errors import InvalidRequest, ServerError
-from inglenook.engine.server import ApiServer
+from inglenook.engine.api.server import ApiServer
+from inglenook.engine.api.shared.keys import ApiKeys, KeyLimits
+from inglenook.engine.base.errors import InvalidRequest, ServerError
+from inglenook.engine.core.engine import Engine
 
 from .conftest import STARTER, chat_body, serving
 from tests.polling import wait_until

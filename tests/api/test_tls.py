@@ -10,10 +10,10 @@ import httpx
 import openai
 import pytest
 
-from inglenook.engine.core import Engine
-from inglenook.engine.errors import ServerError
-from inglenook.engine.server import ApiServer
-from inglenook.engine.tls import TlsFiles
+from inglenook.engine.api.server import ApiServer
+from inglenook.engine.api.tls import TlsFiles
+from inglenook.engine.base.errors import ServerError
+from inglenook.engine.core.engine import Engine
 
 from .conftest import STARTER, serving
 

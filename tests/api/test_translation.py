@@ -6,12 +6,16 @@ import json
 
 import pytest
 
-from inglenook.engine.api_errors import error_for, scrub
-from inglenook.engine.api_security import is_loopback_host, split_host
-from inglenook.engine.errors import ContextLengthExceeded, InvalidRequest, ModelLoadError, ModelNotFound, QueueFull
-from inglenook.engine.json_grammar import grammar_for_schema
-from inglenook.engine.protocol import ChatCompletionRequest, NamedToolChoice, Tool
-from inglenook.engine.tool_calls import TemplateAbilities, ToolCallFilter, engine_messages, parse_calls, plan_tools
+from inglenook.engine.api.shared.errors import error_for, scrub
+from inglenook.engine.api.shared.security import is_loopback_host, split_host
+from inglenook.engine.base.errors import (
+    ContextLengthExceeded, InvalidRequest, ModelLoadError, ModelNotFound, QueueFull,
+)
+from inglenook.engine.base.protocol import ChatCompletionRequest, NamedToolChoice, Tool
+from inglenook.engine.text.json_grammar import grammar_for_schema
+from inglenook.engine.text.tool_calls import (
+    TemplateAbilities, ToolCallFilter, engine_messages, parse_calls, plan_tools,
+)
 
 TOOLS = [Tool.model_validate({"type": "function", "function": {"name": "add", "parameters": {
     "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}}})]

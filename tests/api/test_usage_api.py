@@ -8,8 +8,8 @@ import httpx
 import openai
 import pytest
 
-from inglenook.engine.core import Engine
-from inglenook.engine.server import ApiServer
+from inglenook.engine.api.server import ApiServer
+from inglenook.engine.core.engine import Engine
 from tests.api.conftest import STARTER, serving
 
 pytestmark = pytest.mark.api

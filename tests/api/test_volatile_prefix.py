@@ -8,9 +8,9 @@ from collections.abc import Iterator
 import openai
 import pytest
 
-from inglenook.engine.core import Engine
-from inglenook.engine.server import ApiServer
-from inglenook.engine.volatile_prompt import VOLATILE_LINES
+from inglenook.engine.api.server import ApiServer
+from inglenook.engine.core.engine import Engine
+from inglenook.engine.text.volatile_prompt import VOLATILE_LINES
 
 from .conftest import STARTER, serving
 

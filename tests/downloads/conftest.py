@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from huggingface_hub import constants
 
-from inglenook.engine.paths import Paths
-from inglenook.engine.registry import ModelRegistry
-from inglenook.engine.store import Store
+from inglenook.engine.models.registry import ModelRegistry
+from inglenook.engine.store.paths import Paths
+from inglenook.engine.store.store import Store
 from tests.hubmock import HubMock, MockFile, MockRepo
 
 SMOL_REPO = "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF"

@@ -13,8 +13,8 @@ import pytest
 
 from inglenook.cli import main
 from inglenook.cli.hub import parse_spec
-from inglenook.engine.fit import detect_machine
-from inglenook.engine.paths import Paths
+from inglenook.engine.runtime.fit import detect_machine
+from inglenook.engine.store.paths import Paths
 from tests.downloads.conftest import GATED_REPO, GEMMA_REPO, SMOL_REPO
 from tests.hubmock import HubMock
 

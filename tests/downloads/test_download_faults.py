@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from inglenook.engine import downloads
-from inglenook.engine.downloads import Downloader
-from inglenook.engine.errors import DownloadError
-from inglenook.engine.paths import Paths
-from inglenook.engine.registry import ModelRegistry
+from inglenook.engine.base.errors import DownloadError
+from inglenook.engine.models import downloads
+from inglenook.engine.models.downloads import Downloader
+from inglenook.engine.models.registry import ModelRegistry
+from inglenook.engine.store.paths import Paths
 from tests.downloads.conftest import SMOL_FILE, SMOL_REPO
 from tests.hubmock import HubMock, MockFile
 
@@ -35,10 +35,10 @@ _CHILD = textwrap.dedent("""
     from huggingface_hub import constants
     constants.HF_HUB_DISABLE_IMPLICIT_TOKEN = True
     from inglenook.engine import downloads
-    from inglenook.engine.downloads import Downloader
-    from inglenook.engine.paths import Paths
-    from inglenook.engine.registry import ModelRegistry
-    from inglenook.engine.store import Store
+    from inglenook.engine.models.downloads import Downloader
+    from inglenook.engine.store.paths import Paths
+    from inglenook.engine.models.registry import ModelRegistry
+    from inglenook.engine.store.store import Store
 
     where = sys.argv[1]
     def die(*args, **kwargs):

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from inglenook.engine.downloads import Downloader, DownloadProgress
-from inglenook.engine.errors import DownloadError, JobCancelled
-from inglenook.engine.hub import QuantOption, RemoteFile
-from inglenook.engine.paths import Paths
-from inglenook.engine.registry import ModelRegistry
-from inglenook.engine.runtime import LoadedModel, LoadOptions
+from inglenook.engine.base.errors import DownloadError, JobCancelled
+from inglenook.engine.models.downloads import DownloadProgress, Downloader
+from inglenook.engine.models.hub import QuantOption, RemoteFile
+from inglenook.engine.models.registry import ModelRegistry
+from inglenook.engine.runtime.model import LoadedModel
+from inglenook.engine.runtime.model_loading import LoadOptions
+from inglenook.engine.store.paths import Paths
 from tests.downloads.conftest import (
     BAD_SHA_REPO, GATED_REPO, GEMMA_REPO, HOSTILE_NAMES, HOSTILE_REPO, JUNK_REPO, SMOL_FILE, SMOL_REPO, TOKEN,
 )
@@ -142,7 +143,7 @@ def test_gated_repo_without_a_token_says_what_to_do(hub: HubMock, paths: Paths, 
 
 def test_gated_repo_with_the_token_from_the_environment(hub: HubMock, paths: Paths, registry: ModelRegistry,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    from inglenook.engine.hub import resolve_token
+    from inglenook.engine.models.hub import resolve_token
 
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     record = Downloader(registry, paths, token=resolve_token(None)).pull(GATED_REPO, "Q4_K_M")
@@ -207,8 +208,8 @@ def test_pulling_again_reuses_the_verified_file(hub: HubMock, paths: Paths, regi
 
 
 def test_the_hf_token_setting_opens_a_gated_repo(hub: HubMock, paths: Paths) -> None:
-    from inglenook.engine.core import Engine
-    from inglenook.engine.downloads import downloader_for
+    from inglenook.engine.core.engine import Engine
+    from inglenook.engine.models.downloads import downloader_for
 
     with Engine(paths, scan=False) as engine:
         engine.update_settings(hf_token=TOKEN)

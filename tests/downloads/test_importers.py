@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from inglenook.cli import main
-from inglenook.engine import importers
-from inglenook.engine.paths import Paths
-from inglenook.engine.registry import ModelRegistry
+from inglenook.engine.models import importers
+from inglenook.engine.models.registry import ModelRegistry
+from inglenook.engine.store.paths import Paths
 from tests.gguf_writer import write_gguf
 
 OLLAMA_HEX = "ab" * 32

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from inglenook.engine.errors import DownloadError
-from inglenook.engine.fit import MachineMemory, ModelShape
-from inglenook.engine.gguf import read_gguf
-from inglenook.engine.hub import (
+from inglenook.engine.base.errors import DownloadError
+from inglenook.engine.base.gguf import read_gguf
+from inglenook.engine.models.hub import (
     HubClient, RemoteFile, RepoListing, fit_options, group_files, is_safe_remote_path, quant_from_name,
 )
+from inglenook.engine.runtime.fit import MachineMemory, ModelShape
 from tests.downloads.conftest import SMOL_REPO
 from tests.hubmock import HubMock
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from inglenook.engine.errors import DownloadError
-from inglenook.engine.hub import HubClient
-from inglenook.engine.lora_hub import pull_adapters
-from inglenook.engine.lora_registry import AdapterRegistry
-from inglenook.engine.paths import Paths
-from inglenook.engine.store import Store
+from inglenook.engine.base.errors import DownloadError
+from inglenook.engine.models.hub import HubClient
+from inglenook.engine.models.lora_hub import pull_adapters
+from inglenook.engine.models.lora_registry import AdapterRegistry
+from inglenook.engine.store.paths import Paths
+from inglenook.engine.store.store import Store
 from tests.downloads.conftest import SMOL_REPO, TOKEN
 from tests.hubmock import HubMock, MockFile, MockRepo, sha256_of
 from tests.lora_files import write_adapter

@@ -15,8 +15,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from inglenook.engine.errors import ModelLoadError
-from inglenook.engine.gguf import parse_gguf_header, read_gguf
+from inglenook.engine.base.errors import ModelLoadError
+from inglenook.engine.base.gguf import parse_gguf_header, read_gguf
 from tests.gguf_writer import write_gguf
 
 EXAMPLES = int(os.environ.get("INGLENOOK_FUZZ_EXAMPLES", "50"))

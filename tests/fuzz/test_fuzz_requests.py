@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from inglenook.engine.core import Engine
-from inglenook.engine.server import ApiServer
+from inglenook.engine.api.server import ApiServer
+from inglenook.engine.core.engine import Engine
 
 pytestmark = pytest.mark.api
 

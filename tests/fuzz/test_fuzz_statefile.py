@@ -15,8 +15,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from inglenook.engine.errors import StateFileInvalid
-from inglenook.engine.statefile import MAGIC, StateHeader, read_header, read_state_file, write_state_file
+from inglenook.engine.base.errors import StateFileInvalid
+from inglenook.engine.store.statefile import MAGIC, StateHeader, read_header, read_state_file, write_state_file
 
 EXAMPLES = int(os.environ.get("INGLENOOK_FUZZ_EXAMPLES", "50"))
 _FIXED = struct.Struct("<8sHHIIQII")

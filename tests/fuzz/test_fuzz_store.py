@@ -21,8 +21,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from inglenook.engine.errors import StoreError
-from inglenook.engine.store import Store
+from inglenook.engine.base.errors import StoreError
+from inglenook.engine.store.store import Store
 
 EXAMPLES = min(int(os.environ.get("INGLENOOK_FUZZ_EXAMPLES", "25")), 25 * 20)
 PAGE = 4096

@@ -11,7 +11,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QComboBox
 
-from inglenook.engine.api_requests import ModelNames
+from inglenook.engine.api.shared.requests import ModelNames
 
 pytestmark = pytest.mark.gui
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from inglenook.engine import ModelRecord
-from inglenook.engine.fit import detect_machine
+from inglenook.engine.runtime.fit import detect_machine
 from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from inglenook.app.models_installed import ModelRow
-from inglenook.engine.paths import Paths
-from inglenook.engine.registry import ModelRegistry
-from inglenook.engine.store import Store
+from inglenook.engine.models.registry import ModelRegistry
+from inglenook.engine.store.paths import Paths
+from inglenook.engine.store.store import Store
 from tests.gguf_writer import write_gguf
 
 pytestmark = pytest.mark.gui

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from inglenook.app.sidebar import SUMMARY_ROLE
-from inglenook.engine.background import SUMMARY_CLIENT, SUMMARY_MIN_MESSAGES
-from inglenook.engine.usage import usage_report
+from inglenook.engine.chat.background import SUMMARY_CLIENT, SUMMARY_MIN_MESSAGES
+from inglenook.engine.usage.usage import usage_report
 
 from .conftest import ANSWER_TIMEOUT_MS
 

@@ -345,7 +345,7 @@ def test_api_port_in_use_is_explained(qtbot, qapp, engine) -> None:
 
 @pytest.mark.integration
 def test_about_page_shows_the_doctor_report_and_copies_it(qtbot, window) -> None:
-    from inglenook.engine.native import backend_report  # noqa: PLC0415
+    from inglenook.engine.runtime.native import backend_report  # noqa: PLC0415
 
     dialog = window.open_settings()
     dialog.show_page("About")

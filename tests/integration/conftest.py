@@ -5,9 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from inglenook.engine.gguf import read_gguf
-from inglenook.engine.registry import ModelRecord
-from inglenook.engine.runtime import LoadedModel, LoadOptions
+from inglenook.engine.base.gguf import read_gguf
+from inglenook.engine.base.model_record import ModelRecord
+from inglenook.engine.runtime.model import LoadedModel
+from inglenook.engine.runtime.model_loading import LoadOptions
 
 pytestmark = pytest.mark.integration
 

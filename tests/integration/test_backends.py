@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from inglenook.engine.backends import UNSAFE_VARIANTS
-from inglenook.engine.native import backend_report, llama_cpp_version
+from inglenook.engine.runtime.backends import UNSAFE_VARIANTS
+from inglenook.engine.runtime.native import backend_report, llama_cpp_version
 from tests.integration.test_cli import STARTER, inglenook
 
 

@@ -15,11 +15,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from inglenook.engine.core import Engine
-from inglenook.engine.runtime import Chunk, Finished, PromptProgress
-from inglenook.engine.sequence import DECODE
-from inglenook.engine.sampling import SamplingParams
-from inglenook.engine.scheduler import GenerateJob, JobHandle
+from inglenook.engine.base.generation_events import Chunk, Finished, PromptProgress
+from inglenook.engine.base.jobs import GenerateJob, JobHandle
+from inglenook.engine.base.sampling import SamplingParams
+from inglenook.engine.core.engine import Engine
+from inglenook.engine.runtime.slots import DECODE
 from tests.integration.test_cli import STARTER
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=24)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from inglenook.engine.core import Engine
-from inglenook.engine.usage import WINDOW
+from inglenook.engine.core.engine import Engine
+from inglenook.engine.usage.usage import WINDOW
 
 STARTER = "smollm2-135m-instruct:q4_1"
 CHATS = {

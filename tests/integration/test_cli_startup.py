@@ -24,7 +24,7 @@ pytestmark = pytest.mark.integration
 NOT_ON_THE_RUN_PATH = ("PySide6", "shiboken6", "fastapi", "starlette", "uvicorn", "pydantic", "huggingface_hub",
                        "httpx")
 # The engine's API rooms (request models, routes, the server itself) are the server's.
-API_ROOMS = ("inglenook.engine.protocol", "inglenook.engine.server", "inglenook.engine.api_")
+API_ROOMS = ("inglenook.engine.base.protocol", "inglenook.engine.api")
 
 
 def test_run_imports_nothing_of_the_app_the_server_or_the_hub(home: Path, tmp_path: Path) -> None:

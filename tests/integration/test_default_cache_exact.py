@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from inglenook.engine.runtime import LoadedModel, LoadOptions
+from inglenook.engine.runtime.model import LoadedModel
+from inglenook.engine.runtime.model_loading import LoadOptions
 
 from .conftest import GPU_LAYERS, record_for
 

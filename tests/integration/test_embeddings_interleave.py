@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from inglenook.engine.core import Engine
-from inglenook.engine.runtime import Chunk, Finished, LoadedModel
-from inglenook.engine.sampling import SamplingParams
-from inglenook.engine.scheduler import EmbedJob, Embeddings, GenerateJob
+from inglenook.engine.base.generation_events import Chunk, Finished
+from inglenook.engine.base.jobs import EmbedJob, Embeddings, GenerateJob
+from inglenook.engine.base.sampling import SamplingParams
+from inglenook.engine.core.engine import Engine
+from inglenook.engine.runtime.model import LoadedModel
 
 STARTER = "smollm2-135m-instruct:q4_1"
 

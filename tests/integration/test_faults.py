@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from inglenook.engine import atomic
-from inglenook.engine.statefile import SUFFIX, StateHeader, read_header, read_state_file, write_state_file
-from inglenook.engine.store import Store
+from inglenook.engine.base import atomic
+from inglenook.engine.store.statefile import SUFFIX, StateHeader, read_header, read_state_file, write_state_file
+from inglenook.engine.store.store import Store
 
 KEY = "fp|kv=f16|build"
 
@@ -44,7 +44,7 @@ _SAVE_CHILD = """
     import numpy as np
     from pathlib import Path
     from inglenook.engine import atomic
-    from inglenook.engine.statefile import StateHeader, write_state_file
+    from inglenook.engine.store.statefile import StateHeader, write_state_file
 
     path, where = Path(sys.argv[1]), sys.argv[2]
     def die(*args, **kwargs):

@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from inglenook.engine.native import backend_report
+from inglenook.engine.runtime.native import backend_report
 
 CHILD = """
 import json, logging, sys
 from pathlib import Path
 logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
-from inglenook.engine.backends import load_backends
+from inglenook.engine.runtime.backends import load_backends
 report = load_backends(Path(sys.argv[1]))
 print(json.dumps({"cpu": report.cpu_variant, "backends": report.backends, "not_loaded": report.not_loaded}))
 """

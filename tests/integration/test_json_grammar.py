@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, Field
 
-from inglenook.engine.errors import InvalidRequest
-from inglenook.engine.json_grammar import JSON_OBJECT_GRAMMAR, MAX_GRAMMAR_SIZE, grammar_for_schema
+from inglenook.engine.base.errors import InvalidRequest
+from inglenook.engine.text.json_grammar import JSON_OBJECT_GRAMMAR, MAX_GRAMMAR_SIZE, grammar_for_schema
 from tests.grammar_probe import GrammarProbe
 
 

@@ -10,12 +10,12 @@ from typing import NamedTuple
 
 import pytest
 
-from inglenook.engine.core import Engine
-from inglenook.engine.importers import import_path
-from inglenook.engine.lora import AdapterError, LoraSet
-from inglenook.engine.generation_events import Chunk, Finished
-from inglenook.engine.sampling import SamplingParams
-from inglenook.engine.scheduler import GenerateJob
+from inglenook.engine.base.generation_events import Chunk, Finished
+from inglenook.engine.base.jobs import GenerateJob
+from inglenook.engine.base.lora import AdapterError, LoraSet
+from inglenook.engine.base.sampling import SamplingParams
+from inglenook.engine.core.engine import Engine
+from inglenook.engine.models.importers import import_path
 from tests.lora_files import GEMMA_TARGETS, answers_differ, write_adapter
 
 STARTER = "smollm2-135m-instruct:q4_1"

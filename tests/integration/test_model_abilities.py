@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from inglenook.engine import Engine, gguf_headers
-from inglenook.engine.api_requests import ModelNames
-from inglenook.engine.gguf import GGUFInfo
+from inglenook.engine import Engine
+from inglenook.engine.api.shared.requests import ModelNames
+from inglenook.engine.base.gguf import GGUFInfo
+from inglenook.engine.runtime import gguf_headers
 from tests.integration.test_cli import STARTER
 
 

@@ -11,17 +11,15 @@ import logging
 from pathlib import Path
 
 import pytest
-from inglenook.engine.cache import MIB, PrefixCache
-from inglenook.engine.core import Engine
-from inglenook.engine.runtime import Chunk, Finished, LoadedModel, LoadOptions
-from inglenook.engine.sampling import SamplingParams
-from inglenook.engine.scheduler import GenerateJob, Scheduler
-from inglenook.engine.statefile import (
-    SUFFIX,
-    StateHeader,
-    read_state_file,
-    write_state_file,
-)
+from inglenook.engine.base.generation_events import Chunk, Finished
+from inglenook.engine.base.jobs import GenerateJob
+from inglenook.engine.base.sampling import SamplingParams
+from inglenook.engine.core.engine import Engine
+from inglenook.engine.runtime.model import LoadedModel
+from inglenook.engine.runtime.model_loading import LoadOptions
+from inglenook.engine.scheduling.scheduler import Scheduler
+from inglenook.engine.store.cache import MIB, PrefixCache
+from inglenook.engine.store.statefile import SUFFIX, StateHeader, read_state_file, write_state_file
 
 from .conftest import record_for
 

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from inglenook.engine.errors import ContextLengthExceeded, JobCancelled
-from inglenook.engine.runtime import LoadedModel
+from inglenook.engine.base.errors import ContextLengthExceeded, JobCancelled
+from inglenook.engine.runtime.model import LoadedModel
 
 pytestmark = pytest.mark.integration
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import threading
 import time
 
-from inglenook.engine.runtime import Chunk, LoadedModel, PromptProgress
-from inglenook.engine.sampling import SamplingParams
+from inglenook.engine.base.generation_events import Chunk, PromptProgress
+from inglenook.engine.base.sampling import SamplingParams
+from inglenook.engine.runtime.model import LoadedModel
 
 
 def test_each_prompt_chunk_read_is_reported_before_the_first_token(smollm2: LoadedModel) -> None:

@@ -19,13 +19,13 @@ import httpx
 import openai
 import pytest
 
-from inglenook.engine.api_keys import ApiKeys
-from inglenook.engine.core import Engine
-from inglenook.engine.paths import Paths
-from inglenook.engine.remote import RemoteEndpoint, RemoteEngine, RemoteEngineError
-from inglenook.engine.remote_catalogue import RemoteCatalogue
-from inglenook.engine.sampling import SamplingParams
-from inglenook.engine.server import ApiServer
+from inglenook.engine.api.server import ApiServer
+from inglenook.engine.api.shared.keys import ApiKeys
+from inglenook.engine.base.sampling import SamplingParams
+from inglenook.engine.core.engine import Engine
+from inglenook.engine.remote.catalogue import RemoteCatalogue
+from inglenook.engine.remote.remote import RemoteEndpoint, RemoteEngine, RemoteEngineError
+from inglenook.engine.store.paths import Paths
 
 from tests.second_server import REMOTE_KEY, second_inglenook
 

@@ -13,14 +13,14 @@ from typing import Any
 import httpx
 import pytest
 
-from inglenook.engine.core import Engine
-from inglenook.engine.errors import ModelTooLarge
-from inglenook.engine.model_context import context_for
-from inglenook.engine.model_pool import MIB, estimate_resident_bytes
-from inglenook.engine.runtime import Chunk, Finished
-from inglenook.engine.sampling import SamplingParams
-from inglenook.engine.scheduler import GenerateJob, JobHandle
-from inglenook.engine.server import ApiServer
+from inglenook.engine.api.server import ApiServer
+from inglenook.engine.base.errors import ModelTooLarge
+from inglenook.engine.base.generation_events import Chunk, Finished
+from inglenook.engine.base.jobs import GenerateJob, JobHandle
+from inglenook.engine.base.sampling import SamplingParams
+from inglenook.engine.core.engine import Engine
+from inglenook.engine.scheduling.model_context import context_for
+from inglenook.engine.scheduling.model_pool import MIB, estimate_resident_bytes
 from tests.integration.test_cli import STARTER
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=32)

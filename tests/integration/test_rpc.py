@@ -17,12 +17,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from inglenook.engine.core import Engine
-from inglenook.engine.errors import InvalidRequest
-from inglenook.engine.fit import ModelShape, rpc_split
-from inglenook.engine.gguf import read_gguf
-from inglenook.engine.rpc import RpcError, check_worker_host, parse_workers, server_binary
-from inglenook.engine.server import ApiServer
+from inglenook.engine.api.server import ApiServer
+from inglenook.engine.base.errors import InvalidRequest
+from inglenook.engine.base.gguf import read_gguf
+from inglenook.engine.core.engine import Engine
+from inglenook.engine.remote.rpc import RpcError, check_worker_host, parse_workers, server_binary
+from inglenook.engine.runtime.fit import ModelShape, rpc_split
 
 pytestmark = pytest.mark.integration
 

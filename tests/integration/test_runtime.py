@@ -6,9 +6,10 @@ import threading
 
 import pytest
 
-from inglenook.engine.errors import ContextLengthExceeded, InvalidRequest
-from inglenook.engine.runtime import Chunk, Finished, LoadedModel
-from inglenook.engine.sampling import SamplingParams
+from inglenook.engine.base.errors import ContextLengthExceeded, InvalidRequest
+from inglenook.engine.base.generation_events import Chunk, Finished
+from inglenook.engine.base.sampling import SamplingParams
+from inglenook.engine.runtime.model import LoadedModel
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=24, seed=7)
 QUESTION = [{"role": "user", "content": "What is the capital of France? Answer in one sentence."}]

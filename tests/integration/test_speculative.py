@@ -19,14 +19,17 @@ import numpy as np
 import openai
 import pytest
 
-from inglenook.engine.core import Engine
-from inglenook.engine.json_grammar import grammar_for_schema
+from inglenook.engine.api.server import ApiServer
+from inglenook.engine.base.generation_events import Chunk, Finished
+from inglenook.engine.base.jobs import GenerateJob
+from inglenook.engine.base.sampling import SamplingParams
+from inglenook.engine.core.engine import Engine
 from inglenook.engine.lab.backend import NumpyBackend
-from inglenook.engine.runtime import LAST, BatchRow, Chunk, Finished, LoadedModel, LoadOptions
-from inglenook.engine.sampling import SamplingParams
-from inglenook.engine.scheduler import GenerateJob
-from inglenook.engine.server import ApiServer
-from inglenook.engine.speculative import RowCost
+from inglenook.engine.runtime.batch import LAST, BatchRow
+from inglenook.engine.runtime.model import LoadedModel
+from inglenook.engine.runtime.model_loading import LoadOptions
+from inglenook.engine.runtime.speculative import RowCost
+from inglenook.engine.text.json_grammar import grammar_for_schema
 from tests.integration.conftest import GPU_LAYERS, record_for
 from tests.integration.test_cli import STARTER
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from inglenook.engine.core import Engine
-from inglenook.engine.lab import LabReport, QuantLab
+from inglenook.engine.core.engine import Engine
+from inglenook.engine.lab.lab import LabReport, QuantLab
 from inglenook.engine.lab.measure import MeasureConfig
 from inglenook.engine.lab.quantize import output_path, quantize
-from inglenook.engine.paths import Paths
+from inglenook.engine.store.paths import Paths
 
 # Small enough for two shared cores: three windows of 128 tokens, half of each scored.
 SMALL = MeasureConfig(window=128, max_eval_tokens=384, prompt_tokens=48, decode_tokens=8)

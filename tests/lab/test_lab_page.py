@@ -13,7 +13,7 @@ from PySide6.QtCore import Qt  # noqa: E402
 
 from inglenook.app.lab_page import LabPage  # noqa: E402
 from inglenook.app.theme import apply_theme  # noqa: E402
-from inglenook.engine.lab import LabReport  # noqa: E402
+from inglenook.engine.lab.lab import LabReport  # noqa: E402
 
 from .conftest import SMALL, open_lab_engine  # noqa: E402
 

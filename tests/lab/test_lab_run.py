@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 
 from inglenook.cli import main
-from inglenook.engine.core import Engine
-from inglenook.engine.lab import LabReport, QuantLab
+from inglenook.engine.core.engine import Engine
 from inglenook.engine.lab.backend import NumpyBackend
 from inglenook.engine.lab.evaltext import EvalText
+from inglenook.engine.lab.lab import LabReport, QuantLab
 from inglenook.engine.lab.measure import evaluate_against, evaluate_reference
 from inglenook.engine.lab.results import LabResult
-from inglenook.engine.paths import Paths
+from inglenook.engine.store.paths import Paths
 
 from .conftest import SMALL, by_quant, open_lab_engine
 

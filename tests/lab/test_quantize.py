@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from inglenook.engine.errors import InvalidRequest, JobCancelled
-from inglenook.engine.gguf import read_gguf
+from inglenook.engine.base.errors import InvalidRequest, JobCancelled
+from inglenook.engine.base.gguf import read_gguf
 from inglenook.engine.lab.quantize import output_path, quantize
 
 pytestmark = pytest.mark.integration

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from huggingface_hub import constants
 
-from inglenook.engine.core import Engine
-from inglenook.engine.lab import QuantLab
-from inglenook.engine.paths import Paths
+from inglenook.engine.core.engine import Engine
+from inglenook.engine.lab.lab import QuantLab
+from inglenook.engine.store.paths import Paths
 from tests.hubmock import HubMock, MockFile, MockRepo
 
 from .conftest import open_lab_engine

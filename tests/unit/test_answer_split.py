@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
-from inglenook.engine.answer_split import AnswerSplitter, split_answer
-from inglenook.engine.protocol import Tool
-from inglenook.engine.tool_call_parser import ArgumentsDelta, CallStarted
-from inglenook.engine.tool_calls import TemplateAbilities, plan_tools
+from inglenook.engine.base.protocol import Tool
+from inglenook.engine.text.answer_split import AnswerSplitter, split_answer
+from inglenook.engine.text.tool_call_parser import ArgumentsDelta, CallStarted
+from inglenook.engine.text.tool_calls import TemplateAbilities, plan_tools
 
 TOOLS = [Tool.model_validate({"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}})]
 
@@ -47,10 +47,10 @@ QWEN3_LIKE = (
 def test_reasoning_can_be_turned_off_where_the_template_supports_it() -> None:
     import pytest
 
-    from inglenook.engine.api_requests import template_options
-    from inglenook.engine.chat_template import ChatTemplate
-    from inglenook.engine.errors import InvalidRequest
-    from inglenook.engine.protocol import ChatCompletionRequest
+    from inglenook.engine.api.shared.requests import template_options
+    from inglenook.engine.base.errors import InvalidRequest
+    from inglenook.engine.base.protocol import ChatCompletionRequest
+    from inglenook.engine.text.chat_template import ChatTemplate
 
     def request(**extra: object) -> ChatCompletionRequest:
         return ChatCompletionRequest.model_validate({"messages": [{"role": "user", "content": "hi"}], **extra})

@@ -17,16 +17,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from inglenook.engine.api_anthropic_out import Answer, whole_message
-from inglenook.engine import api_anthropic_stream
-from inglenook.engine.api_anthropic_stream import message_stream
-from inglenook.engine.api_responses import ToolCallFilter
-from inglenook.engine.api_anthropic_thinking import ThinkSplit
-from inglenook.engine.api_runs import Run, RunSet
-from inglenook.engine.registry import ModelRecord
-from inglenook.engine.runtime import LoadOptions
-from inglenook.engine.scheduler import GenerateJob, Scheduler
-from inglenook.engine.tool_calls import ToolPlan
+from inglenook.engine.api.anthropic import stream as api_anthropic_stream
+from inglenook.engine.api.anthropic.out import Answer, whole_message
+from inglenook.engine.api.anthropic.stream import message_stream
+from inglenook.engine.api.anthropic.thinking import ThinkSplit
+from inglenook.engine.api.shared.runs import Run, RunSet
+from inglenook.engine.base.jobs import GenerateJob
+from inglenook.engine.base.model_record import ModelRecord
+from inglenook.engine.runtime.model_loading import LoadOptions
+from inglenook.engine.scheduling.scheduler import Scheduler
+from inglenook.engine.text.tool_calls import ToolCallFilter, ToolPlan
 from tests.fakes import FakeModel
 
 

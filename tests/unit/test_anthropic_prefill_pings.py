@@ -10,9 +10,9 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from inglenook.engine import api_anthropic_stream
-from inglenook.engine.api_anthropic_out import TokenCounts
-from inglenook.engine.runtime import PromptProgress, Usage
+from inglenook.engine.api.anthropic import stream as api_anthropic_stream
+from inglenook.engine.api.anthropic.out import TokenCounts
+from inglenook.engine.base.generation_events import PromptProgress, Usage
 
 
 class PrefillingHandle:

@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from inglenook.engine.api_anthropic import MessagesRequest, chat_request, stop_sequences
-from inglenook.engine.api_anthropic_errors import anthropic_error, error_type, is_messages_path
-from inglenook.engine.api_anthropic_out import StopWatch, TokenCounts
-from inglenook.engine.errors import InvalidRequest, ModelNotFound, QueueFull
-from inglenook.engine.protocol import NamedToolChoice
+from inglenook.engine.api.anthropic.out import StopWatch, TokenCounts
+from inglenook.engine.api.anthropic.protocol import MessagesRequest, chat_request, stop_sequences
+from inglenook.engine.api.shared.anthropic_errors import anthropic_error, error_type, is_messages_path
+from inglenook.engine.base.errors import InvalidRequest, ModelNotFound, QueueFull
+from inglenook.engine.base.protocol import NamedToolChoice
 
 WEATHER = {
     "name": "get_weather",
@@ -80,7 +80,7 @@ def test_tool_use_and_tool_result_blocks_become_calls_and_tool_messages_in_order
 
 def test_server_tools_are_left_out_with_a_log_line(caplog: pytest.LogCaptureFixture) -> None:
     search = {"type": "web_search_20250305", "name": "web_search", "max_uses": 3}
-    with caplog.at_level(logging.INFO, logger="inglenook.engine.api_anthropic"):
+    with caplog.at_level(logging.INFO, logger="inglenook.engine.api.anthropic.protocol"):
         tools = chat_request(request(tools=[WEATHER, search], messages=[{"role": "user", "content": "Hi"}])).tools
     assert [t.function.name for t in tools or []] == ["get_weather"]
     assert "web_search" in caplog.text
@@ -133,7 +133,7 @@ def test_images_are_left_out_with_a_note_and_text_documents_are_read(caplog: pyt
         {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "read", "input": {}}]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": [image, document]}]},
     ])
-    with caplog.at_level(logging.INFO, logger="inglenook.engine.api_anthropic"):
+    with caplog.at_level(logging.INFO, logger="inglenook.engine.api.anthropic.protocol"):
         messages = chat_request(body).messages
     assert messages[0].content == "[image left out: this model reads text only]\nWhat is this?"
     assert messages[2].content == "[image left out: this model reads text only]\nPlain notes."

@@ -3,9 +3,9 @@ until the KV cache fits the machine — with the shapes of real GGUFs (see test_
 
 from __future__ import annotations
 
-from inglenook.engine.fit import (
-    AUTO_CONTEXT_FLOOR, FITS_GPU, GIB as FIT_GIB, GpuMemory, MachineMemory, ModelShape, auto_context, estimate_fit,
-    kv_cache_bytes, kv_cache_type_for,
+from inglenook.engine.runtime.fit import (
+    AUTO_CONTEXT_FLOOR, FITS_GPU, GIB as FIT_GIB, GpuMemory, MachineMemory, ModelShape, auto_context,
+    estimate_fit, kv_cache_bytes, kv_cache_type_for,
 )
 
 GIB = 1024**3

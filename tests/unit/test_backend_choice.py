@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from inglenook.engine import backends
-from inglenook.engine.backends import CpuVariant, choose_cpu_variant, missing_cpu_features, variant_name
-from inglenook.engine.errors import ModelLoadError, UnsupportedCpu
-from inglenook.engine.runtime import fewer_gpu_layers
+from inglenook.engine.base.errors import ModelLoadError, UnsupportedCpu
+from inglenook.engine.runtime import backends
+from inglenook.engine.runtime.backends import CpuVariant, choose_cpu_variant, missing_cpu_features, variant_name
+from inglenook.engine.runtime.model_loading import fewer_gpu_layers
 
 HASWELL_FLAGS = {"sse4_2", "avx", "avx2", "fma", "f16c", "bmi2"}
 

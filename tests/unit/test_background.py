@@ -10,15 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from inglenook.engine.background import TITLE_CLIENT, BackgroundWork, clean_title
-from inglenook.engine.chat import ChatService, title_from
-from inglenook.engine.paths import Paths
-from inglenook.engine.registry import ModelRegistry
-from inglenook.engine.routing import ChatModels
-from inglenook.engine.runtime import LoadOptions
-from inglenook.engine.scheduler import API, BACKGROUND, INTERACTIVE, GenerateJob, Scheduler
-from inglenook.engine.settings import Settings
-from inglenook.engine.store import Store
+from inglenook.engine.base.jobs import API, BACKGROUND, INTERACTIVE, GenerateJob
+from inglenook.engine.chat.background import TITLE_CLIENT, BackgroundWork, clean_title
+from inglenook.engine.chat.chat import ChatService
+from inglenook.engine.chat.titles import title_from
+from inglenook.engine.models.registry import ModelRegistry
+from inglenook.engine.runtime.model_loading import LoadOptions
+from inglenook.engine.scheduling.routing import ChatModels
+from inglenook.engine.scheduling.scheduler import Scheduler
+from inglenook.engine.store.paths import Paths
+from inglenook.engine.store.settings import Settings
+from inglenook.engine.store.store import Store
 from tests.fakes import FakeModel
 from tests.unit.test_scheduler_chat import _resolve
 

@@ -10,18 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from inglenook.engine.background import (
-    SUMMARY_CLIENT, SUMMARY_EVERY, SUMMARY_MESSAGE_CHARS, SUMMARY_MIN_MESSAGES, SUMMARY_SOURCE_CHARS, TITLE_CLIENT,
-    BackgroundWork, clean_summary, transcript,
+from inglenook.engine.chat.background import (
+    SUMMARY_CLIENT, SUMMARY_EVERY, SUMMARY_MESSAGE_CHARS, SUMMARY_MIN_MESSAGES, SUMMARY_SOURCE_CHARS,
+    TITLE_CLIENT, BackgroundWork, clean_summary, transcript,
 )
-from inglenook.engine.chat import ChatService
-from inglenook.engine.paths import Paths
-from inglenook.engine.registry import ModelRegistry
-from inglenook.engine.routing import ChatModels
-from inglenook.engine.runtime import LoadOptions
-from inglenook.engine.scheduler import Scheduler
-from inglenook.engine.settings import Settings
-from inglenook.engine.store import Store
+from inglenook.engine.chat.chat import ChatService
+from inglenook.engine.models.registry import ModelRegistry
+from inglenook.engine.runtime.model_loading import LoadOptions
+from inglenook.engine.scheduling.routing import ChatModels
+from inglenook.engine.scheduling.scheduler import Scheduler
+from inglenook.engine.store.paths import Paths
+from inglenook.engine.store.settings import Settings
+from inglenook.engine.store.store import Store
 from tests.fakes import FakeModel
 from tests.unit.test_scheduler_chat import _resolve
 

@@ -14,7 +14,7 @@ import weakref
 from pathlib import Path
 
 import numpy as np
-from inglenook.engine.cache import PrefixCache
+from inglenook.engine.store.cache import PrefixCache
 
 from tests.unit.test_statefile import StateModel, cache_at, turn
 

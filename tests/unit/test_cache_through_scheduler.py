@@ -12,13 +12,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from inglenook.engine.cache import MIB, PrefixCache
-from inglenook.engine.registry import ModelRecord
-from inglenook.engine.runtime import Finished, LoadOptions
-from inglenook.engine.sampling import SamplingParams
-from inglenook.engine.scheduler import GenerateJob, Scheduler
-from inglenook.engine.sequence import KvSlot
-from inglenook.engine.statefile import SUFFIX
+from inglenook.engine.base.generation_events import Finished
+from inglenook.engine.base.jobs import GenerateJob
+from inglenook.engine.base.model_record import ModelRecord
+from inglenook.engine.base.sampling import SamplingParams
+from inglenook.engine.runtime.model_loading import LoadOptions
+from inglenook.engine.runtime.slots import KvSlot
+from inglenook.engine.scheduling.scheduler import Scheduler
+from inglenook.engine.store.cache import MIB, PrefixCache
+from inglenook.engine.store.statefile import SUFFIX
 
 from tests.fakes import FakeModel, FakeSequence
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from inglenook.engine.chat_search import MAX_CHARS, WRAPPER, Embedder, MeaningSearch
-from inglenook.engine.store import Store
+from inglenook.engine.chat.search import MAX_CHARS, WRAPPER, Embedder, MeaningSearch
+from inglenook.engine.store.store import Store
 
 TOPICS = ("cat", "code", "bread", "travel")
 
@@ -102,7 +102,7 @@ def test_edited_and_deleted_messages(store: Store) -> None:
 
 
 def test_a_message_the_model_refuses_does_not_stop_the_index(store: Store) -> None:
-    from inglenook.engine.errors import ContextLengthExceeded
+    from inglenook.engine.base.errors import ContextLengthExceeded
 
     refused = _chat(store, "one", "cat " * 50)
     fine = _chat(store, "two", "cat")

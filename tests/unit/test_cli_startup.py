@@ -69,7 +69,8 @@ def test_importing_the_cli_loads_no_engine_room() -> None:
     no store, registry, runtime or scheduler, nor what they import; those come with the
     command that uses them."""
     loaded = _modules_after("import inglenook.cli")
-    rooms = ("store", "registry", "runtime", "model_loading", "scheduler", "core", "chat", "cache", "server")
+    rooms = ("store.store", "models.registry", "runtime.model", "runtime.model_loading", "scheduling.scheduler",
+             "core.engine", "chat.chat", "store.cache", "api.server")
     heavy = [m for m in loaded if m.removeprefix("inglenook.engine.") in rooms or m.startswith("inglenook.app")
              or m.split(".")[0] in ("sqlite_utils", "numpy", "jinja2", "llama_cpp", "pydantic", "httpx", "PySide6")]
     assert not heavy

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from inglenook.engine.client_configs import ClientConfigError, Endpoint, client_setup, write_client_config
+from inglenook.engine.api.client_configs import ClientConfigError, Endpoint, client_setup, write_client_config
 
 
 @pytest.fixture(autouse=True)

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from inglenook.engine.crashguard import CrashGuard, find_crashed_runs
+from inglenook.engine.core.crashguard import CrashGuard, find_crashed_runs
 
 
 def test_a_clean_run_leaves_nothing_to_report(tmp_path: Path) -> None:
@@ -25,7 +25,7 @@ def test_a_clean_run_leaves_nothing_to_report(tmp_path: Path) -> None:
 def test_a_run_that_died_is_reported_once_with_what_it_was_doing(tmp_path: Path) -> None:
     # A real child process starts a guard, says what it does, then dies without stopping it.
     script = (
-        "import os, sys; from pathlib import Path; from inglenook.engine.crashguard import CrashGuard;"
+        "import os, sys; from pathlib import Path; from inglenook.engine.core.crashguard import CrashGuard;"
         "g = CrashGuard(Path(sys.argv[1]), 'app', '9.9'); g.start();"
         "g.doing('loading the model gemma'); os._exit(3)"
     )

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from inglenook.engine import fit
-from inglenook.engine.fit import (
+from inglenook.engine.base.gguf import read_gguf
+from inglenook.engine.runtime import fit
+from inglenook.engine.runtime.fit import (
     CPU_ONLY, FITS_GPU, PARTIAL, TOO_LARGE, GpuMemory, MachineMemory, ModelShape, compute_bytes, estimate_fit,
     kv_cache_bytes, parse_nvidia_smi,
 )
-from inglenook.engine.gguf import read_gguf
 
 GIB = 1024**3
 MIB = 1024**2

@@ -7,9 +7,9 @@ import os
 from pathlib import Path
 
 import pytest
-from inglenook.engine.errors import ModelLoadError
-from inglenook.engine.gguf_headers import checked_header, header_of
-from inglenook.engine.registry import ModelRecord
+from inglenook.engine.base.errors import ModelLoadError
+from inglenook.engine.base.model_record import ModelRecord
+from inglenook.engine.runtime.gguf_headers import checked_header, header_of
 
 from tests.gguf_writer import write_gguf
 

@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from inglenook.engine.errors import ModelLoadError, ModelNotFound
-from inglenook.engine.gguf import read_gguf
-from inglenook.engine.paths import Paths
-from inglenook.engine.registry import ModelRegistry, model_id_for
-from inglenook.engine.store import Store
+from inglenook.engine.base.errors import ModelLoadError, ModelNotFound
+from inglenook.engine.base.gguf import read_gguf
+from inglenook.engine.models.registry import ModelRegistry, model_id_for
+from inglenook.engine.store.paths import Paths
+from inglenook.engine.store.store import Store
 from tests.gguf_writer import write_gguf
 
 
@@ -33,7 +33,7 @@ def test_reads_metadata_without_weights(tmp_path: Path) -> None:
 def test_long_vocabularies_are_walked_in_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int) -> None:
     """The block walk over a vocabulary and its merges finds the same special tokens whatever
     the block size: strings cut by a block's end, longer than a block, or empty."""
-    monkeypatch.setattr("inglenook.engine.gguf._WALK_BLOCK", block)
+    monkeypatch.setattr("inglenook.engine.base.gguf._WALK_BLOCK", block)
     tokens = [f"t{i}" * (i % 7) for i in range(600)]  # over 512 items: skipped, not kept
     tokens[3], tokens[555], tokens[599] = "<s>", "x" * 100, "</s>"
     merges = [f"m {i}" for i in range(700)]

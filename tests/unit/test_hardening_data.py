@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from inglenook.engine.errors import ModelLoadError, StateFileInvalid, StorageUnavailable
-from inglenook.engine.gguf import read_gguf
-from inglenook.engine.paths import Paths
-from inglenook.engine.registry import ModelRegistry
-from inglenook.engine.statefile import SUFFIX, StateHeader, read_header, read_state_file, write_state_file
-from inglenook.engine.store import Store
+from inglenook.engine.base.errors import ModelLoadError, StateFileInvalid, StorageUnavailable
+from inglenook.engine.base.gguf import read_gguf
+from inglenook.engine.models.registry import ModelRegistry
+from inglenook.engine.store.paths import Paths
+from inglenook.engine.store.statefile import SUFFIX, StateHeader, read_header, read_state_file, write_state_file
+from inglenook.engine.store.store import Store
 from tests.gguf_writer import write_gguf
 
 _ARRAY, _U8, _STRING = 9, 0, 8
@@ -310,7 +310,7 @@ def test_the_cli_reports_a_read_only_database_in_one_line(home: Path, smollm2_pa
 
 def test_storage_unavailable_is_a_503_and_a_dialog() -> None:
     from inglenook.app.errors import explain
-    from inglenook.engine.api_errors import error_for
+    from inglenook.engine.api.shared.errors import error_for
 
     exc = StorageUnavailable("cannot write to the database: the disk is full. Nothing was changed.")
     assert error_for(exc).status == 503

@@ -76,13 +76,13 @@ def test_front_ends_import_only_the_public_engine_api(path: Path, module_name: s
 
 def test_the_check_catches_each_way_around_the_boundary() -> None:
     bad = {
-        "from inglenook.engine.core import Engine": "inglenook.app.window",
-        "import inglenook.engine.store": "inglenook.app.window",
+        "from inglenook.engine.core.engine import Engine": "inglenook.app.window",
+        "import inglenook.engine.store.store": "inglenook.app.window",
         "from ..engine.store import Message": "inglenook.app.window",  # relative escape from app/
         "from ..engine import Engine\nfrom .engine.core import Engine": "inglenook.cli",
         "from .. import engine": "inglenook.app.window",
         "from inglenook.engine import importers": "inglenook.cli.hub",  # a module, not a public name
-        "def f():\n    from inglenook.engine.server import ApiServer": "inglenook.app.server_control",
+        "def f():\n    from inglenook.engine.api.server import ApiServer": "inglenook.app.server_control",
         "import importlib\nimportlib.import_module('inglenook.engine.lab')": "inglenook.app.settings_dialog",
     }
     for source, module_name in bad.items():

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from inglenook.engine.gguf import read_gguf
-from inglenook.engine.lora import adapter_header
+from inglenook.engine.base.gguf import read_gguf
+from inglenook.engine.base.lora import adapter_header
 from tests.lora_files import write_adapter
 
 

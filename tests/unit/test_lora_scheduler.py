@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from inglenook.engine.lora import AdapterError, LoraSet, LoraUse
-from inglenook.engine.registry import ModelRecord
-from inglenook.engine.runtime import LoadOptions
-from inglenook.engine.sampling import SamplingParams
-from inglenook.engine.scheduler import GenerateJob, Scheduler
+from inglenook.engine.base.jobs import GenerateJob
+from inglenook.engine.base.lora import AdapterError, LoraSet, LoraUse
+from inglenook.engine.base.model_record import ModelRecord
+from inglenook.engine.base.sampling import SamplingParams
+from inglenook.engine.runtime.model_loading import LoadOptions
+from inglenook.engine.scheduling.scheduler import Scheduler
 from tests.fakes import FakeModel
 
 X = LoraSet.of([LoraUse("style", Path("/a/style.gguf"), "fp-style", 1.0)])

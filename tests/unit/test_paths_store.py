@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from inglenook.engine.errors import ConversationNotFound, StoreError
-from inglenook.engine.migrations import MIGRATIONS
-from inglenook.engine.paths import Paths
-from inglenook.engine.settings import Settings
-from inglenook.engine.store import Store
+from inglenook.engine.base.errors import ConversationNotFound, StoreError
+from inglenook.engine.store.migrations import MIGRATIONS
+from inglenook.engine.store.paths import Paths
+from inglenook.engine.store.settings import Settings
+from inglenook.engine.store.store import Store
 
 
 def test_inglenook_home_moves_every_directory(home: Path) -> None:

@@ -19,13 +19,13 @@ from typing import Any
 
 import pytest
 
-from inglenook.engine.chat_template import ChatTemplate
-from inglenook.engine.gguf import read_gguf
-from inglenook.engine.protocol import ChatCompletionRequest
-from inglenook.engine.tool_call_parser import (
+from inglenook.engine.base.gguf import read_gguf
+from inglenook.engine.base.protocol import ChatCompletionRequest
+from inglenook.engine.text.chat_template import ChatTemplate
+from inglenook.engine.text.tool_call_parser import (
     ArgumentsDelta, CallDone, Event, TextPiece, ToolCallParser, implied_format, parameter_types,
 )
-from inglenook.engine.tool_calls import TemplateAbilities, engine_messages
+from inglenook.engine.text.tool_calls import TemplateAbilities, engine_messages
 from tests.gguf_writer import write_gguf
 
 RECIPE = Path(__file__).resolve().parents[2] / "scripts" / "llama_build.py"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from inglenook.engine.reasoning import ReasoningSplitter, opened_in_prompt, split_whole
+from inglenook.engine.text.reasoning import ReasoningSplitter, opened_in_prompt, split_whole
 
 
 def streamed(text: str, step: int, inside: str | None = None) -> tuple[str, str]:

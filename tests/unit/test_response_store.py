@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from inglenook.engine.errors import InvalidRequest
-from inglenook.engine.response_store import PreviousResponseNotFound, ResponseStore
-from inglenook.engine.store import Store
+from inglenook.engine.api.responses.store import PreviousResponseNotFound, ResponseStore
+from inglenook.engine.base.errors import InvalidRequest
+from inglenook.engine.store.store import Store
 
 
 def user(text: str) -> dict[str, Any]:

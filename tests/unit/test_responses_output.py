@@ -12,14 +12,15 @@ from typing import Any
 
 import pytest
 
-from inglenook.engine.api_openai_responses import ResponseCreateRequest
-from inglenook.engine.api_openai_responses_output import ResponseMeta, ResponseObject, whole_response
-from inglenook.engine.api_openai_responses_stream import response_stream
-from inglenook.engine.api_runs import Run, RunSet
-from inglenook.engine.registry import ModelRecord
-from inglenook.engine.runtime import LoadOptions
-from inglenook.engine.scheduler import GenerateJob, Scheduler
-from inglenook.engine.tool_calls import ToolPlan
+from inglenook.engine.api.responses.output import ResponseMeta, ResponseObject, whole_response
+from inglenook.engine.api.responses.protocol import ResponseCreateRequest
+from inglenook.engine.api.responses.stream import response_stream
+from inglenook.engine.api.shared.runs import Run, RunSet
+from inglenook.engine.base.jobs import GenerateJob
+from inglenook.engine.base.model_record import ModelRecord
+from inglenook.engine.runtime.model_loading import LoadOptions
+from inglenook.engine.scheduling.scheduler import Scheduler
+from inglenook.engine.text.tool_calls import ToolPlan
 from tests.fakes import FakeModel
 
 ADD = {"type": "function", "function": {"name": "add", "parameters": {

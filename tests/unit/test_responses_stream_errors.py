@@ -12,12 +12,12 @@ import asyncio
 import json
 from typing import Any
 
-from inglenook.engine.api_openai_responses import ResponseCreateRequest
-from inglenook.engine.api_openai_responses_output import ResponseMeta, ResponseObject
-from inglenook.engine.api_openai_responses_stream import response_stream
-from inglenook.engine.api_runs import Run, RunSet
-from inglenook.engine.core import Engine
-from inglenook.engine.scheduler import GenerateJob
+from inglenook.engine.api.responses.output import ResponseMeta, ResponseObject
+from inglenook.engine.api.responses.protocol import ResponseCreateRequest
+from inglenook.engine.api.responses.stream import response_stream
+from inglenook.engine.api.shared.runs import Run, RunSet
+from inglenook.engine.base.jobs import GenerateJob
+from inglenook.engine.core.engine import Engine
 
 
 def events_of(frames: list[str]) -> list[tuple[str, dict[str, Any]]]:

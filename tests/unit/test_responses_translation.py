@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from inglenook.engine.api_openai_responses import ResponseCreateRequest, translate
-from inglenook.engine.errors import InvalidRequest
+from inglenook.engine.api.responses.protocol import ResponseCreateRequest, translate
+from inglenook.engine.base.errors import InvalidRequest
 
 FUNCTION = {"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {}}}
 
@@ -79,7 +79,7 @@ def test_history_comes_before_the_input_and_keeps_no_old_instructions() -> None:
 def test_only_function_tools_reach_the_model_and_the_rest_are_logged(caplog: pytest.LogCaptureFixture) -> None:
     tools = [{"type": "web_search"}, FUNCTION, {"type": "local_shell"}, {"type": "mcp", "server_label": "x"},
              {"type": "custom", "name": "apply_patch"}]
-    with caplog.at_level(logging.INFO, logger="inglenook.engine.api_openai_responses"):
+    with caplog.at_level(logging.INFO, logger="inglenook.engine.api.responses.protocol"):
         chat = chat_of(input="Hi.", tools=tools, tool_choice="required", parallel_tool_calls=False)
     assert [t.function.name for t in chat.tools] == ["get_weather"]
     assert chat.tool_choice == "required" and chat.parallel_tool_calls is False

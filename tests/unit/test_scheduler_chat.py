@@ -6,13 +6,17 @@ from pathlib import Path
 
 import pytest
 
-from inglenook.engine.chat import ChatService
-from inglenook.engine.errors import ContextLengthExceeded, InvalidRequest, ModelNotFound, ModelTooLarge, QueueFull
-from inglenook.engine.registry import ModelRecord
-from inglenook.engine.runtime import Chunk, Finished, LoadOptions, PromptProgress
-from inglenook.engine.sampling import SamplingParams
-from inglenook.engine.scheduler import EmbedJob, GenerateJob, Scheduler
-from inglenook.engine.store import Store
+from inglenook.engine.base.errors import (
+    ContextLengthExceeded, InvalidRequest, ModelNotFound, ModelTooLarge, QueueFull,
+)
+from inglenook.engine.base.generation_events import Chunk, Finished, PromptProgress
+from inglenook.engine.base.jobs import EmbedJob, GenerateJob
+from inglenook.engine.base.model_record import ModelRecord
+from inglenook.engine.base.sampling import SamplingParams
+from inglenook.engine.chat.chat import ChatService
+from inglenook.engine.runtime.model_loading import LoadOptions
+from inglenook.engine.scheduling.scheduler import Scheduler
+from inglenook.engine.store.store import Store
 from tests.fakes import FakeModel, FakeSequence
 
 
@@ -369,7 +373,7 @@ def test_exclusive_work_is_not_reported_as_a_stuck_step(scheduler: Scheduler) ->
 def test_runs_read_every_event_on_the_loop_without_worker_threads(scheduler: Scheduler) -> None:
     import asyncio
 
-    from inglenook.engine.api_runs import Run, RunSet
+    from inglenook.engine.api.shared.runs import Run, RunSet
 
     async def read_two() -> list[str]:
         handles = [scheduler.submit(GenerateJob("m:q4_0", text=f"q{i}")) for i in range(2)]
@@ -388,7 +392,7 @@ def test_runs_read_every_event_on_the_loop_without_worker_threads(scheduler: Sch
 def test_one_loop_wake_up_serves_every_event_of_a_step() -> None:
     import asyncio
 
-    from inglenook.engine.api_runs import LoopWaker
+    from inglenook.engine.api.shared.runs import LoopWaker
 
     async def main() -> tuple[list[bool], int]:
         waker = LoopWaker(asyncio.get_running_loop())

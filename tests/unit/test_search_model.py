@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from inglenook.engine import routing
-from inglenook.engine.paths import Paths
-from inglenook.engine.registry import ModelRegistry
-from inglenook.engine.routing import ChatModels, search_model_id
-from inglenook.engine.settings import Settings
-from inglenook.engine.store import Store
+from inglenook.engine.models.registry import ModelRegistry
+from inglenook.engine.scheduling import routing
+from inglenook.engine.scheduling.routing import ChatModels, search_model_id
+from inglenook.engine.store.paths import Paths
+from inglenook.engine.store.settings import Settings
+from inglenook.engine.store.store import Store
 
 
 @pytest.fixture()

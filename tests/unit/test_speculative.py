@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from inglenook.engine.speculative import MAX_DRAFT, DraftControl, PromptLookup, RowCost, expected_tokens
+from inglenook.engine.runtime.speculative import MAX_DRAFT, DraftControl, PromptLookup, RowCost, expected_tokens
 
 
 def test_lookup_copies_what_followed_the_latest_match_of_the_longest_ngram() -> None:

@@ -15,16 +15,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from inglenook.engine.cache import BLOCK, MIB, PrefixCache, key_hash
-from inglenook.engine.errors import StateFileInvalid
-from inglenook.engine.statefile import (
-    FORMAT_VERSION,
-    MAGIC,
-    SUFFIX,
-    StateHeader,
-    read_header,
-    read_state_file,
-    write_state_file,
+from inglenook.engine.base.errors import StateFileInvalid
+from inglenook.engine.store.cache import BLOCK, MIB, PrefixCache, key_hash
+from inglenook.engine.store.statefile import (
+    FORMAT_VERSION, MAGIC, SUFFIX, StateHeader, read_header, read_state_file, write_state_file,
 )
 
 KEY = "fp-abc|kv=f16;fa=off|llama-cpp-python 0.3.36"
@@ -301,7 +295,7 @@ def test_damaged_files_are_ignored_logged_and_removed(tmp_path: Path, caplog: py
     data[-1] ^= 0xFF
     path.write_bytes(bytes(data))
     model = StateModel()
-    with caplog.at_level(logging.WARNING, logger="inglenook.engine.cache"):
+    with caplog.at_level(logging.WARNING, logger="inglenook.engine.store.cache"):
         assert cache_at(tmp_path).restore(model, list(range(310)), conversation_id=1) == 0
     assert "checksum" in caplog.text
     assert model.imports == [] and not path.exists()
@@ -320,7 +314,7 @@ def test_foreign_model_and_oversized_states_are_ignored(tmp_path: Path, caplog: 
     turn(fresh, StateModel(), list(range(300)), conversation_id=2)
     fresh.close()
     small = StateModel(n_ctx=200)
-    with caplog.at_level(logging.INFO, logger="inglenook.engine.cache"):
+    with caplog.at_level(logging.INFO, logger="inglenook.engine.store.cache"):
         assert cache_at(tmp_path).restore(small, list(range(199)), conversation_id=2) == 0
     assert "exceed the context" in caplog.text
     assert small.imports == []

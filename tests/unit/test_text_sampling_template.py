@@ -5,11 +5,11 @@ import threading
 
 import pytest
 
-from inglenook.engine.chat_template import ChatTemplate
-from inglenook.engine.errors import InvalidRequest, JobCancelled
-from inglenook.engine.interrupt import Interrupted, run_interruptible
-from inglenook.engine.sampling import SamplingParams
-from inglenook.engine.textstream import TextStream
+from inglenook.engine.base.errors import InvalidRequest, JobCancelled
+from inglenook.engine.base.sampling import SamplingParams
+from inglenook.engine.text.chat_template import ChatTemplate
+from inglenook.engine.text.interrupt import Interrupted, run_interruptible
+from inglenook.engine.text.textstream import TextStream
 
 
 def _feed_all(stream: TextStream, pieces: list[bytes]) -> tuple[str, bool]:

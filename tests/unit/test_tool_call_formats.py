@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from inglenook.engine.tool_call_parser import (
+from inglenook.engine.text.tool_call_parser import (
     ArgumentsDelta, CallDone, CallStarted, Event, TextPiece, ToolCallParser, implied_format, parameter_types,
 )
 

@@ -8,12 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from inglenook.engine.chat import ChatService
-from inglenook.engine.runtime import Chunk, Finished, LoadOptions, Timings, Usage
-from inglenook.engine.scheduler import GenerateJob, Scheduler
-from inglenook.engine.store import Store
-from inglenook.engine.usage import ReasoningTally, api_client, checked_days, period_days, uncounted, usage_report
-from inglenook.engine.usage_recorder import UsageRecorder
+from inglenook.engine.base.generation_events import Chunk, Finished, Timings, Usage
+from inglenook.engine.base.jobs import GenerateJob
+from inglenook.engine.chat.chat import ChatService
+from inglenook.engine.runtime.model_loading import LoadOptions
+from inglenook.engine.scheduling.scheduler import Scheduler
+from inglenook.engine.store.store import Store
+from inglenook.engine.usage.recorder import UsageRecorder
+from inglenook.engine.usage.usage import (
+    ReasoningTally, api_client, checked_days, period_days, uncounted, usage_report,
+)
 from tests.fakes import FakeModel
 from tests.unit.test_scheduler_chat import _resolve
 

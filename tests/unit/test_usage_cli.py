@@ -9,9 +9,9 @@ import time
 import pytest
 
 from inglenook.cli import main
-from inglenook.engine.core import Engine
-from inglenook.engine.runtime import Finished, Timings, Usage
-from inglenook.engine.scheduler import GenerateJob
+from inglenook.engine.base.generation_events import Finished, Timings, Usage
+from inglenook.engine.base.jobs import GenerateJob
+from inglenook.engine.core.engine import Engine
 
 
 def _record_two_generations() -> None:

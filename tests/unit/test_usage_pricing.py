@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from inglenook.engine.errors import InvalidRequest
-from inglenook.engine.pricing import DEFAULT_PRICES, MachineCost, Price, price_table, validated_prices
-from inglenook.engine.settings import Settings
-from inglenook.engine.store import Store
-from inglenook.engine.usage import TokenCounts
-from inglenook.engine.usage_summary import UsageSummary
+from inglenook.engine.base.errors import InvalidRequest
+from inglenook.engine.store.settings import Settings
+from inglenook.engine.store.store import Store
+from inglenook.engine.usage.pricing import DEFAULT_PRICES, MachineCost, Price, price_table, validated_prices
+from inglenook.engine.usage.summary import UsageSummary
+from inglenook.engine.usage.usage import TokenCounts
 
 
 def test_cached_input_has_its_own_price_and_reasoning_is_output() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from inglenook.engine.volatile_prompt import VolatileLines
+from inglenook.engine.text.volatile_prompt import VolatileLines
 
 INSTRUCTIONS = "\n".join(f"Rule {i}: be careful with step {i}." for i in range(30))
 

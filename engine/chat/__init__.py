@@ -1,0 +1,26 @@
+"""Conversations: the chat service a front end talks to, background work (titles, summaries,
+the meaning index) and conversation search.
+
+May import: base, models, remote, scheduling, store, usage.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..base import lazy_door
+
+# Which module defines each name other packages (or the front door) use. Keep in step with
+# the TYPE_CHECKING block below, which is what type checkers read (a test compares them).
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "background": ("BackgroundWork",),
+    "chat": ("ChatService", "ConversationSearch", "Turn"),
+    "titles": ("title_from",),
+}
+
+__all__, __getattr__, __dir__ = lazy_door(__name__, _EXPORTS)
+
+if TYPE_CHECKING:
+    from .background import BackgroundWork as BackgroundWork
+    from .chat import ChatService as ChatService, ConversationSearch as ConversationSearch, Turn as Turn
+    from .titles import title_from as title_from

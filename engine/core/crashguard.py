@@ -1,0 +1,187 @@
+"""A native crash is not silent: what the process was doing when llama.cpp took it down.
+
+The engine runs llama.cpp in-process, so a fault in native code (an illegal instruction,
+a segmentation fault) ends the process before Python can log anything. Each front end
+opens one ``CrashGuard`` per process:
+
+* ``faulthandler`` writes every thread's Python stack into ``logs/fault-<pid>.log`` when a
+  fatal signal arrives (it is a signal handler, so it runs even then);
+* a small marker, ``logs/run-<pid>.json``, says what the process is doing right now
+  ("loading smollm2…", "answering in conversation 12"), updated as jobs start and end;
+* a clean exit removes both. A marker left behind by a process that no longer runs means
+  that run stopped unexpectedly; the next start reports it once, with the log to open.
+
+Saved messages do not depend on any of this: they are committed before and after each
+answer (see ``chat.py``); the guard only explains what happened.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import json
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import psutil
+
+from ..base import atomic_write_text
+
+log = logging.getLogger(__name__)
+
+MARKER_GLOB = "run-*.json"
+FAULT_EXCERPT_LINES = 40
+
+
+@dataclass(frozen=True)
+class LastCrash:
+    """A run that ended without shutting down."""
+
+    pid: int
+    front_end: str  # "app" | "terminal" | "server"
+    version: str
+    started: float  # time.time()
+    last_seen: float  # when it last reported what it was doing
+    activity: str  # what it was doing then, or "" when idle
+    fault_log: Path | None  # the faulthandler output, when the fault reached it
+    fault_excerpt: str
+
+    @property
+    def doing(self) -> str:
+        return self.activity or "idle (no model was working)"
+
+    def message(self) -> str:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.last_seen))
+        where = f" The crash report is in {self.fault_log}." if self.fault_log else ""
+        return (f"The last run of Inglenook ({self.front_end}, started {_clock(self.started)}) stopped "
+                f"unexpectedly around {when} while {self.doing}.{where} Messages saved before then are kept.")
+
+
+def _clock(stamp: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp))
+
+
+class CrashGuard:
+    """One per process; ``start`` it before the engine loads any model."""
+
+    def __init__(self, logs_dir: Path, front_end: str, version: str = "") -> None:
+        self.logs_dir = logs_dir
+        self.front_end = front_end
+        self.version = version
+        self.pid = os.getpid()
+        self.marker = logs_dir / f"run-{self.pid}.json"
+        self.fault_log = logs_dir / f"fault-{self.pid}.log"
+        self._fault_file: IO[str] | None = None
+        self._lock = threading.Lock()
+        self._started = time.time()
+        self._activity = ""
+        self.last_crashes: list[LastCrash] = []
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> list[LastCrash]:
+        """Collect runs that crashed earlier, then watch this one. Returns what was found."""
+        self.logs_dir.mkdir(parents=True, exist_ok=True)
+        self.last_crashes = find_crashed_runs(self.logs_dir, own_pid=self.pid)
+        for crash in self.last_crashes:
+            log.info("%s", crash.message())  # the front end shows it to the person
+        # Line-buffered text file: faulthandler writes to its descriptor directly.
+        self._fault_file = open(self.fault_log, "w", encoding="utf-8")  # noqa: SIM115 — kept open for the process
+        faulthandler.enable(file=self._fault_file, all_threads=True)
+        self._write_marker()
+        return self.last_crashes
+
+    def stop(self) -> None:
+        """A clean exit: nothing to report next time."""
+        with self._lock:
+            if self._fault_file is None:
+                return
+            faulthandler.disable()
+            self._fault_file.close()
+            self._fault_file = None
+            for path in (self.marker, self.fault_log):
+                try:
+                    path.unlink()
+                except FileNotFoundError:
+                    pass
+
+    def doing(self, activity: str | None) -> None:
+        """Record what the engine is doing now ("" or None: idle). Cheap; called per job."""
+        with self._lock:
+            if (activity or "") == self._activity:
+                return  # the marker already says so; no write for every admitted job
+            self._activity = activity or ""
+            if self._fault_file is not None:
+                self._write_marker()
+
+    def _write_marker(self) -> None:
+        record = {
+            "pid": self.pid, "create_time": _create_time(self.pid), "front_end": self.front_end,
+            "version": self.version, "started": self._started, "last_seen": time.time(),
+            "activity": self._activity, "fault_log": self.fault_log.name,
+        }
+        try:
+            atomic_write_text(self.marker, json.dumps(record))
+        except OSError as exc:  # a full disk must not stop an answer
+            log.warning("cannot update %s: %s", self.marker, exc)
+
+    def __enter__(self) -> "CrashGuard":
+        self.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+
+def _create_time(pid: int) -> float:
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return 0.0
+
+
+def _still_running(record: dict[str, Any]) -> bool:
+    pid = int(record.get("pid", 0) or 0)
+    if pid <= 0 or not psutil.pid_exists(pid):
+        return False
+    # A reused pid belongs to a process created later than the one that wrote the marker.
+    created = float(record.get("create_time", 0.0) or 0.0)
+    return abs(_create_time(pid) - created) < 1.0
+
+
+def find_crashed_runs(logs_dir: Path, own_pid: int | None = None) -> list[LastCrash]:
+    """Markers of runs that are gone; each is reported once (its marker is removed)."""
+    crashes = []
+    for marker in sorted(logs_dir.glob(MARKER_GLOB)):
+        try:
+            record = json.loads(marker.read_text())
+        except (OSError, ValueError):
+            log.warning("unreadable run marker %s set aside", marker)
+            marker.replace(marker.with_suffix(".unreadable"))
+            continue
+        if record.get("pid") == own_pid or _still_running(record):
+            continue
+        fault_log = logs_dir / str(record.get("fault_log", ""))
+        excerpt = _excerpt(fault_log)
+        crashes.append(LastCrash(
+            pid=int(record.get("pid", 0) or 0), front_end=str(record.get("front_end", "")),
+            version=str(record.get("version", "")), started=float(record.get("started", 0.0) or 0.0),
+            last_seen=float(record.get("last_seen", 0.0) or 0.0), activity=str(record.get("activity", "")),
+            fault_log=fault_log if excerpt else None, fault_excerpt=excerpt,
+        ))
+        marker.unlink(missing_ok=True)
+        if not excerpt:
+            fault_log.unlink(missing_ok=True)  # killed without a fault report (power, SIGKILL)
+    return crashes
+
+
+def _excerpt(fault_log: Path) -> str:
+    try:
+        text = fault_log.read_text(errors="replace") if fault_log.is_file() else ""
+    except OSError:
+        return ""
+    return "\n".join(text.strip().splitlines()[:FAULT_EXCERPT_LINES])

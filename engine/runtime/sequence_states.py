@@ -1,0 +1,182 @@
+"""A context's sequences as KV state: what of a prompt a slot can reuse, trimming, and
+copying a sequence's state out of llama.cpp and back (the prefix cache's payload).
+
+``SequenceStates`` is a part of ``LoadedModel`` kept in its own file: these methods work on
+the context's KV memory and its ``KvSlot``s, and the prefix cache (``cache.py``, through
+``SlotView``) is their one user besides the step loop.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..base import ModelRecord
+from .lora_runtime import ContextAdapters
+from .slots import KvSlot
+
+log = logging.getLogger("inglenook.engine.runtime.model")
+
+
+class SequenceStates:
+    """KV-state methods of ``LoadedModel`` (which sets the attributes declared here)."""
+
+    record: ModelRecord
+    options: Any  # runtime.LoadOptions (imported there; it imports this module)
+    slots: list[KvSlot]
+    adapters: ContextAdapters
+    n_ctx: int
+    n_swa: int
+    kv_cache_type: str
+    flash_attention: bool
+    _lib: Any
+    _ctx: Any
+    _memory: Any
+
+    @property
+    def closed(self) -> bool:
+        return self._ctx is None
+
+    def reusable_prefix(self, prompt: list[int], slot: KvSlot | None = None) -> int:
+        """How many leading tokens of ``prompt`` a slot's resident KV cache can serve."""
+        slot = slot or self.slots[0]
+        if slot.lora != self.adapters.key:
+            return 0  # that KV was computed with other adapters (or none)
+        common = 0
+        # At least two prompt tokens are always prefilled (one-token batches differ; see
+        # ``KvSlot.prefilled``), and the last one yields the logits of the first new token.
+        limit = min(slot.prefilled, len(slot.kv_tokens), len(prompt) - 2)
+        while common < limit and slot.kv_tokens[common] == prompt[common]:
+            common += 1
+        return max(common, 0)
+
+    def _reuse_prefix(self, slot: KvSlot, prompt: list[int]) -> int:
+        """Keep the KV entries shared with ``prompt``; returns how many tokens were kept."""
+        common = self.reusable_prefix(prompt, slot)
+        if common == 0:
+            return self._clear_kv(slot)
+        return self._truncate_kv(slot, common)
+
+    def _truncate_kv(self, slot: KvSlot, keep: int) -> int:
+        """Drop KV entries from position ``keep`` on; returns the tokens kept (0 if it had to clear)."""
+        if keep < len(slot.kv_tokens):
+            if not self._lib.llama_memory_seq_rm(self._memory, slot.seq_id, keep, -1):
+                # Some caches (recurrent ones) cannot drop a tail: start over.
+                return self._clear_kv(slot)
+            del slot.kv_tokens[keep:]
+            if not self._window_intact(slot, keep):
+                return self._clear_kv(slot)
+        slot.prefilled = min(slot.prefilled, keep)
+        return keep
+
+    def _window_intact(self, slot: KvSlot, next_pos: int) -> bool:
+        """Whether the sliding-window layers still hold every position ``next_pos`` attends to.
+
+        A restored state carries only the last ``n_swa`` positions of those layers, so after
+        trimming it the window of the next token can reach positions that are gone; decoding
+        on would silently attend to nothing there. (llama.cpp's server checks the same.)
+        """
+        if self.n_swa <= 0 or next_pos == 0:
+            return True
+        oldest = self._lib.llama_memory_seq_pos_min(self._memory, slot.seq_id)
+        return oldest <= max(0, next_pos - self.n_swa)
+
+    # -- sequence state (the prefix cache's payload) --------------------------------
+
+    def state_key(self) -> str:
+        """What a saved sequence state must match to be restored into this model."""
+        from llama_cpp import __version__ as binding_version  # noqa: PLC0415 — already loaded
+
+        # A saved sequence's bytes depend on the KV element type and on flash attention
+        # (whether V is stored transposed); context and batch sizes do not change them, so a
+        # state fits any context with room for its tokens.
+        layout = f"kv={self.kv_cache_type};fa={'on' if self.flash_attention else 'off'}"
+        # A state computed with adapters is only ever restored with the same ones and scales.
+        lora = f"|lora {self.adapters.key}" if self.adapters.key else ""
+        return f"{self.record.fingerprint}|{layout}|llama-cpp-python {binding_version}{lora}"
+
+    def export_sequence(
+        self, limit: int | None = None, destination: Callable[[int], np.ndarray | None] | None = None,
+        seq_id: int = 0,
+    ) -> tuple[list[int], np.ndarray] | None:
+        """Copy a sequence's KV state out of llama.cpp: (the tokens it covers, its bytes).
+
+        Keeps (and saves) at most ``limit`` tokens. Uses the per-sequence state API, which
+        holds only the KV cells (no logits buffer); None when there is nothing to save or
+        llama.cpp could not copy it. ``destination(size)`` may supply memory to copy into
+        (the prompt cache hands over a buffer it has already paged in).
+        """
+        slot = self.slots[seq_id]
+        if self.closed or not slot.kv_tokens or slot.lora != self.adapters.key:
+            return None
+        # Only the prefilled part is ever reused, so only it is saved; for sliding-window
+        # models this also makes the saved window end where the next turn continues.
+        keep = slot.prefilled if limit is None else min(slot.prefilled, limit)
+        if keep <= 0 or self._truncate_kv(slot, keep) == 0:
+            return None
+        lib = self._lib
+        size = lib.llama_state_seq_get_size(self._ctx, seq_id)
+        if size <= 0:
+            return None
+        payload = destination(size) if destination is not None else None
+        if payload is None:
+            # np.empty, not bytearray: zero-filling tens of MB first took longer than the copy.
+            payload = np.empty(size, dtype=np.uint8)
+        written = lib.llama_state_seq_get_data(
+            self._ctx, payload.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)), size, seq_id
+        )
+        if written != size:
+            log.warning("llama.cpp copied %d of %d bytes of the sequence state; not saving it", written, size)
+            return None
+        return list(slot.kv_tokens), payload
+
+    def import_sequence(self, tokens: list[int], payload: bytearray | bytes | np.ndarray, keep: int,
+                        seq_id: int = 0) -> int:
+        """Replace a sequence with a saved state covering ``tokens`` and keep its first ``keep``.
+
+        Returns how many tokens the KV cache now holds: ``keep`` on success, 0 when
+        llama.cpp refused the state or it cannot be trimmed to ``keep`` (the caller then
+        prefills from the start, which is always correct).
+        """
+        slot = self.slots[seq_id]
+        self._clear_kv(slot)
+        if not tokens or keep <= 0 or len(tokens) > self.n_ctx:
+            return 0
+        lib = self._lib
+        size = len(payload)
+        # A writable buffer: bytes are copied; numpy's stubs lack the buffer protocol, its .data has it.
+        buffer: bytearray | memoryview = (
+            bytearray(payload) if isinstance(payload, bytes)
+            else payload.data if isinstance(payload, np.ndarray)
+            else payload
+        )
+        view = (ctypes.c_uint8 * size).from_buffer(buffer)
+        try:
+            loaded = lib.llama_state_seq_set_data(self._ctx, view, size, seq_id)
+        finally:
+            del view
+        if loaded == 0 or lib.llama_memory_seq_pos_max(self._memory, seq_id) != len(tokens) - 1:
+            log.warning("llama.cpp did not accept a saved sequence state for %s; prefilling instead", self.record.id)
+            return self._clear_kv(slot)
+        slot.kv_tokens = list(tokens)
+        slot.prefilled = len(tokens)  # saved states hold prefilled tokens only
+        keep = min(keep, len(tokens))
+        if self._truncate_kv(slot, keep) == 0:
+            return 0
+        if not self._window_intact(slot, keep):
+            log.info("a restored state of %s lacks the sliding-window history for position %d", self.record.id, keep)
+            return self._clear_kv(slot)
+        return keep
+
+    def _clear_kv(self, slot: KvSlot | None = None) -> int:
+        """Forget one slot's KV entries (default: every slot's)."""
+        for target in [slot] if slot is not None else self.slots:
+            self._lib.llama_memory_seq_rm(self._memory, target.seq_id, -1, -1)
+            target.kv_tokens = []
+            target.prefilled = 0
+            target.lora = self.adapters.key  # what it computes from now on is under this set
+        return 0

@@ -1,0 +1,654 @@
+"""The prefix cache: saved KV states of conversations and of API prompts, in RAM and on disk.
+
+Three tiers, cheapest first:
+
+1. the loaded model's own KV cache (``LoadedModel.kv_tokens``; ``_reuse_prefix`` keeps the
+   part shared with the next prompt) — free, one sequence;
+2. RAM: recently saved states, as the bytes llama.cpp copied out, up to a budget;
+3. disk: one state file per entry (``statefile``), up to ``Settings.cache_budget_mb``,
+   least recently used evicted first. Files survive restarts.
+
+Two kinds of entry:
+
+- *conversation* entries, named by conversation id and model: a chat turn restores only
+  its own conversation's state, so two conversations never see each other's entries;
+- *prefix* entries for requests without a conversation (the HTTP API): content-addressed
+  by chained hashes of the token ids at every ``BLOCK``-token boundary, so a client that
+  resends the same system prompt and a growing history finds the longest saved prefix.
+
+A restored state is only ever used for the tokens it provably shares with the new
+prompt (token ids compared one by one), and is trimmed to them; everything else is
+prefilled. Any damaged, truncated, foreign or refused file is logged and ignored.
+
+The index lives in the files themselves (each header carries its state key and token
+ids; recency is the file's mtime) rather than in a database table: a file and its index
+entry cannot disagree after a crash, Clear is "delete the files", and another process
+(the GUI and a terminal session at once) sees the same cache without sharing a table.
+
+Why one file of ~650 lines: the three tiers and two kinds of entry share one lock, one
+budget accounting and one rule (a restored state is used only for the tokens it provably
+shares); the file format is already its own module (``statefile``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import queue
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..base import StateFileInvalid
+from .statefile import SUFFIX, StateHeader, read_header, read_state_file, write_state_file
+
+log = logging.getLogger(__name__)
+
+
+class _Record(Protocol):
+    id: str
+
+
+class CachedSequence(Protocol):
+    """What the prefix cache needs of a model sequence: ``LoadedModel`` (its sequence 0),
+    ``sequence.SlotView`` (any sequence id) and the tests' stand-ins all provide it."""
+
+    n_ctx: int
+    n_swa: int  # sliding-window size (0: none); such states cannot be cut back past it
+    record: _Record
+
+    @property
+    def kv_tokens(self) -> list[int]: ...
+
+    def state_key(self) -> str: ...
+
+    def reusable_prefix(self, prompt: list[int]) -> int: ...
+
+    def export_sequence(
+        self, limit: int | None = None, destination: Callable[[int], np.ndarray | None] | None = None
+    ) -> tuple[list[int], np.ndarray | bytearray] | None: ...
+
+    def import_sequence(self, tokens: list[int], payload: Any, keep: int) -> int: ...
+
+BLOCK = 64  # tokens per content-hash block for prefix entries
+MIN_PREFIX_TOKENS = BLOCK  # API prompts shorter than one block are not worth a file
+MIB = 1024 * 1024
+PAGE_BYTES = 4096
+SPARE_HEADROOM_BYTES = 8 * MIB  # room for the next turn's tokens beyond the last state's size
+
+
+@dataclass
+class CacheUsage:
+    """What the Settings page shows: space used and the budgets."""
+
+    disk_bytes: int
+    disk_files: int
+    disk_budget_bytes: int
+    ram_bytes: int
+    ram_entries: int
+    ram_budget_bytes: int
+
+
+@dataclass
+class SaveTimings:
+    """The last save, for benchmarks: copying the state out blocks the turn, writing does not."""
+
+    snapshot_s: float = 0.0  # llama_state_seq_get_data into RAM (on the scheduler thread)
+    write_s: float = 0.0  # checksum + write + fsync + rename (on the writer thread)
+    bytes: int = 0
+
+
+@dataclass
+class _Entry:
+    name: str
+    header: StateHeader
+    tokens: np.ndarray  # int32, for fast prefix comparison
+    payload: bytearray | np.ndarray | None = None  # present while the entry is in the RAM tier
+    on_disk: bool = False
+    size: int = 0  # RAM the payload holds while in the RAM tier (``held_bytes``)
+
+    @property
+    def conversation_id(self) -> int | None:
+        return self.header.conversation_id
+
+
+@dataclass
+class _KeyIndex:
+    """Prefix entries of one state key, by chained block hash."""
+
+    blocks: dict[bytes, set[str]] = field(default_factory=dict)
+    loaded_from_disk: bool = False
+
+
+def common_prefix(a: np.ndarray, b: np.ndarray) -> int:
+    n = min(len(a), len(b))
+    if n == 0:
+        return 0
+    differ = np.flatnonzero(a[:n] != b[:n])
+    return int(differ[0]) if len(differ) else n
+
+
+def key_hash(state_key: str) -> str:
+    return hashlib.sha256(state_key.encode()).hexdigest()[:16]
+
+
+def block_hashes(state_key: str, tokens: np.ndarray, count: int) -> list[bytes]:
+    """Hashes of tokens[:BLOCK], tokens[:2*BLOCK], … (``count`` of them), each chained on the last."""
+    digest = hashlib.blake2b(state_key.encode(), digest_size=16).digest()
+    out = []
+    for k in range(count):
+        chunk = tokens[k * BLOCK : (k + 1) * BLOCK].astype("<i4", copy=False).tobytes()
+        digest = hashlib.blake2b(digest + chunk, digest_size=16).digest()
+        out.append(digest)
+    return out
+
+
+def held_bytes(payload: bytearray | bytes | np.ndarray) -> int:
+    """The memory ``payload`` keeps alive: for a numpy view (a state copied into the spare
+    buffer), the whole buffer it is a view of, not only the bytes it shows."""
+    if not isinstance(payload, np.ndarray):
+        return len(payload)
+    owner = payload
+    while isinstance(owner.base, np.ndarray):
+        owner = owner.base
+    if owner.base is not None:  # a view of another buffer (np.frombuffer): all of it stays
+        return max(owner.nbytes, memoryview(owner.base).nbytes)
+    return owner.nbytes
+
+
+class PrefixCache:
+    """Saved sequence states for one profile directory. Thread-safe; ``close()`` flushes writes."""
+
+    def __init__(
+        self,
+        directory: Path,
+        disk_budget_bytes: Callable[[], int],
+        ram_budget_bytes: Callable[[], int],
+    ) -> None:
+        self.directory = Path(directory)
+        self._disk_budget = disk_budget_bytes
+        self._ram_budget = ram_budget_bytes
+        self._lock = threading.RLock()
+        self._entries: dict[str, _Entry] = {}
+        self._ram: OrderedDict[str, None] = OrderedDict()  # LRU order of entries holding a payload
+        self._ram_bytes = 0
+        self._indexes: dict[str, _KeyIndex] = {}
+        self._pending: dict[str, tuple[_Entry, bytearray | np.ndarray]] = {}
+        self._writes: queue.Queue[str | None] = queue.Queue()
+        self._writer: threading.Thread | None = None
+        self._closed = False
+        self._reserved = 0  # saves announced by the scheduler that have not run yet
+        self.last_save = SaveTimings()
+        # A buffer already paged in, for the next save to copy into. Copying a state into
+        # fresh memory costs ~10x the copy itself (first-touch page faults: ~130 ms against
+        # ~10 ms for 44 MB here), and that cost sits between the answer and the next job;
+        # faulting the pages in on a helper thread while the model works moves it off that path.
+        self._spare: np.ndarray | None = None
+        self._preparing_spare = False
+
+    # -- the scheduler's side --------------------------------------------------------
+
+    def restore(self, model: CachedSequence, prompt: list[int], conversation_id: int | None = None) -> int:
+        """Load the best saved state for ``prompt`` into ``model`` when it beats what the model
+        already holds. Returns the tokens restored (0 when nothing better was found)."""
+        if len(prompt) < 3:
+            return 0
+        state_key = model.state_key()
+        wanted = np.asarray(prompt, dtype=np.int32)
+        # At least two prompt tokens are prefilled: the last yields the first new token's
+        # logits, and llama.cpp computes one-token batches slightly differently.
+        limit = len(prompt) - 2
+        resident = model.reusable_prefix(prompt)
+        if conversation_id is not None:
+            found = self._conversation_entry(state_key, conversation_id)
+            candidates = [found] if found is not None else []
+        else:
+            candidates = self._prefix_candidates(state_key, wanted)
+        best, best_common = None, 0
+        for entry in candidates:
+            common = min(common_prefix(entry.tokens, wanted), limit)
+            if common > best_common and self._trimmable(model, entry, common):
+                best, best_common = entry, common
+        if best is None or best_common <= resident:
+            return 0
+        if best.header.n_tokens > model.n_ctx:
+            log.info("ignoring saved state %s: %d tokens exceed the context of %d", best.name, best.header.n_tokens, model.n_ctx)
+            return 0
+        payload = self._payload(best, state_key)
+        if payload is None:
+            return 0
+        kept = model.import_sequence(best.header.tokens, payload, best_common)
+        if kept == 0:
+            log.info("saved state %s could not be restored; prefilling the whole prompt", best.name)
+            return 0
+        self._prepare_spare(len(payload))  # this turn's save will be about this size
+        self._touch(best)
+        log.debug("restored %d of %d prompt tokens from %s", kept, len(prompt), best.name)
+        return kept
+
+    def reserve_save(self) -> None:
+        """Announce a ``save(..., reserved=True)`` that will run shortly; ``flush`` waits for it."""
+        with self._lock:
+            self._reserved += 1
+
+    def save(self, model: CachedSequence, prompt_tokens: int, conversation_id: int | None = None,
+             reserved: bool = False) -> None:
+        """Copy the model's sequence out and queue it for disk; call after a turn ends."""
+        try:
+            self._save(model, prompt_tokens, conversation_id)
+        finally:
+            if reserved:
+                with self._lock:
+                    self._reserved -= 1
+
+    def _save(self, model: CachedSequence, prompt_tokens: int, conversation_id: int | None) -> None:
+        if self._closed:
+            return
+        if conversation_id is None and len(model.kv_tokens) < MIN_PREFIX_TOKENS:
+            return
+        if self._disk_budget() <= 0 and self._ram_budget() <= 0:
+            return
+        started = time.perf_counter()
+        # The same prompt sent again (regenerate, a retried API call) reuses all but its last
+        # two tokens; saving exactly that much means it never has to trim the restored state,
+        # which sliding-window models cannot do.
+        exported = model.export_sequence(max(1, prompt_tokens - 2), self._take_spare)
+        snapshot_s = time.perf_counter() - started
+        if exported is None:
+            return
+        tokens, payload = exported
+        self._prepare_spare(len(payload))  # for the next save, which is usually a little larger
+        state_key = model.state_key()
+        header = StateHeader(
+            state_key=state_key,
+            kind="conversation" if conversation_id is not None else "prefix",
+            tokens=tokens,
+            conversation_id=conversation_id,
+            prompt_tokens=min(prompt_tokens, len(tokens)),
+            model_id=model.record.id,
+            payload_size=len(payload),
+        )
+        array = np.asarray(tokens, dtype=np.int32)
+        if conversation_id is not None:
+            name = f"conv-{conversation_id}-{key_hash(state_key)}"
+        else:
+            name = f"pfx-{key_hash(state_key)}-{hashlib.sha256(array.tobytes()).hexdigest()[:24]}"
+        entry = _Entry(name, header, array, payload=payload, size=held_bytes(payload))
+        with self._lock:
+            self._drop(name, keep_file=True)
+            self._entries[name] = entry
+            self._ram[name] = None
+            self._ram_bytes += entry.size
+            if conversation_id is None:
+                self._index_prefix(entry)
+                self._supersede(entry)
+            if self._disk_budget() > 0:
+                self._pending[name] = (entry, payload)
+                self._ensure_writer()
+                self._writes.put(name)
+            self._fit_ram()
+        self.last_save = SaveTimings(snapshot_s=snapshot_s, bytes=len(payload))
+
+    # -- the spare buffer ----------------------------------------------------------------
+
+    def _take_spare(self, size: int) -> np.ndarray | None:
+        """The paged-in spare, cut to ``size``, when it is large enough (it is then used up).
+
+        The saved entry keeps the whole spare alive, so a spare more than twice the state is
+        not used: a small state is copied into memory of its own size (a few milliseconds)
+        rather than holding the spare's headroom in the RAM tier for as long as it stays."""
+        with self._lock:
+            spare = self._spare
+            if spare is None or not size <= len(spare) <= 2 * size:
+                return None
+            self._spare = None
+        return spare[:size]
+
+    def _prepare_spare(self, size: int) -> None:
+        """Page in a buffer with room for a state of ``size`` bytes to grow, on a helper thread."""
+        wanted = size + max(size // 4, SPARE_HEADROOM_BYTES)
+        with self._lock:
+            if self._closed or self._preparing_spare or max(0, self._ram_budget()) < wanted:
+                return
+            if self._spare is not None and len(self._spare) >= wanted:
+                return
+            self._preparing_spare = True
+
+        def page_in() -> None:
+            try:
+                buffer = np.empty(wanted, dtype=np.uint8)
+                buffer[::PAGE_BYTES] = 0  # one write per page makes the kernel back it now
+                with self._lock:
+                    if not self._closed and (self._spare is None or len(self._spare) < wanted):
+                        self._spare = buffer
+            finally:
+                with self._lock:
+                    self._preparing_spare = False
+
+        threading.Thread(target=page_in, name="inglenook-cache-spare", daemon=True).start()
+
+    # -- management (Settings page, conversation deletion) ---------------------------------
+
+    def usage(self) -> CacheUsage:
+        files = self._disk_files()
+        with self._lock:
+            return CacheUsage(
+                disk_bytes=sum(size for _, size, _ in files),
+                disk_files=len(files),
+                disk_budget_bytes=max(0, self._disk_budget()),
+                ram_bytes=self._ram_bytes,
+                ram_entries=len(self._ram),
+                ram_budget_bytes=max(0, self._ram_budget()),
+            )
+
+    def clear(self) -> int:
+        """Forget every saved state, in RAM and on disk; returns the bytes freed on disk."""
+        self.flush()
+        with self._lock:
+            self._entries.clear()
+            self._ram.clear()
+            self._ram_bytes = 0
+            self._indexes.clear()
+            self._pending.clear()
+            freed = 0
+            for path, size, _ in self._disk_files():
+                freed += size if _unlink(path) else 0
+        log.info("cleared the prompt cache (%d bytes on disk)", freed)
+        return freed
+
+    def forget_conversation(self, conversation_id: int) -> int:
+        """Delete a conversation's saved states (every model); returns how many files went."""
+        with self._lock:
+            for name in [n for n, e in self._entries.items() if e.conversation_id == conversation_id]:
+                self._drop(name, keep_file=True)
+            removed = 0
+            if self.directory.is_dir():
+                for path in self.directory.glob(f"conv-{int(conversation_id)}-*{SUFFIX}"):
+                    removed += _unlink(path)
+        return removed
+
+    def prune_conversations(self, existing: set[int]) -> int:
+        """Delete saved states of conversations that no longer exist (deleted by a front end
+        that went straight to the store, or while another process held the cache)."""
+        removed = 0
+        for path, _, _ in self._disk_files():
+            parts = path.name.split("-")
+            if parts[0] == "conv" and len(parts) >= 3 and parts[1].isdigit() and int(parts[1]) not in existing:
+                removed += self.forget_conversation(int(parts[1]))
+        return removed
+
+    def enforce_budget(self) -> None:
+        """Evict least recently used files until the disk tier fits its budget."""
+        budget = max(0, self._disk_budget())
+        with self._lock:
+            files = sorted(self._disk_files(), key=lambda item: item[2])
+            total = sum(size for _, size, _ in files)
+            for path, size, _ in files:
+                if total <= budget:
+                    break
+                if _unlink(path):
+                    total -= size
+                    entry = self._entries.get(path.name.removesuffix(SUFFIX))
+                    if entry is not None:
+                        entry.on_disk = False
+                        if entry.payload is None:
+                            self._drop(entry.name, keep_file=True)
+                    log.debug("evicted %s from the prompt cache (budget %d bytes)", path.name, budget)
+            self._fit_ram()
+
+    def flush(self, timeout: float = 60.0) -> None:
+        """Wait until queued writes are on disk."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self._pending and self._reserved == 0 and self._writes.unfinished_tasks == 0:
+                    return
+            time.sleep(0.005)
+        log.warning("prompt-cache writes still pending after %.0fs", timeout)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self.flush()
+        self._closed = True
+        self._spare = None
+        if self._writer is not None:
+            self._writes.put(None)
+            self._writer.join(10)
+
+    # -- lookups -------------------------------------------------------------------------
+
+    def _conversation_entry(self, state_key: str, conversation_id: int) -> _Entry | None:
+        name = f"conv-{conversation_id}-{key_hash(state_key)}"
+        with self._lock:
+            entry = self._entries.get(name)
+        if entry is not None:
+            return entry if entry.header.state_key == state_key else None
+        return self._load_header(name, state_key)
+
+    def _prefix_candidates(self, state_key: str, prompt: np.ndarray) -> list[_Entry]:
+        with self._lock:
+            index = self._index_for(state_key)
+            count = (len(prompt) - 1) // BLOCK
+            if count == 0:
+                return []
+            for k, digest in reversed(list(enumerate(block_hashes(state_key, prompt, count)))):
+                names = index.blocks.get(digest)
+                if names:
+                    return [self._entries[n] for n in names if n in self._entries]
+        return []
+
+    def _trimmable(self, model: CachedSequence, entry: _Entry, common: int) -> bool:
+        # A saved state of a sliding-window model holds only the last n_swa positions of its
+        # window layers, so it can be extended but not cut back past that window.
+        n_swa = model.n_swa
+        return not (n_swa and common < entry.header.n_tokens and entry.header.n_tokens > n_swa)
+
+    def _payload(self, entry: _Entry, state_key: str) -> bytearray | np.ndarray | None:
+        with self._lock:
+            if entry.payload is not None:
+                return entry.payload
+        path = self._path(entry.name)
+        try:
+            header, payload = read_state_file(path, expected_key=state_key)
+        except StateFileInvalid as exc:
+            log.warning("ignoring a saved prompt state: %s", exc)
+            with self._lock:
+                self._drop(entry.name)
+            return None
+        if header.tokens != entry.header.tokens:
+            log.warning("ignoring saved prompt state %s: it changed on disk", entry.name)
+            with self._lock:
+                self._drop(entry.name, keep_file=True)
+            return None
+        with self._lock:
+            if self._entries.get(entry.name) is entry:
+                entry.payload = payload
+                entry.size = held_bytes(payload)
+                self._ram[entry.name] = None
+                self._ram_bytes += entry.size
+                self._fit_ram(protect=entry.name)
+        return payload
+
+    def _load_header(self, name: str, state_key: str) -> _Entry | None:
+        path = self._path(name)
+        if not path.exists():
+            return None
+        try:
+            header = read_header(path)
+        except StateFileInvalid as exc:
+            log.warning("ignoring a saved prompt state: %s", exc)
+            _unlink(path)
+            return None
+        if header.state_key != state_key:
+            log.info("ignoring %s: saved by another model, KV layout or llama.cpp build", path.name)
+            return None
+        entry = _Entry(name, header, np.asarray(header.tokens, dtype=np.int32), on_disk=True, size=header.payload_size)
+        with self._lock:
+            self._entries.setdefault(name, entry)
+            return self._entries[name]
+
+    def _index_for(self, state_key: str) -> _KeyIndex:
+        index = self._indexes.get(state_key)
+        if index is None:
+            index = self._indexes[state_key] = _KeyIndex()
+        if not index.loaded_from_disk:
+            index.loaded_from_disk = True
+            if self.directory.is_dir():
+                for path in self.directory.glob(f"pfx-{key_hash(state_key)}-*{SUFFIX}"):
+                    name = path.name.removesuffix(SUFFIX)
+                    if name in self._entries:
+                        continue
+                    entry = self._load_header(name, state_key)
+                    if entry is not None:
+                        self._index_prefix(entry)
+        return index
+
+    def _index_prefix(self, entry: _Entry) -> None:
+        index = self._indexes.setdefault(entry.header.state_key, _KeyIndex())
+        for digest in block_hashes(entry.header.state_key, entry.tokens, len(entry.tokens) // BLOCK):
+            index.blocks.setdefault(digest, set()).add(entry.name)
+
+    def _unindex(self, entry: _Entry) -> None:
+        index = self._indexes.get(entry.header.state_key)
+        if index is None or entry.header.kind != "prefix":
+            return
+        for digest in block_hashes(entry.header.state_key, entry.tokens, len(entry.tokens) // BLOCK):
+            names = index.blocks.get(digest)
+            if names is not None:
+                names.discard(entry.name)
+                if not names:
+                    del index.blocks[digest]
+
+    def _supersede(self, new: _Entry) -> None:
+        """Drop older prefix entries whose whole prompt the new entry also covers: any prompt
+        that shared their prompt shares at least as much with the new one."""
+        index = self._index_for(new.header.state_key)
+        if len(new.tokens) < BLOCK:
+            return
+        first = block_hashes(new.header.state_key, new.tokens, 1)[0]
+        for name in list(index.blocks.get(first, ())):
+            old = self._entries.get(name)
+            if old is None or old is new:
+                continue
+            if common_prefix(old.tokens, new.tokens) >= max(1, old.header.prompt_tokens):
+                self._drop(name)
+
+    # -- bookkeeping (called with the lock held) ---------------------------------------------
+
+    def _drop(self, name: str, keep_file: bool = False) -> None:
+        entry = self._entries.pop(name, None)
+        self._pending.pop(name, None)
+        if entry is not None:
+            self._unindex(entry)
+            if name in self._ram:
+                del self._ram[name]
+                self._ram_bytes -= entry.size
+            entry.payload = None
+        if not keep_file:
+            _unlink(self._path(name))
+
+    def _fit_ram(self, protect: str | None = None) -> None:
+        budget = max(0, self._ram_budget())
+        for name in list(self._ram):
+            if self._ram_bytes <= budget:
+                break
+            if name == protect:
+                continue
+            entry = self._entries[name]
+            del self._ram[name]
+            self._ram_bytes -= entry.size
+            entry.payload = None
+            if not entry.on_disk and name not in self._pending:
+                self._drop(name, keep_file=True)
+
+    def _touch(self, entry: _Entry) -> None:
+        with self._lock:
+            if entry.name in self._ram:
+                self._ram.move_to_end(entry.name)
+        if entry.on_disk:
+            try:
+                os.utime(self._path(entry.name))
+            except OSError:
+                pass
+
+    def _path(self, name: str) -> Path:
+        return self.directory / f"{name}{SUFFIX}"
+
+    def _disk_files(self) -> list[tuple[Path, int, float]]:
+        if not self.directory.is_dir():
+            return []
+        found = []
+        with os.scandir(self.directory) as listing:
+            for item in listing:
+                if item.name.endswith(SUFFIX) and not item.name.startswith(".") and item.is_file():
+                    try:
+                        stat = item.stat()
+                    except OSError:
+                        continue
+                    found.append((Path(item.path), stat.st_size, stat.st_mtime))
+        return found
+
+    # -- the writer thread -----------------------------------------------------------------------
+
+    def _ensure_writer(self) -> None:
+        if self._writer is None or not self._writer.is_alive():
+            self._writer = threading.Thread(target=self._write_loop, name="inglenook-cache-writer", daemon=True)
+            self._writer.start()
+
+    def _write_loop(self) -> None:
+        while True:
+            name = self._writes.get()
+            try:
+                if name is None:
+                    return
+                self._write_one(name)
+            except Exception:  # a failed write costs a prefill later, never the engine
+                log.exception("writing a prompt-cache state failed")
+            finally:
+                self._writes.task_done()
+
+    def _write_one(self, name: str) -> None:
+        with self._lock:
+            pending = self._pending.get(name)
+        if pending is None:
+            return  # dropped or replaced before we got to it
+        entry, payload = pending
+        started = time.perf_counter()
+        path = self._path(name)
+        try:
+            write_state_file(path, entry.header, payload)
+        except OSError as exc:
+            log.warning("could not save a prompt-cache state: %s", exc.strerror or exc)
+            with self._lock:
+                if self._pending.get(name) is pending:
+                    del self._pending[name]
+            return
+        with self._lock:
+            if self._pending.get(name) is pending:
+                del self._pending[name]
+            if self._entries.get(name) is entry:
+                entry.on_disk = True
+            elif name not in self._pending:
+                _unlink(path)  # forgotten or cleared while it was being written
+        self.last_save.write_s = time.perf_counter() - started
+        self.enforce_budget()
+
+
+def _unlink(path: Path) -> bool:
+    try:
+        path.unlink()
+        return True
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        log.warning("could not delete %s: %s", path.name, exc.strerror or exc)
+        return False

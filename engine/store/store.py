@@ -1,0 +1,467 @@
+"""The SQLite store: conversations, messages, models and settings.
+
+One connection shared by every thread, guarded by a lock: writes are small and rare
+next to inference, and one connection keeps WAL checkpoints simple. A user message is
+committed the moment it is sent, an answer when it completes (or, marked partial, when
+it is stopped), so a crash mid-turn loses nothing already saved.
+
+Failures are told apart (DESIGN rule 5): a database that is *damaged* (SQLite's CORRUPT or
+NOTADB, a failed integrity check, or a schema that lacks what the migrations made) is set
+aside as ``*.corrupt-<time>`` and everything still readable is copied into a fresh one; a
+database that is only *unavailable* (disk full, read-only, locked by another program, an I/O
+error) is left exactly as it is and every operation raises ``StorageUnavailable``: one clear
+error, nothing renamed, nothing lost.
+
+Why one file of ~460 lines: every table's queries beside the one connection, its lock and the
+failure handling they all share (damaged vs unavailable).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from ..base import ConversationNotFound, StorageUnavailable, StoreError
+from .migrations import MIGRATIONS
+from .salvage import salvage_into
+from .schema_check import missing_schema
+from .sqlite_tables import inserted_id, table_named
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Conversation:
+    id: int
+    title: str
+    model_id: str | None
+    system_prompt: str | None
+    sampling: dict[str, Any]
+    created_at: float
+    updated_at: float
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> "Conversation":
+        return cls(
+            id=row["id"],
+            title=row["title"] or "",
+            model_id=row["model_id"],
+            system_prompt=row["system_prompt"],
+            sampling=json.loads(row["sampling"] or "{}"),
+            created_at=row["created_at"],
+            updated_at=row["updated_at"],
+        )
+
+
+@dataclass
+class Message:
+    id: int
+    conversation_id: int
+    role: str
+    content: str
+    status: str = "complete"
+    finish_reason: str | None = None
+    model_id: str | None = None
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    completion_tokens: int | None = None
+    ttft_ms: float | None = None
+    tokens_per_s: float | None = None
+    created_at: float = field(default_factory=time.time)
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> "Message":
+        return cls(**{k: row[k] for k in cls.__dataclass_fields__})
+
+
+# SQLite's primary result codes (the low byte of an extended code).
+_SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
+_UNAVAILABLE_REASONS: dict[int, str] = {
+    3: "permission denied",  # SQLITE_PERM
+    5: "another program is using it (the database is locked)",  # SQLITE_BUSY
+    6: "another program is using it (a table is locked)",  # SQLITE_LOCKED
+    8: "it is read-only",  # SQLITE_READONLY
+    10: "the disk reported an input/output error",  # SQLITE_IOERR
+    13: "the disk is full",  # SQLITE_FULL
+    14: "it cannot be opened (missing permissions or a read-only folder)",  # SQLITE_CANTOPEN
+}
+
+
+def decode_text(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="replace")
+
+
+def is_damage(exc: sqlite3.Error) -> bool:
+    """True only for errors that mean the file's contents are damaged (never full/locked/read-only)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
+
+
+class Store:
+    """The application database. Thread-safe; open one per process."""
+
+    def __init__(self, path: Path, busy_timeout_s: float = 30.0, full_check: bool = False) -> None:
+        """``full_check``: run SQLite's whole ``integrity_check`` at open (the app's start,
+        once per session: it reads every page and index, seconds on a large store) rather
+        than ``quick_check`` (the terminal's short commands), which skips only the
+        index-versus-table comparison."""
+        self.path = Path(path)
+        self.busy_timeout_s = busy_timeout_s
+        self._check = "integrity_check" if full_check else "quick_check"
+        self._lock = threading.RLock()
+        #: Rows copied per table from a damaged database at this open; None when none was.
+        self.salvaged: dict[str, int] | None = None
+        #: Where the damaged file was set aside, when one was.
+        self.set_aside: Path | None = None
+        self.db = self._open()
+
+    # -- opening --------------------------------------------------------------------
+
+    def _open(self) -> sqlite_utils.Database:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageUnavailable(f"cannot create the data folder {self.path.parent}: {exc.strerror or exc}") from exc
+        db: sqlite_utils.Database | None = None
+        try:
+            db = self._connect()
+            if self._healthy(db, self._check):
+                self._prepare(db)
+                missing = missing_schema(db.conn)
+                if not missing:
+                    return db
+                log.error("the database's schema is damaged, it lacks %s", ", ".join(missing[:8]))
+            db.conn.close()
+            self.set_aside = self._set_aside_corrupt()
+            db = self._connect()
+            self._prepare(db)
+            self.salvaged = salvage_into(self.set_aside, db.conn)
+            return db
+        except sqlite3.Error as exc:
+            if db is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    db.conn.close()
+            raise self._failure(exc, "open") from exc
+        except OSError as exc:
+            raise StorageUnavailable(f"cannot open the database {self.path}: {exc.strerror or exc}") from exc
+
+    def _connect(self) -> sqlite_utils.Database:
+        conn = sqlite3.connect(self.path, check_same_thread=False, timeout=self.busy_timeout_s, factory=_Connection)
+        # Text with invalid UTF-8 (a flipped bit SQLite cannot see) reads with U+FFFD instead of
+        # failing the whole query: one damaged character must not hide a conversation.
+        conn.text_factory = decode_text
+        return sqlite_utils.Database(conn)
+
+    def _prepare(self, db: sqlite_utils.Database) -> None:
+        db.conn.execute("PRAGMA journal_mode=WAL")
+        # FULL: each commit is on disk before we report it; writes here are few.
+        db.conn.execute("PRAGMA synchronous=FULL")
+        db.conn.execute("PRAGMA foreign_keys=ON")
+        self._migrate(db)
+
+    @staticmethod
+    def _healthy(db: sqlite_utils.Database, check: str = "integrity_check") -> bool:
+        """False for damage only; a locked, full or unreadable file raises instead (not damage)."""
+        try:
+            result = db.conn.execute(f"PRAGMA {check}").fetchone()
+        except sqlite3.DatabaseError as exc:
+            if not is_damage(exc):
+                raise
+            log.error("database failed its integrity check: %s", exc)
+            return False
+        except UnicodeDecodeError as exc:  # SQLite's own message names a damaged schema entry
+            log.error("database failed its integrity check: %s", exc)
+            return False
+        if result is None or result[0] != "ok":
+            log.error("database failed its integrity check: %s", result)
+            return False
+        return True
+
+    def _set_aside_corrupt(self) -> Path:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        main = Path(f"{self.path}.corrupt-{stamp}")
+        for suffix in ("", "-wal", "-shm"):
+            source = Path(str(self.path) + suffix)
+            if source.exists():
+                target = Path(f"{main}{suffix}")
+                source.rename(target)
+                log.error("set aside a damaged database file as %s", target.name)
+        return main
+
+    def _failure(self, exc: sqlite3.Error, doing: str) -> StoreError:
+        """The typed error for a SQLite failure: damage, or storage that is unavailable."""
+        if is_damage(exc):
+            return StoreError(
+                f"the database {self.path} is damaged ({exc}); restart Inglenook to set it aside and "
+                "recover what can be read"
+            )
+        code = getattr(exc, "sqlite_errorcode", None)
+        reason = _UNAVAILABLE_REASONS.get(code & 0xFF if code is not None else -1, str(exc))
+        return StorageUnavailable(f"cannot {doing} the database {self.path}: {reason}. Nothing was changed.")
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[sqlite3.Connection]:
+        """The connection, under the store's lock, with SQLite failures mapped to typed errors."""
+        with self._lock:
+            try:
+                yield self.db.conn
+            except sqlite3.Error as exc:
+                raise self._failure(exc, "read") from exc
+            except UnicodeDecodeError as exc:  # an error message from a damaged schema
+                raise StoreError(f"the database {self.path} is damaged; restart Inglenook to recover it") from exc
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[sqlite3.Connection]:
+        """One transaction: committed when the block ends, rolled back (and mapped) when it fails."""
+        with self._lock:
+            try:
+                with self.db.conn:
+                    yield self.db.conn
+            except sqlite3.Error as exc:
+                raise self._failure(exc, "write to") from exc
+
+    def _migrate(self, db: sqlite_utils.Database) -> None:
+        db.conn.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at REAL)")
+        applied = {row[0] for row in db.conn.execute("SELECT name FROM _migrations")}
+        for migration in MIGRATIONS:
+            if migration.__name__ in applied:
+                continue
+            log.info("applying migration %s", migration.__name__)
+            self._apply(db, migration)
+
+    @staticmethod
+    def _apply(db: sqlite_utils.Database, migration: Any) -> None:
+        """One migration and its record in one transaction: a crash mid-migration leaves the
+        database as it was before it, and the next start applies it again, whole."""
+        conn: _Connection = db.conn
+        conn.execute("BEGIN IMMEDIATE")  # Python's sqlite3 opens no transaction before DDL itself
+        conn.hold_commits = True
+        try:
+            migration(db)
+            conn.execute("INSERT INTO _migrations (name, applied_at) VALUES (?, ?)", (migration.__name__, time.time()))
+        except BaseException:
+            conn.hold_commits = False
+            conn.rollback()
+            raise
+        conn.hold_commits = False
+        conn.commit()
+
+    def applied_migrations(self) -> list[str]:
+        with self.reading():
+            return [r[0] for r in self.db.conn.execute("SELECT name FROM _migrations ORDER BY rowid")]
+
+    def integrity_ok(self) -> bool:
+        with self.reading():
+            return self._healthy(self.db)
+
+    def close(self) -> None:
+        with self.reading():
+            self.db.conn.close()
+
+    # -- conversations --------------------------------------------------------------
+
+    def create_conversation(
+        self,
+        title: str = "New chat",
+        model_id: str | None = None,
+        system_prompt: str | None = None,
+        sampling: dict[str, Any] | None = None,
+    ) -> Conversation:
+        now = time.time()
+        row = {
+            "title": title,
+            "model_id": model_id,
+            "system_prompt": system_prompt,
+            "sampling": json.dumps(sampling or {}),
+            "created_at": now,
+            "updated_at": now,
+        }
+        with self.writing():
+            inserted = table_named(self.db, "conversations").insert(row)
+            return self.get_conversation(inserted_id(inserted))
+
+    def get_conversation(self, conversation_id: int) -> Conversation:
+        with self.reading():
+            rows = list(self.db["conversations"].rows_where("id = ?", [conversation_id]))
+        if not rows:
+            raise ConversationNotFound(f"no conversation with id {conversation_id}")
+        return Conversation.from_row(rows[0])
+
+    def list_conversations(self, search: str | None = None, limit: int | None = None) -> list[Conversation]:
+        """Newest activity first; ``search`` matches titles and message text."""
+        sql = "SELECT * FROM conversations"
+        params: list[Any] = []
+        if search:
+            pattern = f"%{_escape_like(search)}%"
+            sql += (
+                " WHERE title LIKE ? ESCAPE '\\' OR id IN "
+                "(SELECT conversation_id FROM messages WHERE content LIKE ? ESCAPE '\\')"
+            )
+            params += [pattern, pattern]
+        sql += " ORDER BY updated_at DESC, id DESC"
+        if limit:
+            sql += f" LIMIT {int(limit)}"
+        with self.reading():
+            cursor = self.db.conn.execute(sql, params)
+            names = [d[0] for d in cursor.description]
+            return [Conversation.from_row(dict(zip(names, row))) for row in cursor.fetchall()]
+
+    def latest_conversation(self) -> Conversation | None:
+        found = self.list_conversations(limit=1)
+        return found[0] if found else None
+
+    def update_conversation(self, conversation_id: int, **fields: Any) -> Conversation:
+        allowed = {"title", "model_id", "system_prompt", "sampling"}
+        unknown = set(fields) - allowed
+        if unknown:
+            raise ValueError(f"cannot update {sorted(unknown)}")
+        if "sampling" in fields:
+            fields["sampling"] = json.dumps(fields["sampling"] or {})
+        fields["updated_at"] = time.time()
+        self.get_conversation(conversation_id)
+        with self.writing():
+            table_named(self.db, "conversations").update(conversation_id, fields)
+        return self.get_conversation(conversation_id)
+
+    def delete_conversation(self, conversation_id: int) -> None:
+        with self.writing():
+            self.db.conn.execute("DELETE FROM messages WHERE conversation_id = ?", [conversation_id])
+            self.db.conn.execute("DELETE FROM conversations WHERE id = ?", [conversation_id])
+
+    # -- messages -------------------------------------------------------------------
+
+    def add_message(self, conversation_id: int, role: str, content: str, **stats: Any) -> Message:
+        """Append a message and commit it before returning."""
+        row = {"conversation_id": conversation_id, "role": role, "content": content, "created_at": time.time()}
+        row.update(stats)
+        row.setdefault("status", "complete")
+        with self.writing():
+            message_id = inserted_id(table_named(self.db, "messages").insert(row))
+            self.db.conn.execute(
+                "UPDATE conversations SET updated_at = ? WHERE id = ?", [row["created_at"], conversation_id]
+            )
+        return self.get_message(message_id)
+
+    def get_message(self, message_id: int) -> Message:
+        with self.reading():
+            rows = list(self.db["messages"].rows_where("id = ?", [message_id]))
+        if not rows:
+            raise KeyError(f"no message with id {message_id}")
+        return Message.from_row(rows[0])
+
+    def messages(self, conversation_id: int) -> list[Message]:
+        with self.reading():
+            rows = self.db["messages"].rows_where("conversation_id = ?", [conversation_id], order_by="id")
+            return [Message.from_row(r) for r in rows]
+
+    def update_message(self, message_id: int, **fields: Any) -> Message:
+        with self.writing():
+            table_named(self.db, "messages").update(message_id, fields)
+        return self.get_message(message_id)
+
+    def delete_messages_from(self, conversation_id: int, message_id: int) -> int:
+        """Delete a message and every later one in its conversation (edit, regenerate)."""
+        with self.writing():
+            cursor = self.db.conn.execute(
+                "DELETE FROM messages WHERE conversation_id = ? AND id >= ?", [conversation_id, message_id]
+            )
+            return cursor.rowcount
+
+    def delete_oldest_messages(self, conversation_id: int, count: int) -> int:
+        """Delete the ``count`` oldest messages of a conversation (trimming a full context)."""
+        with self.writing():
+            cursor = self.db.conn.execute(
+                "DELETE FROM messages WHERE id IN "
+                "(SELECT id FROM messages WHERE conversation_id = ? ORDER BY id LIMIT ?)",
+                [conversation_id, int(count)],
+            )
+            return cursor.rowcount
+
+    # -- settings -------------------------------------------------------------------
+
+    def get_setting(self, key: str, default: Any = None) -> Any:
+        with self.reading():
+            row = self.db.conn.execute("SELECT value FROM settings WHERE key = ?", [key]).fetchone()
+        return json.loads(row[0]) if row else default
+
+    def set_setting(self, key: str, value: Any) -> None:
+        with self.writing():
+            table_named(self.db, "settings").upsert({"key": key, "value": json.dumps(value)}, pk="key")
+
+    def all_settings(self) -> dict[str, Any]:
+        with self.reading():
+            return {k: json.loads(v) for k, v in self.db.conn.execute("SELECT key, value FROM settings")}
+
+    # -- models ---------------------------------------------------------------------
+
+    def upsert_model(self, row: dict[str, Any]) -> None:
+        with self.writing():
+            self.db.conn.execute("DELETE FROM models WHERE path = ? AND id != ?", [row["path"], row["id"]])
+            table_named(self.db, "models").upsert(row, pk="id")
+
+    def model_rows(self) -> list[dict[str, Any]]:
+        with self.reading():
+            return list(self.db["models"].rows_where(order_by="id"))
+
+    def delete_model(self, model_id: str) -> None:
+        with self.writing():
+            self.db.conn.execute("DELETE FROM model_paths WHERE model_id = ?", [model_id])
+            self.db.conn.execute("DELETE FROM models WHERE id = ?", [model_id])
+
+    def move_model(self, model_id: str, path: str) -> None:
+        """Point a record at another path to its content (its own file is gone)."""
+        with self.writing():
+            self.db.conn.execute("DELETE FROM model_paths WHERE path = ?", [path])
+            self.db.conn.execute("UPDATE models SET path = ? WHERE id = ?", [path, model_id])
+
+    def set_model_problem(self, model_id: str, problem: str | None) -> None:
+        with self.writing():
+            self.db.conn.execute("UPDATE models SET problem = ? WHERE id = ?", [problem, model_id])
+
+    # -- other paths to a model's content ----------------------------------------------
+
+    def add_model_path(self, path: str, model_id: str) -> None:
+        with self.writing():
+            table_named(self.db, "model_paths").upsert({"path": path, "model_id": model_id}, pk="path")
+
+    def model_paths(self) -> dict[str, str]:
+        """{path: model id} for every extra path (a record's own path is in its row)."""
+        with self.reading():
+            return dict(self.db.conn.execute("SELECT path, model_id FROM model_paths"))
+
+    def delete_model_path(self, path: str) -> None:
+        with self.writing():
+            self.db.conn.execute("DELETE FROM model_paths WHERE path = ?", [path])
+
+
+class _Connection(sqlite3.Connection):
+    """sqlite3's connection, able to hold back commits while a migration runs.
+
+    sqlite-utils commits on its own (``with conn:`` around inserts), which would split one
+    migration into several transactions; while ``hold_commits`` is set those commits wait
+    for the migration's own."""
+
+    hold_commits = False
+
+    def commit(self) -> None:
+        if not self.hold_commits:
+            super().commit()
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Any:
+        if self.hold_commits:
+            return False  # the migration's own commit or rollback decides
+        return super().__exit__(exc_type, exc, tb)
+
+
+def _escape_like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
