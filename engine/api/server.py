@@ -36,7 +36,6 @@ from ..base import (
     EmbedJob, EmbeddingData, EmbeddingList, EmbeddingRequest, EmbeddingUsage, InglenookError, InvalidRequest,
     PortInUse, ServerError,
 )
-from ..core import Engine
 from ..remote import RemoteCatalogue
 from .anthropic import messages_router
 from .lora_routes import lora_router
@@ -44,8 +43,8 @@ from .openai import CHAT_COMPLETIONS, COMPLETIONS, ModelCatalogue, TextEndpoint,
 from .remote_proxy import RemoteProxy
 from .responses import responses_router
 from .shared import (
-    DEFAULT_MAX_CONNECTIONS, DEFAULT_READ_TIMEOUT_S, DEFAULT_STUCK_AFTER_S, ApiError, ApiKeys, ApiService,
-    Gate, KeyTraffic, Meta, ModelNames, anthropic_error_response, cancelled_on_disconnect, error_body,
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_READ_TIMEOUT_S, DEFAULT_STUCK_AFTER_S, ApiEngine, ApiError, ApiKeys,
+    ApiService, Gate, KeyTraffic, Meta, ModelNames, anthropic_error_response, cancelled_on_disconnect, error_body,
     error_for, event_stream, guarded_h11, is_loopback_host, is_messages_path, read_request, run_plan,
 )
 from .tls import TlsFiles
@@ -80,13 +79,12 @@ def create_app(service: ApiService) -> FastAPI:
     async def health() -> JSONResponse:
         if service.closing:
             return JSONResponse({"status": "shutting_down"}, status_code=503)
-        loaded = [m.record.id for m in engine.scheduler.loaded_models()]
-        body: dict[str, Any] = {"status": "ok", "loaded_models": loaded, "loading_models": engine.scheduler.loading_models(),
-                                "queue_depth": engine.scheduler.queue_depth}
-        beat = engine.scheduler.heartbeat()
-        if beat is not None and beat.busy_s > service.stuck_after_s:
+        now = engine.health()
+        body: dict[str, Any] = {"status": "ok", "loaded_models": now.loaded_models, "loading_models": now.loading_models,
+                                "queue_depth": now.queue_depth}
+        if now.busy_s is not None and now.busy_s > service.stuck_after_s:
             # A wedged step holds every later request: say so, so a supervisor can act.
-            body.update(status="stuck", busy_for_s=round(beat.busy_s, 1), doing=beat.doing)
+            body.update(status="stuck", busy_for_s=round(now.busy_s, 1), doing=now.doing)
             return JSONResponse(body, status_code=503)
         return JSONResponse(body)
 
@@ -135,7 +133,7 @@ def create_app(service: ApiService) -> FastAPI:
         body = await read_request(request, EmbeddingRequest)
         inputs = embedding_inputs(body.input)
         record = await anyio.to_thread.run_sync(names.resolve, body.model)
-        handle = engine.scheduler.submit(EmbedJob(model_id=record.id, inputs=inputs))
+        [handle] = engine.submit_many([EmbedJob(model_id=record.id, inputs=inputs)])
         try:
             async with cancelled_on_disconnect(request, [handle]):
                 result = await anyio.to_thread.run_sync(
@@ -186,7 +184,7 @@ class ApiServer:
 
     def __init__(
         self,
-        engine: Engine,
+        engine: ApiEngine,
         host: str = "127.0.0.1",
         port: int = 8484,
         api_key: str | None = None,
@@ -228,12 +226,12 @@ class ApiServer:
         self._failure: BaseException | None = None
 
     @classmethod
-    def from_settings(cls, engine: Engine, **overrides: Any) -> "ApiServer":
+    def from_settings(cls, engine: ApiEngine, **overrides: Any) -> "ApiServer":
         s = engine.settings
         values: dict[str, Any] = {
             "host": s.api_host, "port": s.api_port, "api_key": s.api_key, "cors_origins": s.cors_origins,
             "allowed_hosts": s.allowed_hosts, "strict_model_names": s.strict_model_names,
-            "keys": ApiKeys(engine.store), "tls": TlsFiles.from_paths(s.tls_cert, s.tls_key),
+            "keys": ApiKeys.of(engine), "tls": TlsFiles.from_paths(s.tls_cert, s.tls_key),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(engine, **values)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from fastapi import APIRouter, Request
 
-from ..usage import UsageSummary, checked_days
+from ..usage import checked_days
 from .shared import ApiError, is_loopback_host
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ def usage_router(service: "ApiService") -> APIRouter:
             period = checked_days(days)
         except ValueError as exc:
             raise ApiError(400, str(exc), code="invalid_value", param="days") from None
-        summary = await anyio.to_thread.run_sync(UsageSummary.read, engine.store, engine.settings, period)
+        summary = await anyio.to_thread.run_sync(engine.usage_summary, period)
         return summary.as_dict()
 
     return router

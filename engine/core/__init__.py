@@ -15,7 +15,7 @@ from ..base import lazy_door
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "crashguard": ("CrashGuard", "LastCrash"),
     "diagnostics": ("DoctorReport", "SelfTest", "collect"),
-    "engine": ("Engine", "open_engine"),
+    "engine": ("Engine", "EngineHealth", "open_engine"),
     "rpc_setup": ("attach_rpc_workers", "start_rpc_host"),
 }
 
@@ -24,5 +24,5 @@ __all__, __getattr__, __dir__ = lazy_door(__name__, _EXPORTS)
 if TYPE_CHECKING:
     from .crashguard import CrashGuard as CrashGuard, LastCrash as LastCrash
     from .diagnostics import DoctorReport as DoctorReport, SelfTest as SelfTest, collect as collect
-    from .engine import Engine as Engine, open_engine as open_engine
+    from .engine import Engine as Engine, EngineHealth as EngineHealth, open_engine as open_engine
     from .rpc_setup import attach_rpc_workers as attach_rpc_workers, start_rpc_host as start_rpc_host

@@ -1,6 +1,12 @@
 """The engine's front door: wires paths, store, settings, registry, scheduler and chats.
 
-Front ends (terminal, GUI, HTTP server) construct one ``Engine`` and use its parts.
+Front ends (terminal, GUI, HTTP server) construct one ``Engine`` and ask it: its methods are
+what they may do (load a model, list or import models, read usage, hear titles), and the
+parts they may hold are the public ones — ``chats``, ``adapters``, ``paths`` and the
+``settings`` value. The scheduler, store, registry, cache, usage recorder and background
+work stay attributes for the engine's own packages and tests, but a front end never reaches
+through them (``tests/unit/test_import_boundaries.py``), so they can be rebuilt behind these
+methods. The HTTP API sees the engine through a Protocol (``api/shared/api_engine.py``).
 There are no module-level singletons: tests open as many engines as they like, each
 under its own ``INGLENOOK_HOME``.
 """
@@ -9,21 +15,41 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from ..base import InglenookError, ModelLoadError, ModelNotFound, ModelRecord
+from ..base import InglenookError, Job, JobHandle, ModelListener, ModelLoadError, ModelNotFound, ModelRecord
 from ..chat import BackgroundWork, ChatService
-from ..models import STARTER_ID, AdapterRegistry, ModelRegistry
+from ..models import (
+    STARTER_ID, AdapterRegistry, FoundModel, ImportResult, ModelRegistry, import_found, import_path,
+    scan_known_places, with_alias,
+)
 from ..runtime import LoadOptions, detect_machine
 from ..scheduling import (
     ChatModels, LoadPlan, Scheduler, budget_from_setting, context_for, context_loader,
     estimate_resident_bytes, plan_load,
 )
-from ..store import MIB, NOMINAL_AUTO_CONTEXT, CacheUsage, Paths, PrefixCache, Settings, Store
-from ..usage import UsageRecorder
+from ..store import (
+    MIB, NOMINAL_AUTO_CONTEXT, CacheUsage, Conversation, Message, Paths, PrefixCache, Settings, Store,
+)
+from ..usage import UsageRecorder, UsageSummary
 from .crashguard import CrashGuard
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class EngineHealth:
+    """What ``/health`` reports: the models in memory and loading, the queue, and the
+    longest-running unit of work now (``busy_s`` and ``doing``; None when the worker is idle)."""
+
+    loaded_models: list[str]
+    loading_models: list[str]
+    queue_depth: int
+    busy_s: float | None = None
+    doing: str | None = None
 
 
 class Engine:
@@ -68,8 +94,11 @@ class Engine:
         self.scheduler.add_finished_observer(self.usage.observe)
         self.chats = ChatService(self.store, self.scheduler, self.default_model_id, cache=self.cache, usage=self.usage,
                                  adapters=self.adapters)
+        # Which installed models can chat (template read once per file): background work and
+        # the API's routing alias ask the same one.
+        self.chat_models = ChatModels(self.registry)
         # Titles on the smallest chat model, only while nothing else runs.
-        self.background = BackgroundWork(self.scheduler, self.store, lambda: self.settings, ChatModels(self.registry))
+        self.background = BackgroundWork(self.scheduler, self.store, lambda: self.settings, self.chat_models)
         self.chats.background = self.background
         self.cache.prune_conversations({c.id for c in self.store.list_conversations()})
 
@@ -137,6 +166,139 @@ class Engine:
     def clear_cache(self) -> int:
         """Delete every saved prompt state (Settings' Clear button); returns bytes freed."""
         return self.cache.clear()
+
+    # -- what front ends and the API ask ---------------------------------------------------
+    # Thin on purpose: each says what a caller may do, so the window, the CLI and the API
+    # never hold the scheduler, store or registry themselves.
+
+    def override_settings(self, **changes: Any) -> Settings:
+        """``changes`` for this process only (``serve --context``): the saved settings stay."""
+        self.settings = dataclasses.replace(self.settings, **changes)
+        return self.settings
+
+    def models(self) -> list[ModelRecord]:
+        """The installed models."""
+        return self.registry.list()
+
+    def model(self, model_id: str) -> ModelRecord:
+        """The installed model with exactly this id (``ModelNotFound`` when none)."""
+        return self.registry.get(model_id)
+
+    def resolve_model(self, name: str) -> ModelRecord:
+        """A model by id, by id without its quantization when unambiguous, or by file path."""
+        return self.registry.resolve(name)
+
+    def owns_model_file(self, record: ModelRecord) -> bool:
+        """Whether removing ``record`` deletes its file (Inglenook put or found it in its folder)."""
+        return self.registry.owns_file(record)
+
+    def remove_model(self, model_id: str) -> ModelRecord:
+        """Forget a model; its file is deleted only when ``owns_model_file`` says so."""
+        return self.registry.remove(model_id)
+
+    def import_path(self, path: Path | str) -> ImportResult:
+        """Register a file, or every GGUF under a folder, in place (may hash large files)."""
+        return import_path(self.registry, path)
+
+    def import_found(self, found: list[FoundModel]) -> ImportResult:
+        """Register models found in other apps' folders (``find_known_places``), in place."""
+        return import_found(self.registry, found)
+
+    def scan_known_places(self) -> ImportResult:
+        """Find and register the models of the Hugging Face cache, LM Studio and Ollama."""
+        return scan_known_places(self.registry)
+
+    def rescan_models(self) -> list[ModelRecord]:
+        """Register the models of the folders in the ``models_dirs`` setting (after it changed)."""
+        self.registry.extra_dirs = [Path(d) for d in self.settings.models_dirs]
+        return self.registry.refresh()
+
+    def add_alias(self, name: str, model: str) -> dict[str, str]:
+        """Save the alias ``name`` → ``model`` (resolved to an installed id); returns every alias."""
+        aliases = with_alias(self.settings, self.registry, name, model)
+        self.update_settings(model_aliases=aliases)
+        return aliases
+
+    def load_model(self, model_id: str) -> JobHandle:
+        """Load ``model_id`` ahead of its first request; returns once the load is queued."""
+        return self.scheduler.load(model_id)
+
+    def submit_many(self, jobs: Iterable[Job]) -> list[JobHandle]:
+        """Queue ``jobs`` together (all or none, admitted in the same pass)."""
+        return self.scheduler.submit_many(jobs)
+
+    def add_model_listener(self, listener: ModelListener) -> None:
+        """``listener(model_id, state, detail)`` hears loads and unloads (on the scheduler's thread)."""
+        self.scheduler.add_listener(listener)
+
+    def remove_model_listener(self, listener: ModelListener) -> None:
+        self.scheduler.remove_listener(listener)
+
+    def loaded_model_ids(self) -> list[str]:
+        """The models in memory, most recently used first. Never waits for a load."""
+        return [model.record.id for model in self.scheduler.loaded_models()]
+
+    def loaded_contexts(self) -> dict[str, int]:
+        """Model id -> context size of each model loaded for chat (an embedding load runs one
+        short sequence, so it says nothing about the context a chat gets)."""
+        return {model.record.id: model.n_ctx for model in self.scheduler.loaded_models()
+                if not model.options.embeddings}
+
+    def health(self) -> EngineHealth:
+        """Loaded and loading models, the queue, and how long the current unit of work has run."""
+        scheduler = self.scheduler
+        beat = scheduler.heartbeat()
+        return EngineHealth(
+            loaded_models=self.loaded_model_ids(), loading_models=scheduler.loading_models(),
+            queue_depth=scheduler.queue_depth,
+            busy_s=beat.busy_s if beat is not None else None, doing=beat.doing if beat is not None else None,
+        )
+
+    def usage_summary(self, days: int) -> UsageSummary:
+        """Token usage of the last ``days`` days with their prices (reads the store)."""
+        return UsageSummary.read(self.store, self.settings, days)
+
+    @property
+    def database_set_aside(self) -> Path | None:
+        """Where the damaged database was kept when it was replaced at open; None when it was sound."""
+        return self.store.set_aside
+
+    @property
+    def database_salvaged(self) -> dict[str, int]:
+        """Rows copied out of a damaged database, per table (empty when nothing was salvaged)."""
+        return dict(self.store.salvaged or {})
+
+    def conversation(self, conversation_id: int) -> Conversation:
+        return self.store.get_conversation(conversation_id)
+
+    def latest_conversation(self) -> Conversation | None:
+        """The conversation with the most recent activity, if any."""
+        return self.store.latest_conversation()
+
+    def update_conversation(self, conversation_id: int, **changes: Any) -> Conversation:
+        """Change a conversation's stored fields (``model_id``, ``system_prompt``, ``title``…)."""
+        return self.store.update_conversation(conversation_id, **changes)
+
+    def messages(self, conversation_id: int) -> list[Message]:
+        """A conversation's messages, oldest first."""
+        return self.store.messages(conversation_id)
+
+    def add_title_listener(self, listener: Callable[[int, str], None]) -> None:
+        """``listener(conversation_id, title)`` hears each title written in the background
+        (on the background worker's thread)."""
+        self.background.add_title_listener(listener)
+
+    def add_summary_listener(self, listener: Callable[[int, str], None]) -> None:
+        """``listener(conversation_id, summary)`` hears each summary written in the background."""
+        self.background.add_summary_listener(listener)
+
+    def conversation_summaries(self) -> dict[int, str]:
+        """Conversation id -> its background summary (reads the store)."""
+        return self.background.summaries.all()
+
+    def request_index(self) -> None:
+        """Make the messages not yet searchable by meaning searchable, once the machine is idle."""
+        self.background.request_index()
 
     def default_model_id(self) -> str:
         """The configured default, else the starter model, else the first installed model."""

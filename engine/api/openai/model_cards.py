@@ -15,11 +15,10 @@ import threading
 from typing import Any
 
 from ...base import GGUFInfo, ModelNotFound, ModelRecord, read_gguf
-from ...core import Engine
 from ...models import alias_key, lookup
 from ...store import AUTO_CONTEXT
 from ...text import TemplateAbilities
-from ..shared import looks_like_path
+from ..shared import ApiEngine, looks_like_path
 
 # Architectures llama.cpp runs as encoders only: they embed, they do not write text.
 _EMBEDDING_ONLY = {"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "jina-bert-v3", "t5encoder", "modern-bert", "neo-bert"}
@@ -43,13 +42,13 @@ def capabilities_of(info: GGUFInfo) -> list[str]:
 class ModelCatalogue:
     """Builds model objects; capabilities are read from each file once per content version."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: ApiEngine) -> None:
         self.engine = engine
         self._capabilities: dict[str, list[str]] = {}
         self._lock = threading.Lock()
 
     def list_cards(self) -> list[dict[str, Any]]:
-        records = [r for r in self.engine.registry.list() if r.usable]
+        records = [r for r in self.engine.models() if r.usable]
         in_use = self._contexts_in_use()
         cards = [self._card(r, in_use) for r in records]
         by_id = {r.id: r for r in records}
@@ -61,7 +60,7 @@ class ModelCatalogue:
     def card(self, name: str) -> dict[str, Any]:
         """The model object for an id or an alias (ModelNotFound when neither)."""
         target = lookup(self.engine.settings, name)
-        record = self.engine.registry.get(target) if target else self._exact(name)
+        record = self.engine.model(target) if target else self._exact(name)
         card = self._card(record, self._contexts_in_use(), alias=alias_key(name) if target else None)
         if not record.usable:
             card["problem"] = record.problem
@@ -71,16 +70,12 @@ class ModelCatalogue:
         if looks_like_path(model_id):  # a remote client names models, never files
             raise ModelNotFound(f"the model {model_id!r} does not exist")
         try:
-            return self.engine.registry.resolve(model_id)
+            return self.engine.resolve_model(model_id)
         except ModelNotFound:
             raise ModelNotFound(f"the model {model_id!r} does not exist") from None
 
     def _contexts_in_use(self) -> dict[str, int]:
-        found: dict[str, int] = {}
-        for model in self.engine.scheduler.loaded_models():
-            if not model.options.embeddings:  # an embedding load runs one short sequence
-                found[model.record.id] = model.n_ctx
-        return found
+        return self.engine.loaded_contexts()  # chat loads only: an embedding load runs one short sequence
 
     def _card(self, record: ModelRecord, in_use: dict[str, int], alias: str | None = None) -> dict[str, Any]:
         setting = self.engine.settings.context_for(record.id)

@@ -14,6 +14,7 @@ from ...base import lazy_door
 # the TYPE_CHECKING block below, which is what type checkers read (a test compares them).
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "anthropic_errors": ("anthropic_error", "anthropic_error_response", "is_messages_path"),
+    "api_engine": ("ApiEngine",),
     "bodies": ("check_json_value",),
     "connections": ("DEFAULT_MAX_CONNECTIONS", "DEFAULT_READ_TIMEOUT_S", "guarded_h11"),
     "errors": ("ApiError", "error_body", "error_for"),
@@ -24,7 +25,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "runs": ("KEEPALIVE_S", "Run", "cancelled_on_disconnect"),
     "security": ("Gate", "is_loopback_host", "replay_body", "send_error"),
     "service": (
-        "ApiService", "DEFAULT_STUCK_AFTER_S", "event_stream", "read_request", "run_plan", "tag_jobs",
+        "ApiService", "DEFAULT_STUCK_AFTER_S", "event_stream", "read_request", "run_plan", "submitted",
+        "tag_jobs",
     ),
 }
 
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
         anthropic_error as anthropic_error, anthropic_error_response as anthropic_error_response,
         is_messages_path as is_messages_path,
     )
+    from .api_engine import ApiEngine as ApiEngine
     from .bodies import check_json_value as check_json_value
     from .connections import (
         DEFAULT_MAX_CONNECTIONS as DEFAULT_MAX_CONNECTIONS, DEFAULT_READ_TIMEOUT_S as DEFAULT_READ_TIMEOUT_S,
@@ -64,5 +67,5 @@ if TYPE_CHECKING:
     from .service import (
         DEFAULT_STUCK_AFTER_S as DEFAULT_STUCK_AFTER_S, ApiService as ApiService,
         event_stream as event_stream, read_request as read_request, run_plan as run_plan,
-        tag_jobs as tag_jobs,
+        submitted as submitted, tag_jobs as tag_jobs,
     )

@@ -15,10 +15,13 @@ import secrets
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...base import InvalidRequest
 from ...store import Store
+
+if TYPE_CHECKING:
+    from .api_engine import ApiEngine
 
 TABLE = "api_keys"
 KEY_PREFIX = "ink-"
@@ -84,6 +87,12 @@ class ApiKeys:
 
     def __init__(self, store: Store) -> None:
         self.store = store
+
+    @classmethod
+    def of(cls, engine: ApiEngine) -> "ApiKeys":
+        """The keys in ``engine``'s database (the window's Team keys page, ``from_settings``):
+        a front end hands over the engine and never holds its store."""
+        return cls(engine.store)
 
     def create(self, name: str, limits: KeyLimits = KeyLimits()) -> tuple[ApiKeyRecord, str]:
         """A new key named ``name``; returns its record and the key, which is not kept."""

@@ -15,14 +15,14 @@ from ...base import (
     ChatCompletionRequest, CompletionRequest, GenerateJob, InglenookError, InvalidRequest, ModelNotFound,
     ModelRecord, SamplingFields, SamplingParams,
 )
-from ...core import Engine
 from ...models import resolve_alias
 from ...runtime import header_of
-from ...scheduling import ChatModels, Router
+from ...scheduling import Router
 from ...text import (
     JSON_OBJECT_GRAMMAR, VOLATILE_LINES, TemplateAbilities, ToolPlan, engine_messages, grammar_for_schema,
     plan_tools,
 )
+from .api_engine import ApiEngine
 from .lora import requested_lora
 
 log = logging.getLogger(__name__)
@@ -33,7 +33,7 @@ MAX_PROMPTS = 64
 class ModelNames:
     """Turns the ``model`` of a request into a local model, with aliasing to the default."""
 
-    def __init__(self, engine: Engine, strict: bool, default_model: str | None = None) -> None:
+    def __init__(self, engine: ApiEngine, strict: bool, default_model: str | None = None) -> None:
         self.engine = engine
         self.strict = strict
         self.default_model = default_model
@@ -44,22 +44,21 @@ class ModelNames:
         # CPU from the answers being decoded.
         self._parsing = threading.Lock()
         # The "auto" alias: a small model for short prompts without tools (routing.py).
-        self.router = Router(lambda: engine.settings, ChatModels(engine.registry),
+        self.router = Router(lambda: engine.settings, engine.chat_models,
                              lambda: default_model or engine.default_model_id())
 
     def resolve(self, name: str) -> ModelRecord:
         name = resolve_alias(self.engine.settings, (name or "").strip())  # aliases.py: "fast" → a model id
-        registry = self.engine.registry
         # A remote client names models, never files: path-like names are not looked up on disk.
         if name and not looks_like_path(name):
             try:
-                return registry.resolve(name)
+                return self.engine.resolve_model(name)
             except ModelNotFound:
                 if self.strict:
                     raise ModelNotFound(f"the model {name!r} does not exist") from None
         elif self.strict:
             raise ModelNotFound(f"the model {name!r} does not exist")
-        record = registry.resolve(self.default_model or self.engine.default_model_id())
+        record = self.engine.resolve_model(self.default_model or self.engine.default_model_id())
         log.debug("model %r is served by the default model %s", name, record.id)
         return record
 

@@ -8,7 +8,8 @@ imports none of them, so the server (which assembles the routers) sits above it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 import anyio
@@ -16,8 +17,8 @@ from fastapi import Request
 from fastapi.responses import StreamingResponse
 
 from ...base import GenerateJob, RequestModel, ServerError
-from ...core import Engine
 from ...usage import ReasoningCount, api_client, uncounted
+from .api_engine import ApiEngine
 from .bodies import parse_json_body
 from .key_limits import stamp_client
 from .requests import GenerationPlan, ModelNames
@@ -34,7 +35,7 @@ ModelT = TypeVar("ModelT", bound=RequestModel)
 class ApiService:
     """What the handlers share: the engine, model naming, and the jobs in flight."""
 
-    def __init__(self, engine: Engine, names: ModelNames, default_max_tokens: int,
+    def __init__(self, engine: ApiEngine, names: ModelNames, default_max_tokens: int,
                  stuck_after_s: float = DEFAULT_STUCK_AFTER_S) -> None:
         self.engine = engine
         self.names = names
@@ -50,14 +51,27 @@ class ApiService:
         if self.closing:
             raise ServerError("the server is shutting down")
 
-    def submit(self, plan: GenerationPlan) -> list[Run]:
+    def submit(self, plan: GenerationPlan, token_cap: int | None = None) -> list[Run]:
+        """Queue the plan's jobs. ``token_cap``: where the family's own request carries the
+        limit outside the chat plan (the Messages API's required ``max_tokens``); otherwise a
+        plan without the client's ``max_tokens`` gets the server's default. Either cap is
+        clipped by the scheduler to the context left after the prompt."""
         stamp_client(plan.jobs)  # a named key's requests count as "api:<name>"
-        if plan.capped:  # no max_tokens from the client: the default, clipped to the context left
+        if token_cap is not None:
+            for job in plan.jobs:
+                job.token_cap = token_cap
+        elif plan.capped:  # no max_tokens from the client: the default, clipped to the context left
             for job in plan.jobs:
                 job.token_cap = self.default_max_tokens
         # All of a request's choices are queued at once, so they start in the same step.
-        handles = self.engine.scheduler.submit_many(plan.jobs)
+        handles = self.engine.submit_many(plan.jobs)
         return [self.counted(Run(handle, self.runs), job, plan) for handle, job in zip(handles, plan.jobs)]
+
+    def submit_uncounted(self, job: GenerateJob) -> Run:
+        """Queue one job whose output no client reads as an answer (count_tokens' probe): no
+        reasoning count, no token cap."""
+        stamp_client([job])
+        return Run(self.engine.submit_many([job])[0], self.runs)
 
     def counted(self, run: Run, job: GenerateJob, plan: GenerationPlan) -> Run:
         """``run`` with its reasoning tokens counted for usage as its chunks are read."""
@@ -82,23 +96,34 @@ def event_stream(body: Any) -> StreamingResponse:
     return StreamingResponse(body, media_type="text/event-stream", headers=headers)
 
 
-async def run_plan(request: Request, service: ApiService, plan: GenerationPlan, stream: bool) -> list[Run]:
-    """Submit the plan; wait for all of it, or (streaming) until its prompt is admitted."""
+@asynccontextmanager
+async def submitted(request: Request, service: ApiService, plan: GenerationPlan,
+                    token_cap: int | None = None) -> AsyncIterator[list[Run]]:
+    """The plan's runs, submitted for this request's client. Inside the block a client that
+    goes away cancels them, and an error closes them (a job nobody reads is not left running).
+    ``run_plan`` is the usual wait; a family that reads the answer its own way (the Messages
+    API cuts it at its stop sequences) reads it inside this block."""
     tag_jobs(plan.jobs, request)  # usage is counted per client
-    runs = service.submit(plan)
+    runs = service.submit(plan, token_cap)
     try:
         async with cancelled_on_disconnect(request, runs):
-            if stream:
-                # Errors such as an over-long prompt become HTTP errors; the prompt's reading
-                # (minutes on a CPU) is waited for inside the stream, with keep-alives.
-                await runs[0].until_admitted()
-            else:
-                for run in runs:
-                    await run.drain()
+            yield runs
     except BaseException:
         for run in runs:
             run.close()
         raise
+
+
+async def run_plan(request: Request, service: ApiService, plan: GenerationPlan, stream: bool) -> list[Run]:
+    """Submit the plan; wait for all of it, or (streaming) until its prompt is admitted."""
+    async with submitted(request, service, plan) as runs:
+        if stream:
+            # Errors such as an over-long prompt become HTTP errors; the prompt's reading
+            # (minutes on a CPU) is waited for inside the stream, with keep-alives.
+            await runs[0].until_admitted()
+        else:
+            for run in runs:
+                await run.drain()
     return runs
 
 
