@@ -1,16 +1,24 @@
-"""Chat turns off the GUI thread: each answer streams on the answers lane, chunks come back as signals.
+"""Chat answers streaming into the window, with no thread parked per answer.
 
-Iterating a ``Turn`` blocks until the next token, so it runs on a worker thread. Chunks are
-collected as they arrive and handed to the view at most every ``FLUSH_MS`` milliseconds:
-one repaint per batch instead of one per token keeps the window smooth and flicker-free.
-Before the first chunk, the prompt's reading progress comes back the same way (the latest
-one per flush), so a long prompt shows "Reading 3,200 of 6,159 prompt tokens" instead of
-minutes of "Thinking…". Each conversation can have one answer in flight; the scheduler
-queues them in order.
+Starting an answer (committing the message, submitting the job) and saving it at the end
+write the store, so they run on the answers lane. In between, the job's waker
+(``workers.Wakeups``) posts a queued signal from the scheduler's thread and the GUI thread
+reads the events that arrived with ``Turn.poll``, which never waits: the window runs as
+many answers at once as the engine has sequences, and the GUI thread never blocks on
+inference. (A remote engine's answer is read from the network, so it streams on a lane
+thread as it always did.)
+
+Chunks are collected as they arrive and handed to the view at most every ``FLUSH_MS``
+milliseconds: one repaint per batch instead of one per token keeps the window smooth and
+flicker-free. Before the first chunk, the prompt's reading progress comes back the same way
+(the latest one per flush), so a long prompt shows "Reading 3,200 of 6,159 prompt tokens"
+instead of minutes of "Thinking…". Each conversation can have one answer in flight; the
+scheduler queues them in order.
 """
 
 from __future__ import annotations
 
+import enum
 import functools
 import logging
 import threading
@@ -21,7 +29,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from inglenook.engine import Engine, Message, PromptProgress, Turn
 
-from .workers import Lane
+from .workers import Lane, Wakeups
 
 log = logging.getLogger(__name__)
 
@@ -36,27 +44,43 @@ class AnswerControl:
         self._lock = threading.Lock()
         self._turn: Turn | None = None
 
-    def cancel(self) -> None:
+    def cancel(self) -> Turn | None:
+        """Stop the answer; returns its turn when one was attached before (else the lane
+        thread that attaches it sees the stop, and ends the turn itself)."""
         with self._lock:
             self._cancel.set()
             if self._turn is not None:
                 self._turn.cancel()
+            return self._turn
 
-    def attach(self, turn: Turn) -> None:
+    def attach(self, turn: Turn) -> bool:
+        """Hold ``turn``; True when the answer was stopped before it (it is cancelled now)."""
         with self._lock:
             self._turn = turn
             if self._cancel.is_set():
                 turn.cancel()
+                return True
+            return False
 
 
-@dataclass
+class Phase(enum.Enum):
+    STARTING = "starting"  # on the answers lane: message committed, job submitted
+    POLLING = "polling"  # streaming: the GUI thread reads the job's events when woken
+    HANDED_OFF = "handed off"  # stopped by stop_all: a lane thread reads the rest and saves
+    SAVING = "saving"  # the job ended: the answers lane saves it
+
+
+@dataclass(eq=False)  # a key of the wake-ups: compared by identity
 class StreamState:
+    conversation_id: int
     control: AnswerControl
     text: str = ""
     dirty: bool = False
     started: bool = False
     parts: list[str] = field(default_factory=list)
     progress: PromptProgress | None = None  # the latest, not yet shown
+    phase: Phase = Phase.STARTING
+    turn: Turn | None = None  # set once the GUI thread reads it (POLLING)
 
 
 class ChatController(QObject):
@@ -74,6 +98,7 @@ class ChatController(QObject):
         self.engine = engine
         self.lane = lane
         self.streams: dict[int, StreamState] = {}
+        self._wakeups = Wakeups(self._woken, self)
         self._flush_timer = QTimer(self)
         self._flush_timer.setSingleShot(True)
         self._flush_timer.setInterval(FLUSH_MS)
@@ -97,12 +122,20 @@ class ChatController(QObject):
         state = self.streams.get(conversation_id)
         if state is None:
             return False
-        state.control.cancel()
+        state.control.cancel()  # the job ends within a step; its end arrives as usual
         return True
 
     def stop_all(self) -> None:
+        """Stop every answer, and have lane threads read what is left of each and save it:
+        at shutdown the GUI thread waits for the lanes and reads no more events itself."""
         for state in list(self.streams.values()):
-            state.control.cancel()
+            turn = state.control.cancel()
+            if turn is None or state.phase not in (Phase.STARTING, Phase.POLLING):
+                continue  # not attached yet (its lane thread ends it), or already ending
+            state.phase = Phase.HANDED_OFF
+            cid = state.conversation_id
+            self.lane.run(turn.wait, functools.partial(self._on_finished, cid),
+                          functools.partial(self._on_failed, cid))
 
     def is_streaming(self, conversation_id: int) -> bool:
         return conversation_id in self.streams
@@ -119,28 +152,80 @@ class ChatController(QObject):
     def _start(self, conversation_id: int, start: Callable[[], Turn]) -> bool:
         if conversation_id in self.streams:
             return False  # one answer at a time per conversation
-        control = AnswerControl()
-        self.streams[conversation_id] = StreamState(control)
-        self.streams_changed.emit()
         cid = conversation_id
-        started = self.lane.relay(functools.partial(self._on_started, cid))
+        control = AnswerControl()
+        state = self.streams[cid] = StreamState(cid, control)
+        self.streams_changed.emit()
+        messages_of = self.engine.messages
+
+        def begin() -> tuple[Turn, list[Message]] | _Ended:
+            """On the answers lane: commit the message and submit the job (both quick)."""
+            turn = start()
+            if control.attach(turn):
+                return _Ended(turn.wait())  # stopped before it began: end and save it here
+            return turn, messages_of(cid)
+
+        self.lane.run(begin, functools.partial(self._begun, state), functools.partial(self._on_failed, cid))
+        return True
+
+    def _begun(self, state: StreamState, begun: tuple[Turn, list[Message]] | _Ended) -> None:
+        cid = state.conversation_id
+        if isinstance(begun, _Ended):
+            self._on_finished(cid, begun.message)
+            return
+        if self.streams.get(cid) is not state:
+            return  # stop_all handed it to a lane thread, which has already saved it
+        turn, messages = begun
+        self._on_started(cid, messages)
+        if state.phase is not Phase.STARTING:
+            return  # stop_all handed it to a lane thread meanwhile
+        if not turn.pollable:
+            self._stream_on_lane(state, turn)
+            return
+        state.phase = Phase.POLLING
+        state.turn = turn
+        turn.on_progress = functools.partial(self._on_progress, cid)
+        turn.set_waker(self._wakeups.waker_for(state))
+        self._read(state)  # events that came before the waker was set
+
+    def _stream_on_lane(self, state: StreamState, turn: Turn) -> None:
+        """A remote answer: its events come from the network, read on a lane thread."""
+        cid = state.conversation_id
         chunk = self.lane.relay(functools.partial(self._on_chunk, cid))
-        progress = self.lane.relay(functools.partial(self._on_progress, cid))
-        store = self.engine.store
+        turn.on_progress = self.lane.relay(functools.partial(self._on_progress, cid))
 
         def stream() -> Message | None:
-            """On the answers lane: commit the message, start the job, forward its progress and chunks."""
-            turn = start()
-            turn.on_progress = progress
-            control.attach(turn)
-            started(store.messages(cid))
             for piece in turn:
                 if piece.text:
                     chunk(piece.text)
             return turn.message
 
-        self.lane.run(stream, lambda message: self._on_finished(cid, message), lambda exc: self._on_failed(cid, exc))
-        return True
+        state.phase = Phase.HANDED_OFF  # stop_all has nothing to hand off: it streams on the lane
+        self.lane.run(stream, functools.partial(self._on_finished, cid), functools.partial(self._on_failed, cid))
+
+    def _woken(self, states: list[StreamState]) -> None:
+        for state in states:
+            self._read(state)
+
+    def _read(self, state: StreamState) -> None:
+        """Read what arrived for one answer, without waiting; once it ended, save it on the lane."""
+        turn, cid = state.turn, state.conversation_id
+        if state.phase is not Phase.POLLING or turn is None:
+            return  # a late wake-up: the answer is ending elsewhere
+        try:
+            chunks, ended = turn.poll()
+        except Exception as exc:  # noqa: BLE001 — saved, then handed to _on_failed like any failure
+            state.phase = Phase.SAVING
+            self.lane.run(functools.partial(_save_then_raise, turn, exc), None,
+                          functools.partial(self._on_failed, cid))
+            return
+        for piece in chunks:
+            if piece.text:
+                self._on_chunk(cid, piece.text)
+        if ended:
+            state.phase = Phase.SAVING
+            self.lane.run(turn.save, functools.partial(self._on_finished, cid),
+                          functools.partial(self._on_failed, cid))
 
     def _on_started(self, conversation_id: int, messages: list[Message]) -> None:
         state = self.streams.get(conversation_id)
@@ -194,3 +279,18 @@ class ChatController(QObject):
         self.streams.pop(conversation_id, None)
         self.streams_changed.emit()
         self.answer_failed.emit(conversation_id, exc)
+
+
+@dataclass(frozen=True)
+class _Ended:
+    """An answer stopped before it began, already saved on the lane."""
+
+    message: Message | None
+
+
+def _save_then_raise(turn: Turn, exc: Exception) -> None:
+    """Keep what a failed answer had produced (as iterating a turn does), then report the
+    failure itself."""
+    if turn.error is not None:
+        turn.save()
+    raise exc

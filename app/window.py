@@ -4,7 +4,7 @@ The window only shows and wires. Each job belongs to a controller:
 
 - ``ConversationList`` (conversations.py): the sidebar's list, search, rename, delete/undo, export;
 - ``ActiveChat`` (active_chat.py): the conversation on screen, sending, answers, its model and settings;
-- ``ChatController`` (chat_controller.py): answers streaming on the answers lane;
+- ``ChatController`` (chat_controller.py): answers streaming, read on the GUI thread as the jobs wake it;
 - ``ModelList`` (model_list.py) and ``ModelStateHub`` (model_state.py): installed models, load state;
 - ``ServerController`` (server_control.py): the API server; ``StatusLine`` (status_line.py) shows it;
 - ``SettingsSaver`` (app_settings.py): saving settings.

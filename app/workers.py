@@ -8,9 +8,9 @@ of GPT4All's chat client: work in on a queue, results out as signals).
 Kinds never share threads, so long work of one kind cannot starve another: a multi-gigabyte
 download or a lab run does not hold up opening a conversation. ``Workers`` holds the lanes:
 
-- ``answers``: chat answers streaming from the scheduler, the doctor's self-test. A stream
-  blocks its thread until the answer ends, and the scheduler runs several at once, so this
-  lane has a few threads.
+- ``answers``: starting and saving chat answers (a store write and a submission each: the
+  streaming between them parks no thread, see ``Wakeups``), remote engines' answers (read
+  from the network, so each holds a thread while it streams), the doctor's self-test.
 - ``downloads``: model downloads (a few side by side, as the Models page shows them).
 - ``models``: imports, scans of folders and other apps' models (hashing large files).
 - ``disk``: SQLite reads and writes, exports, settings, the cache's size: short, in order.
@@ -64,6 +64,11 @@ class Lane(QObject):
         ]
         for thread in self._threads:
             thread.start()
+
+    @property
+    def threads(self) -> int:
+        """How many calls this lane runs at once."""
+        return len(self._threads)
 
     def run(self, fn: Callable[[], Any], on_done: Callback | None = None, on_error: Callback | None = None) -> None:
         """Queue ``fn``; ``on_done(result)`` or ``on_error(exception)`` then runs on the GUI thread."""
@@ -128,6 +133,47 @@ class Lane(QObject):
 
     def _call_back(self, callback: Callback, value: object) -> None:
         callback(value)
+
+
+class Wakeups(QObject):
+    """Wake-ups from the scheduler's thread, delivered on the GUI thread; no thread waits.
+
+    A job's events are read on the GUI thread with ``poll`` as its waker announces them, so
+    an answer holds no thread while it streams and the window runs as many at once as the
+    engine has sequences. ``waker_for(key)`` is the function to hand the job (called on the
+    scheduler's thread, so it only notes the key); the first wake-up of a burst posts one
+    queued signal, the others join it, so a step that feeds every stream wakes the GUI once,
+    and ``on_wake`` gets the keys woken since (the GUI-thread twin of the API's ``LoopWaker``).
+    """
+
+    _woken = Signal()  # emitted on the scheduler's thread, delivered queued
+
+    def __init__(self, on_wake: Callable[[list[Any]], None], parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._on_wake = on_wake
+        self._pending: list[Any] = []
+        self._lock = threading.Lock()
+        self._woken.connect(self._deliver, Qt.ConnectionType.QueuedConnection)
+
+    def waker_for(self, key: object) -> Callable[[], None]:
+        def wake() -> None:
+            with self._lock:
+                first = not self._pending
+                if key not in self._pending:
+                    self._pending.append(key)
+            if not first:
+                return  # a delivery is already on its way
+            try:
+                self._woken.emit()
+            except RuntimeError:  # the window (and this object's Qt half) is already gone
+                log.debug("a wake-up arrived after the window closed")
+
+        return wake
+
+    def _deliver(self) -> None:
+        with self._lock:
+            keys, self._pending = self._pending, []
+        self._on_wake(keys)
 
 
 class Workers(QObject):

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..base import (
-    NO_LORA, AdapterError, Chunk, ConversationNotFound, Finished, GenerateJob, InglenookError, InvalidRequest,
-    JobHandle, LoraSet, PromptProgress, SamplingParams,
+    EMPTY, ENDED, NO_LORA, AdapterError, Chunk, ConversationNotFound, Finished, GenerateJob, InglenookError,
+    InvalidRequest, JobHandle, LoraSet, PromptProgress, SamplingParams,
 )
 from ..models import AdapterRegistry
 from ..remote import SEPARATOR, RemoteAnswer, RemoteCatalogue
@@ -48,6 +48,10 @@ class Turn:
     ``on_progress``, when set before iterating, hears how far the prompt's reading has come
     (``PromptProgress``), on the iterating thread, until the first chunk: a long prompt is
     read for minutes on a CPU, and a front end shows it coming instead of "Thinking…".
+
+    An event loop reads a local turn without a thread of its own: ``set_waker``, then ``poll``
+    whenever woken, and ``save`` (a store write) once ``poll`` says the job ended or raised.
+    A remote engine's answer comes from the network, so it is iterated on a thread.
     """
 
     def __init__(self, store: Store, conversation: Conversation, handle: JobHandle | RemoteAnswer,
@@ -74,15 +78,9 @@ class Turn:
     def __iter__(self) -> Iterator[Chunk]:
         try:
             for event in self.handle.events():
-                if isinstance(event, Chunk):
-                    self._parts.append(event.text)
-                    if self.reasoning is not None:
-                        self.reasoning.feed(event)
-                    yield event
-                elif isinstance(event, Finished):
-                    self.finished = event
-                elif isinstance(event, PromptProgress) and self.on_progress is not None:
-                    self.on_progress(event)
+                chunk = self._take(event)
+                if chunk is not None:
+                    yield chunk
         except InglenookError as exc:
             self.error = exc
             self._save()
@@ -90,6 +88,61 @@ class Turn:
         if self.reasoning is not None:
             self.reasoning.done()
         self._save()
+
+    def _take(self, event: object) -> Chunk | None:
+        """Note one event of the job; the chunk, when it is one, for the reader."""
+        if isinstance(event, Chunk):
+            self._parts.append(event.text)
+            if self.reasoning is not None:
+                self.reasoning.feed(event)
+            return event
+        if isinstance(event, Finished):
+            self.finished = event
+        elif isinstance(event, PromptProgress) and self.on_progress is not None:
+            self.on_progress(event)
+        return None
+
+    @property
+    def pollable(self) -> bool:
+        """Whether ``poll`` can read this turn: a local job can, a remote answer cannot."""
+        return isinstance(self.handle, JobHandle)
+
+    def set_waker(self, waker: Callable[[], None]) -> None:
+        """Have ``waker()`` called on the scheduler's thread (quick, no waiting) whenever an
+        event arrives; the loop it wakes then reads them with ``poll``."""
+        if not isinstance(self.handle, JobHandle):
+            raise TypeError("a remote answer is read by iterating it on a thread")
+        self.handle.set_waker(waker)
+
+    def poll(self) -> tuple[list[Chunk], bool]:
+        """The chunks that arrived since the last poll, without waiting, and whether the job
+        has ended (``on_progress`` hears progress meanwhile). Re-raises the job's error with
+        ``error`` set. Either way the answer is not saved yet: call ``save``, which writes the
+        store, where a disk write may wait."""
+        if not isinstance(self.handle, JobHandle):
+            raise TypeError("a remote answer is read by iterating it on a thread")
+        chunks: list[Chunk] = []
+        while True:
+            try:
+                event = self.handle.poll()
+            except InglenookError as exc:
+                self.error = exc
+                raise
+            if event is EMPTY:
+                return chunks, False
+            if event is ENDED:
+                if self.reasoning is not None:
+                    self.reasoning.done()
+                return chunks, True
+            chunk = self._take(event)
+            if chunk is not None:
+                chunks.append(chunk)
+
+    def save(self) -> Message | None:
+        """Save the answer as it ended (once: later calls change nothing) and return it;
+        None when there was nothing to keep."""
+        self._save()
+        return self.message
 
     def wait(self) -> Message | None:
         """Drain the turn and return the saved answer."""

@@ -98,3 +98,30 @@ def test_open_and_list_conversations(chats: ChatService) -> None:
     assert [c.id for c in chats.conversations("crunchy")] == [apples]
     conversation, messages = chats.open(apples)
     assert conversation.title == "Fruit" and [m.content for m in messages][-1] == "crunchy apples"
+
+
+def test_a_turn_read_by_polling_saves_what_iterating_saves(chats: ChatService) -> None:
+    """The window reads a turn with ``poll`` when its waker calls, on its own thread, and
+    saves it with ``save``: the same answer as iterating it on a thread of its own."""
+    import threading
+
+    from tests.polling import wait_until
+
+    cid = chats.new_conversation().id
+    woken = threading.Event()
+    turn = chats.send(cid, "hello")
+    assert turn.pollable
+    turn.set_waker(woken.set)
+    pieces: list[str] = []
+    ended = False
+    while not ended:
+        wait_until(woken.is_set, failure="the waker was not called")
+        woken.clear()
+        chunks, ended = turn.poll()  # never waits: an event put before the clear is read here
+        pieces.extend(chunk.text for chunk in chunks)
+    assert turn.finished is not None and turn.poll() == ([], False)  # nothing after the end
+    message = turn.save()
+    assert message is not None and message.content == "".join(pieces) == FakeModel.reply
+    assert message.status == "complete"
+    assert turn.save() is message  # once
+    assert [m.content for m in chats.store.messages(cid)] == ["hello", FakeModel.reply]
