@@ -4,7 +4,6 @@ thread; ``saved`` tells the window which fields changed once they are durable.""
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal
@@ -42,10 +41,5 @@ class SettingsSaver(QObject):
 
     def _rescan(self, changes: dict[str, Any]) -> None:
         """New folders to scan: registering their models may hash large files (the models lane)."""
-        registry, folders = self.engine.registry, [Path(d) for d in self.engine.settings.models_dirs]
-
-        def rescan() -> None:
-            registry.extra_dirs = folders
-            registry.refresh()
-
-        self.workers.models.run(rescan, lambda _: self.saved.emit(changes), self.failed.emit)
+        # The engine reads the folders from the settings just saved.
+        self.workers.models.run(self.engine.rescan_models, lambda _: self.saved.emit(changes), self.failed.emit)

@@ -54,22 +54,20 @@ class ConversationList(QObject):
         chat.answer_failed.connect(lambda *_: self.refresh())
         # A summary written in the background (engine/chat/background.py) shows in the chat's tooltip.
         summarised = workers.disk.relay(lambda _summary: self.refresh())
-        engine.background.add_summary_listener(lambda conversation_id, text: summarised((conversation_id, text)))
+        engine.add_summary_listener(lambda conversation_id, text: summarised((conversation_id, text)))
 
     def set_current(self, conversation_id: int | None) -> None:
         self.current_id = conversation_id
         self.sidebar.select(conversation_id)
 
     def refresh(self, open_latest: bool = False) -> None:
-        chats, search = self.engine.chats, self.search_text
+        engine, chats, search = self.engine, self.engine.chats, self.search_text
         hidden = set(self.pending_deletes)
-
-        summaries = self.engine.background.summaries
 
         def read() -> tuple[ConversationSearch, dict[int, str]]:
             # A search embeds its text on the small model: off the GUI thread, like every read.
             found = chats.search(search) if search else ConversationSearch(chats.conversations(), [])
-            return found, summaries.all()
+            return found, engine.conversation_summaries()
 
         def shown(found: tuple[ConversationSearch, dict[int, str]]) -> None:
             conversations = [c for c in found[0].matches if c.id not in self.pending_deletes and c.id not in hidden]

@@ -60,7 +60,7 @@ def run_app(argv: Sequence[str] | None = None) -> int:
     tray = install_tray(window)
     preload_default_model(window)
     # Messages saved before this version, or while search by meaning was off: indexed once idle.
-    engine.background.request_index()
+    engine.request_index()
     if last_crashes:
         window.report_last_crash(last_crashes[-1])
     # "Follow the system": restyle when the desktop switches between light and dark.

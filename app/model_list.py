@@ -40,7 +40,7 @@ class ModelList(QObject):
                 default = engine.default_model_id()
             except ModelNotFound:
                 default = None  # nothing installed yet: the picker says so
-            return engine.registry.list(), default, engine.load_plans()
+            return engine.models(), default, engine.load_plans()
 
         self.workers.disk.run(read, self._read, self.failed.emit)
         # Remote engines answer over the network, which must not hold up the local list.
@@ -66,14 +66,14 @@ class ModelList(QObject):
         return any(m.id == model_id for m in self.models)
 
     def remove(self, model_id: str) -> None:
-        registry = self.engine.registry
-        self.workers.disk.run(lambda: registry.remove(model_id), lambda _: self.refresh(), self.failed.emit)
+        engine = self.engine
+        self.workers.disk.run(lambda: engine.remove_model(model_id), lambda _: self.refresh(), self.failed.emit)
 
     def load(self, model_id: str) -> None:
         """Load ``model_id`` ahead of the first message (the scheduler's thread does the work)."""
         if any(m.id == model_id and self.is_remote(m) for m in self.models):
             return  # a remote engine loads its own models
         try:
-            self.engine.scheduler.load(model_id)  # only queues the load
+            self.engine.load_model(model_id)  # only queues the load
         except Exception as exc:  # shown in the banner, never raised into Qt
             self.failed.emit(exc)

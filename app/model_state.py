@@ -1,4 +1,4 @@
-"""Model load state for the GUI, fed by the scheduler's listener.
+"""Model load state for the GUI, fed by the engine's model listener.
 
 The scheduler calls listeners on its own worker thread; this hub re-emits each event as a
 Qt signal over a queued connection, so every handler runs on the GUI thread.
@@ -10,24 +10,24 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Qt, Signal
 
-from inglenook.engine import Scheduler
+from inglenook.engine import Engine
 
 
 class ModelStateHub(QObject):
     changed = Signal(str, str, object)  # (model id, state, detail) on the GUI thread
     _from_worker = Signal(str, str, object)
 
-    def __init__(self, scheduler: Scheduler, parent: QObject | None = None) -> None:
+    def __init__(self, engine: Engine, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self._scheduler = scheduler
+        self._engine = engine
         self.loaded: str | None = None
         self.loading: str | None = None
         self.progress: float = 0.0
         self.failed: dict[str, str] = {}
         self._from_worker.connect(self._apply, Qt.ConnectionType.QueuedConnection)
-        scheduler.add_listener(self._listener)
-        for model in scheduler.loaded_models():
-            self.loaded = model.record.id
+        engine.add_model_listener(self._listener)
+        for model_id in engine.loaded_model_ids():
+            self.loaded = model_id
 
     def _listener(self, model_id: str, state: str, detail: Any) -> None:
         # Runs on the scheduler thread: hand over plain values only, never the model object.
@@ -56,4 +56,4 @@ class ModelStateHub(QObject):
         self.changed.emit(model_id, state, detail)
 
     def close(self) -> None:
-        self._scheduler.remove_listener(self._listener)
+        self._engine.remove_model_listener(self._listener)

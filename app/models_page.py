@@ -35,8 +35,6 @@ from inglenook.engine import (
     ModelRecord,
     QuantOption,
     find_known_places,
-    import_found,
-    import_path,
 )
 
 from . import errors as actions
@@ -227,12 +225,12 @@ class ModelsPage(QWidget):
         chosen = [Path(p) for p in paths]
         if not chosen:
             return
-        registry = self.engine.registry
+        engine = self.engine
 
         def work() -> ImportResult:
             total = ImportResult()
             for path in chosen:
-                result = import_path(registry, path)
+                result = engine.import_path(path)
                 total.imported += result.imported
                 total.already += result.already
                 total.skipped += result.skipped
@@ -273,9 +271,9 @@ class ModelsPage(QWidget):
             if box.exec() != QMessageBox.StandardButton.Yes:
                 self.notice.hide()
                 return
-        registry = self.engine.registry
+        engine = self.engine
         self.show_notice("Importing…", sticky=True)
-        self.workers.models.run(lambda: import_found(registry, new), self._imported, self.show_error)
+        self.workers.models.run(lambda: engine.import_found(new), self._imported, self.show_error)
 
     def _imported(self, result: ImportResult) -> None:
         self.last_import = result

@@ -476,7 +476,7 @@ class SettingsDialog(QDialog):
             "Named API keys for colleagues on your network, each with optional limits. Only a hash of a key is "
             "kept: it is shown once, when it is made. Changes apply at once; a revoked key's open streams end.",
         )
-        self.keys_page = KeysPage(ApiKeys(self.engine.store), self.api_streams, page)
+        self.keys_page = KeysPage(ApiKeys.of(self.engine), self.api_streams, page)
         layout.addWidget(self.keys_page, 1)
         return page
 

@@ -156,7 +156,7 @@ class UsagePage(QWidget):
 
     def refresh(self) -> None:
         engine, days = self.engine, self.days
-        self.workers.disk.run(lambda: UsageSummary.read(engine.store, engine.settings, days), self.show_summary,
+        self.workers.disk.run(lambda: engine.usage_summary(days), self.show_summary,
                               self._failed)
 
     def show_summary(self, summary: UsageSummary) -> None:

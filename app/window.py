@@ -66,7 +66,7 @@ class MainWindow(QMainWindow):
         self.closed = False
 
         self.workers = Workers(self)
-        self.hub = ModelStateHub(engine.scheduler, self)
+        self.hub = ModelStateHub(engine, self)
         self.chat = ChatController(engine, self.workers.answers, self)
         self.server = ServerController(engine, self.workers.server, self)
         self.model_list = ModelList(engine, self.workers, self)
@@ -78,7 +78,7 @@ class MainWindow(QMainWindow):
         self._shortcuts()
         # A title written in the background (engine/chat/background.py) shows in the sidebar.
         titled = self.workers.disk.relay(lambda _titled: self.conversations.refresh())
-        engine.background.add_title_listener(lambda conversation_id, title: titled((conversation_id, title)))
+        engine.add_title_listener(lambda conversation_id, title: titled((conversation_id, title)))
         # Closing may mean "hide in the tray" (main.py sets this when a tray exists).
         self.close_guard: Callable[[], bool] | None = None
         self.menus = AppMenus(self, settings=lambda: engine.settings, save=self.saver.apply,

@@ -193,10 +193,10 @@ def _open_engine(args: argparse.Namespace, paths: Paths, sequences: int | None =
     from inglenook.engine import Engine  # noqa: PLC0415
 
     engine = Engine(paths, crash_guard=args.crash_guard, sequences=sequences)
-    if engine.store.set_aside is not None:
-        recovered = ", ".join(f"{n} {table}" for table, n in (engine.store.salvaged or {}).items() if n)
+    if engine.database_set_aside is not None:
+        recovered = ", ".join(f"{n} {table}" for table, n in engine.database_salvaged.items() if n)
         print(f"inglenook: the database was damaged; recovered {recovered or 'nothing'}. "
-              f"The damaged file is kept as {engine.store.set_aside}", file=sys.stderr)
+              f"The damaged file is kept as {engine.database_set_aside}", file=sys.stderr)
     return engine
 
 
@@ -224,7 +224,7 @@ def cmd_doctor(args: argparse.Namespace, paths: Paths) -> int:
 def cmd_run(args: argparse.Namespace, paths: Paths) -> int:
     # One conversation: its model loads with one sequence, not the app's several (issue 27).
     with _open_engine(args, paths, sequences=1) as engine:
-        record = engine.registry.resolve(args.model)
+        record = engine.resolve_model(args.model)
         conversation = _conversation_for(engine, args, record.id)
         overrides = {
             "max_tokens": args.max_tokens,
@@ -238,22 +238,21 @@ def cmd_run(args: argparse.Namespace, paths: Paths) -> int:
 
 
 def _conversation_for(engine, args: argparse.Namespace, model_id: str):  # noqa: ANN001, ANN202
-    store = engine.store
     if args.continue_id is None:
         return engine.chats.new_conversation(model_id=model_id, system_prompt=args.system)
     if args.continue_id == "last":
-        conversation = store.latest_conversation()
+        conversation = engine.latest_conversation()
         if conversation is None:
             raise InglenookError("there is no conversation to continue yet")
     else:
         try:
-            conversation = store.get_conversation(int(args.continue_id))
+            conversation = engine.conversation(int(args.continue_id))
         except ValueError:
             raise InglenookError(f"conversation id must be a number, got {args.continue_id!r}") from None
     changes = {"model_id": model_id}
     if args.system is not None:
         changes["system_prompt"] = args.system
-    return store.update_conversation(conversation.id, **changes)
+    return engine.update_conversation(conversation.id, **changes)
 
 
 @contextlib.contextmanager
@@ -341,7 +340,7 @@ def _repl(engine, conversation_id: int, overrides: dict, args: argparse.Namespac
 
 def cmd_list(args: argparse.Namespace, paths: Paths) -> int:
     with _open_engine(args, paths) as engine:
-        models = engine.registry.list()
+        models = engine.models()
     if not models:
         print("No models installed. `inglenook pull REPO` downloads one.")
         return 0
@@ -360,7 +359,7 @@ def cmd_show(args: argparse.Namespace, paths: Paths) -> int:
     from inglenook.engine import read_gguf  # noqa: PLC0415
 
     with _open_engine(args, paths) as engine:
-        record = engine.registry.resolve(args.model)
+        record = engine.resolve_model(args.model)
         plan = engine.load_plan(record.id)
     info = read_gguf(record.path)
     fields = [
@@ -387,9 +386,9 @@ def cmd_show(args: argparse.Namespace, paths: Paths) -> int:
 
 def cmd_rm(args: argparse.Namespace, paths: Paths) -> int:
     with _open_engine(args, paths) as engine:
-        record = engine.registry.resolve(args.model)
-        deletes = record.source != "starter" and engine.registry.owns_file(record)
-        engine.registry.remove(record.id)
+        record = engine.resolve_model(args.model)
+        deletes = record.source != "starter" and engine.owns_model_file(record)
+        engine.remove_model(record.id)
     if deletes:
         print(f"removed {record.id} and deleted its file")
     else:

@@ -25,7 +25,7 @@ def add_commands(commands: Any) -> None:
 
 
 def cmd_alias(args: argparse.Namespace, paths: Paths) -> int:
-    from inglenook.engine import Engine, with_alias, without_alias  # noqa: PLC0415 — keeps --help fast
+    from inglenook.engine import Engine, without_alias  # noqa: PLC0415 — keeps --help fast
 
     if args.remove and (args.name or args.model or args.list):
         args.parser.error("--remove takes only the alias to remove")
@@ -37,8 +37,7 @@ def cmd_alias(args: argparse.Namespace, paths: Paths) -> int:
             print(f"Removed the alias {args.remove.strip().lower()}.")
             return 0
         if args.name:
-            aliases = with_alias(engine.settings, engine.registry, args.name, args.model)
-            engine.update_settings(model_aliases=aliases)
+            aliases = engine.add_alias(args.name, args.model)
             key = args.name.strip().lower()
             print(f"Requests for {key} are answered by {aliases[key]}.")
             if not args.list:

@@ -225,15 +225,13 @@ def cmd_files(args: argparse.Namespace, paths: Paths) -> int:
 
 
 def cmd_import(args: argparse.Namespace, paths: Paths) -> int:
-    from inglenook.engine import import_path, scan_known_places  # noqa: PLC0415
-
     if not args.path and not args.scan:
         raise InglenookError("give a PATH to import, or --scan to look in the Hugging Face cache, LM Studio and Ollama")
     with _engine(paths) as engine:
         if args.scan:
-            result = scan_known_places(engine.registry)
+            result = engine.scan_known_places()
         else:
-            result = import_path(engine.registry, Path(args.path))
+            result = engine.import_path(Path(args.path))
     for record in result.imported:
         print(f"imported {record.id}  ({record.path})")
     for record in result.already:

@@ -49,7 +49,7 @@ def cmd_lab(args: argparse.Namespace, paths: Paths) -> int:
         model_ids = [v.id for v in group.variants] if args.all else args.models
         if args.saved:
             results = [r for r in lab.saved(args.models[0], eval_text, config)
-                       if args.all or r.model_id in {engine.registry.resolve(m).id for m in model_ids}]
+                       if args.all or r.model_id in {engine.resolve_model(m).id for m in model_ids}]
             recommendation = lab.recommendation(results)
             _print(args, results, recommendation, group.reference.id, notes=[group.hub_note] if group.hub_note else [])
             return 0

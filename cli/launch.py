@@ -70,7 +70,7 @@ def _model_name(engine: Any, wanted: str | None) -> str:
     """An alias as given (the server maps it), else the installed model's id."""
     if wanted and wanted.strip().lower() in engine.settings.model_aliases:
         return wanted.strip().lower()
-    return engine.registry.resolve(wanted).id if wanted else engine.default_model_id()
+    return engine.resolve_model(wanted).id if wanted else engine.default_model_id()
 
 
 def _server_answers(root: str) -> bool:

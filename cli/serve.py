@@ -7,7 +7,6 @@ SIGTERM, then lets in-flight streams end cleanly and exits with status 0.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import signal
 import sys
@@ -70,8 +69,8 @@ def cmd_serve(args: argparse.Namespace, paths: Paths) -> int:
     with Engine(paths, crash_guard=args.crash_guard) as engine:
         if args.context is not None:
             # This run only: the saved settings (and each model's own) stay as they are.
-            engine.settings = dataclasses.replace(engine.settings, context_size=args.context, model_context={})
-        default_model = engine.registry.resolve(args.model).id if args.model else None
+            engine.override_settings(context_size=args.context, model_context={})
+        default_model = engine.resolve_model(args.model).id if args.model else None
         tls = TlsFiles.from_paths(args.tls_cert or engine.settings.tls_cert, args.tls_key or engine.settings.tls_key)
         rpc_host = None
         if args.rpc_direct:
@@ -91,7 +90,7 @@ def cmd_serve(args: argparse.Namespace, paths: Paths) -> int:
         server.start()
         try:
             if default_model and rpc_host is None:
-                engine.scheduler.load(default_model)  # loads in the background; requests queue behind it
+                engine.load_model(default_model)  # loads in the background; requests queue behind it
             print(f"Serving the OpenAI-compatible API at {server.url}", flush=True)
             print("Press Ctrl-C to stop.", file=sys.stderr, flush=True)
             _wait_for_signal()

@@ -26,14 +26,14 @@ def add_commands(commands: Any) -> None:
 
 
 def cmd_usage(args: argparse.Namespace, paths: Paths) -> int:
-    from inglenook.engine import Engine, UsageSummary, checked_days  # noqa: PLC0415 — keeps the other commands fast
+    from inglenook.engine import Engine, checked_days  # noqa: PLC0415 — keeps the other commands fast
 
     try:
         days = checked_days(args.days)
     except ValueError as exc:
         args.parser.error(str(exc))
     with Engine(paths, scan=False, crash_guard=args.crash_guard) as engine:
-        summary = UsageSummary.read(engine.store, engine.settings, days)
+        summary = engine.usage_summary(days)
     if args.json:
         print(json.dumps(summary.as_dict(), indent=2))
         return 0

@@ -2,6 +2,13 @@
 
 Every module of the GUI (``app/`` → ``inglenook.app``) and the terminal (``cli/`` → ``inglenook.cli``) is
 parsed, not imported, so the check is quick and sees imports inside functions too.
+
+Imports are half of it: a front end that imports only ``Engine`` could still reach through
+it (``engine.scheduler.load``, ``engine.store.set_aside``). So on anything the code calls the
+engine (``engine``, ``self.engine``, ``window._engine``…) it may use only the ``Engine``'s
+own methods and properties, and the public parts it hands out — ``chats``, ``adapters``,
+``paths`` and the ``settings`` value, whose types the front door exports — and never assign
+one of its attributes.
 """
 
 from __future__ import annotations
@@ -15,12 +22,19 @@ from types import ModuleType
 import pytest
 
 import inglenook.engine as engine_api
+from inglenook.engine import Engine
 
 ROOT = Path(__file__).resolve().parents[2]
 ENGINE = "inglenook.engine"
 # Where each front end's files live, and the package they are installed as.
 # (rglob does not follow inglenook/'s links to the layer folders, so each file is read once.)
 FRONT_ENDS = {ROOT / "app": "inglenook.app", ROOT / "cli": "inglenook.cli", ROOT / "inglenook": "inglenook"}
+# The Engine's attributes a front end may hold and use, with the type each one is (in the front
+# door's __all__). The rest — scheduler, store, registry, cache, usage, background — are rooms
+# behind the Engine's methods.
+PUBLIC_PARTS = {"chats": "ChatService", "adapters": "AdapterRegistry", "paths": "Paths", "settings": "Settings"}
+# What code names the engine by.
+ENGINE_NAMES = {"engine", "_engine"}
 
 
 def _front_end_files() -> list[tuple[Path, str]]:
@@ -66,6 +80,68 @@ def boundary_violations(source: str, module_name: str, is_package: bool = False)
             if isinstance(name, str) and name.startswith(ENGINE + "."):
                 problems.append(f"line {node.lineno}: {name!r} loaded dynamically")
     return problems
+
+
+def engine_members() -> set[str]:
+    """What a front end may use on an ``Engine``: its public methods and properties, and the
+    public parts it hands out."""
+    own = {name for name, value in vars(Engine).items()
+           if not name.startswith("_") and (callable(value) or isinstance(value, property))}
+    return own | set(PUBLIC_PARTS)
+
+
+def _names_the_engine(node: ast.expr) -> bool:
+    return (isinstance(node, ast.Name) and node.id in ENGINE_NAMES) or (
+        isinstance(node, ast.Attribute) and node.attr in ENGINE_NAMES)
+
+
+def reach_violations(source: str, allowed: set[str] | None = None) -> list[str]:
+    """Each attribute chain in ``source`` that reaches past the ``Engine``'s public API into
+    one of its rooms, and each assignment to an attribute of the engine."""
+    allowed = engine_members() if allowed is None else allowed
+    problems = []
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.Attribute) and _names_the_engine(node.value)):
+            continue
+        if not isinstance(node.ctx, ast.Load):
+            problems.append(f"line {node.lineno}: assigns engine.{node.attr} (ask the Engine to change it)")
+        elif node.attr not in allowed:
+            problems.append(f"line {node.lineno}: engine.{node.attr} reaches into the engine "
+                            "(add an Engine method for what is needed)")
+    return problems
+
+
+@pytest.mark.parametrize("path, module_name", _front_end_files(), ids=lambda v: getattr(v, "name", None) or str(v))
+def test_front_ends_ask_the_engine_and_never_reach_through_it(path: Path, module_name: str) -> None:
+    problems = reach_violations(path.read_text(encoding="utf-8"))
+    assert not problems, f"{path.relative_to(ROOT)}:\n  " + "\n  ".join(problems)
+
+
+def test_the_reach_check_catches_each_way_into_the_engine() -> None:
+    bad = [
+        "self.engine.scheduler.load(model_id)",
+        "engine.store.set_aside",
+        "registry = self.engine.registry\nregistry.remove(model_id)",
+        "window.engine.background.add_title_listener(f)",
+        "hub = ModelStateHub(engine.scheduler)",
+        "self._engine.cache.clear()",
+        "engine.settings = engine.settings.save(store, theme='dark')",  # a write, even of a public part
+        "del engine.chats",
+    ]
+    for source in bad:
+        assert reach_violations(source), source
+    good = ("engine.load_model(model_id)\nself.engine.settings.theme\nengine.chats.send(1, 'hi')\n"
+            "window.engine.paths.logs\nengine.adapters.list()\nengine.update_settings(theme='dark')\n"
+            "server.scheduler  # not the engine\nself.engine_page.store")
+    assert reach_violations(good) == []
+
+
+def test_the_public_parts_are_public_types() -> None:
+    """What front ends may hold of the Engine is itself in the front door, and is there."""
+    assert set(PUBLIC_PARTS.values()) <= set(engine_api.__all__)
+    assert not set(PUBLIC_PARTS) & {name for name in vars(Engine) if not name.startswith("_")}, \
+        "a public part that is also a method or property needs no entry here"
+    assert {"scheduler", "store", "registry", "background", "cache", "usage"}.isdisjoint(engine_members())
 
 
 @pytest.mark.parametrize("path, module_name", _front_end_files(), ids=lambda v: getattr(v, "name", None) or str(v))
