@@ -150,21 +150,23 @@ AUTO_KV_CACHE = "auto"
 
 def kv_cache_type_for(setting: str, offloads: bool) -> str:
     """The K/V element type a setting means for a load that does (or does not) run layers
-    on a GPU: "auto" is q8_0 on the CPU and f16 on a GPU; any other value is itself.
+    on a GPU: "auto" is f16; any other value is itself.
 
-    On the CPU q8_0 runs with flash attention (faster decode and prompt reading, half the
-    memory), and its logits do not depend on how a prompt is split into batches, which the
-    exact prefix cache needs (model_loading.ModelLoading._flash_attention); its cost in
-    quality is small (benchmarks/kv_quality.py: KL divergence 0.003-0.006 against f16 on
-    the test models). GPU backends run flash attention on f16 already.
+    f16 with flash attention is llama-server's default and the fastest configuration
+    measured on the CPU (benchmarks/speed.py, SmolLM2, depth 4,096: llama-bench pp512 105
+    tok/s with f16 against 29 with q8_0, both with flash attention; llama.cpp's CPU kernel
+    tiles only f16/f32 caches). q8_0 halves the cache's memory for a small cost in quality
+    (benchmarks/kv_quality.py: KL divergence 0.003-0.006 against f16 on the test models)
+    and is there to choose where memory is short. ``offloads`` is kept for a rule that
+    depends on the device; today's does not.
     """
+    del offloads
     if setting != AUTO_KV_CACHE:
         return setting
-    return "f16" if offloads else "q8_0"
+    return "f16"
 
 
 def kv_cache_bytes(shape: ModelShape, n_ctx: int, kv_type: str = "f16") -> int:
-    # "auto" without a machine to ask is priced as the CPU's choice, the smaller cache.
     per_element = KV_BYTES_PER_ELEMENT.get(kv_cache_type_for(kv_type, offloads=False).lower(), 2.0)
     elements = shape.n_layers * n_ctx * shape.n_head_kv * (shape.head_dim_k + shape.head_dim_v)
     return int(elements * per_element)

@@ -296,8 +296,12 @@ class LoadedModel(ModelLoading, SequenceStates):
         # answer beside an 8-token chunk at position 3,500 took 50 ms instead of 70.
         if decode_rows:
             self._decode(decode_rows, live)
-        if prefill_rows:
-            self._decode(prefill_rows, live)
+        # Each prompt chunk in a call of its own, too: llama.cpp would cut two sequences'
+        # chunks into micro-batches of equal rows per sequence (a 256-row chunk beside a
+        # 30-row one became 30 + 30, then 226), and a chunk cut below ``canonical_rows``
+        # writes KV that a full prefill would not (ModelLoading._canonical_rows).
+        for row in prefill_rows:
+            self._decode([row], live)
         prefill_tokens = sum(len(tokens) for _, tokens, _ in prefill_rows)
         self.prompt_tokens_decoded += prefill_tokens
         return prefill_tokens

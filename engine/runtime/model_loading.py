@@ -21,7 +21,7 @@ from ..text import ChatTemplate
 from .fit import AUTO_KV_CACHE, ModelShape, detect_machine, estimate_fit, kv_cache_type_for
 from .lora_runtime import ContextAdapters
 from .native import physical_cores
-from .slots import KvSlot
+from .slots import FA_TILE_ROWS, KvSlot
 from .speculative import DRAFT, MAX_DRAFT, OFF, check_mode
 from .vocabulary import Vocabulary
 
@@ -37,8 +37,8 @@ class LoadOptions:
     context_size: int = 4096
     threads: int = 0  # 0: one per physical core
     gpu_layers: int = -1  # -1: as many as the fit estimate says fit in free VRAM, 0: CPU only
-    # "auto": q8_0 with flash attention on the CPU, f16 where layers run on a GPU
-    # (fit.kv_cache_type_for says why); or "f16" / "q8_0".
+    # "auto": f16 (fit.kv_cache_type_for says why); or "f16" / "q8_0" (half the memory,
+    # slower prompt reading on the CPU).
     kv_cache_type: str = AUTO_KV_CACHE
     batch_size: int = 512  # prefill chunk: long prompts are fed this many tokens at a time
     embeddings: bool = False
@@ -49,10 +49,31 @@ class LoadOptions:
     # or "draft" (a small model with the same vocabulary, ``draft_model``, drafts).
     speculative: str = OFF
     draft_model: ModelRecord | None = field(default=None, hash=False)
-    # None: the engine's rule (``ModelLoading._flash_attention``); True/False forces it, for
-    # benchmarks and checks that compare both. Forcing it on for an f16 cache on the CPU
-    # gives up the exact prefix cache (restored states then differ from a full prefill).
+    # None: the engine's rule (``ModelLoading._flash_attention``: on); True/False forces it,
+    # for benchmarks and checks that compare both. Either way the prefix cache stays exact
+    # (``ModelLoading._canonical_rows``).
     flash_attention: bool | None = None
+    # True when a person or a setting asked for ``context_size`` (a model's or the app's
+    # context setting, ``serve --context``): it is honoured past the context the model was
+    # trained for, with a warning (``context_note``). False (the automatic choice, or a
+    # caller's default) keeps it within the training context.
+    explicit_context: bool = False
+
+
+def context_per_sequence(wanted: int, trained: int, explicit: bool, model_id: str) -> tuple[int, str]:
+    """The context each sequence gets, and a warning when it runs past the training context.
+
+    A context asked for explicitly is what llama-server does with ``-c``: run it, and say
+    so. No RoPE/YaRN scaling is added here: llama.cpp already applies the scaling a model's
+    metadata declares (``rope.scaling.*``, whose training context then counts the extended
+    length), and scaling a model that declares none would change every answer, short ones
+    too. An automatic or default context never goes past what the model was trained for."""
+    if trained <= 0 or wanted <= trained:
+        return wanted, ""
+    if not explicit:
+        return trained, ""
+    return wanted, (f"{model_id} runs with a context of {wanted:,} tokens, as asked, but was trained for "
+                    f"{trained:,}: answers past {trained:,} tokens may lose track or turn to nonsense")
 
 
 def fewer_gpu_layers(layers: int) -> int:
@@ -83,7 +104,9 @@ class ModelLoading:
     gpu_layers: int
     kv_cache_type: str  # the K/V element type this context runs ("auto" resolved)
     flash_attention: bool
+    canonical_rows: int  # the fewest prompt rows a chunk needs for exact KV (_canonical_rows)
     offload_note: str
+    context_note: str  # why the context runs past the training context, or ""
     draft_note: str  # why this model does not draft with the chosen draft model, or ""
     load_seconds: float
     chat_template: ChatTemplate
@@ -125,6 +148,8 @@ class ModelLoading:
                 f"{self.n_layer + 1} layers run on the GPU, the rest on the CPU."
             )
             log.warning("%s", self.offload_note)
+        if self.context_note:
+            log.warning("%s", self.context_note)
         self.draft_note = ""
         if self.speculative_mode == DRAFT:
             self._load_draft()
@@ -165,7 +190,8 @@ class ModelLoading:
 
         ctx_params = lib.llama_context_default_params()
         wanted = self.options.context_size
-        per_sequence = min(wanted, self.n_ctx_train) if self.n_ctx_train > 0 else wanted
+        per_sequence, self.context_note = context_per_sequence(
+            wanted, self.n_ctx_train, self.options.explicit_context, self.record.id)
         ctx_params.n_ctx = per_sequence * len(self.slots)
         # Room for a full prefill chunk plus each sequence's decode token (and draft) in one step.
         self._batch_capacity = self.options.batch_size + len(self.slots) * (1 + self._draft_room())
@@ -192,6 +218,7 @@ class ModelLoading:
         ctx_params.type_k = kv_type
         ctx_params.type_v = kv_type
         self.flash_attention = self._flash_attention(offloads)
+        self.canonical_rows = self._canonical_rows()
         ctx_params.flash_attn_type = (
             lib.LLAMA_FLASH_ATTN_TYPE_ENABLED if self.flash_attention else lib.LLAMA_FLASH_ATTN_TYPE_DISABLED
         )
@@ -232,19 +259,31 @@ class ModelLoading:
         return estimate.gpu_layers
 
     def _flash_attention(self, offloads: bool) -> bool:
-        """On unless forced either way: it is faster on the CPU and on GPUs, saves VRAM, and
-        a quantized V cache needs it.
-
-        The one configuration where the rule turns it off is an f16 cache on the CPU, chosen
-        by hand ("auto" picks q8_0 there), which is how the engine ran before. Measured with
-        this llama.cpp (tests/integration/test_default_cache_exact.py): with q8_0 K/V and
-        flash attention, SmolLM2's logits are the same bit for bit however a prompt is split
-        into batches, one token at a time included; f16 without it differed by up to 0.74
-        between one token at a time and a batch. The prefix cache relies on that invariance.
-        """
+        """On unless forced either way, as llama-server has it: faster prompt reading on the
+        CPU (llama-bench pp512 at depth 4,096, SmolLM2: 105 tok/s against 91 without it), less
+        memory on GPUs, and a quantized V cache needs it. The prefix cache stays exact with
+        it because prompts are read in chunks of at least ``canonical_rows`` (see there)."""
         if self.options.flash_attention is not None:
             return self.options.flash_attention
-        return self.kv_cache_type != "f16" or offloads
+        return True
+
+    def _canonical_rows(self) -> int:
+        """The fewest prompt rows one ``llama_decode`` must give a sequence for the KV it
+        writes to be what a full prefill of the same prompt writes, bit for bit.
+
+        llama.cpp's CPU flash-attention kernel over an f16 (or f32) cache takes a tiled path
+        for a sequence's rows when a micro-batch holds at least ``FA_TILE_ROWS`` of them, and
+        a row-at-a-time path below that; each row's result depends only on which path ran
+        (measured: a 300-token prompt read in chunks of 100 gives the logits of one batch of
+        300 bit for bit, on SmolLM2 and gemma-3-270m alike; chunks of 64 + a 44-row tail
+        differ in those 44 rows by up to 1.4). So the engine reads prompts in chunks of at
+        least that many rows, reuses only KV written that way, and always re-reads at least
+        that many tokens of a prompt. Without flash attention, or over a quantized cache,
+        the one-row path (each decode step) is the only different one: two rows suffice.
+        """
+        if self.flash_attention and self.kv_cache_type in ("f16", "f32") and self.options.batch_size >= 4 * FA_TILE_ROWS:
+            return FA_TILE_ROWS
+        return 2
 
     def _load_draft(self) -> None:
         """Load the draft model of speculative "draft": ``LoadedModel`` does, since a draft

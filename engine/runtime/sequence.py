@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from ..base import Chunk, Finished, GenerationEvent, PromptProgress, SamplingParams, Timings, TokenLogprob, Usage
 from ..text import TextStream
 from .native_sampler import NativeSampler
-from .slots import DECODE, DONE, PREFILL, KvSlot
+from .slots import DECODE, DONE, PREFILL, PREFILL_ALIGN, KvSlot
 from .speculative import DraftControl, PromptLookup
 
 if TYPE_CHECKING:
@@ -74,12 +74,30 @@ class Sequence:
     # -- called by the context around each decode -------------------------------------
 
     def take_prefill(self, budget: int) -> list[int]:
-        """The next prompt chunk, at most ``budget`` tokens, never leaving a one-token tail."""
-        take = min(budget, len(self.pending))
-        if len(self.pending) - take == 1:
-            # A one-token batch computes KV differently (see KvSlot.prefilled): take the last
-            # two together, one past the budget if need be.
-            take = take - 1 if take > 2 else take + 1
+        """The next prompt chunk, about ``budget`` tokens, cut so that its KV is exact.
+
+        A chunk of at least the model's ``canonical_rows`` (and no more than a micro-batch)
+        that ends on a multiple of ``PREFILL_ALIGN`` (or at the prompt's end) writes the KV
+        a full prefill writes, so the prefix cache may reuse it (``prefilled``); the cut
+        never leaves a tail shorter than that, taking a little more or less than
+        ``budget`` instead. A prompt shorter than that is read whole. Only a budget below
+        it (prompt reading squeezed between streaming answers) gives smaller chunks, which
+        are read but not reused.
+        """
+        least = self.model.canonical_rows
+        most = self.model.options.batch_size
+        left = len(self.pending)
+        start = len(self.slot.kv_tokens)
+        if left <= least or (left <= most and left <= budget):
+            take = left
+        elif budget < least:
+            take = max(1, min(budget, left - least) if left - budget < least else budget)
+        else:
+            take = min(budget, most)
+            take -= (start + take) % PREFILL_ALIGN
+            if left - take < least or take < least:
+                # Leave a full canonical tail: take less, or everything when that fits.
+                take = left if left <= most else left - least - (start + left - least) % PREFILL_ALIGN
         chunk, self.pending = self.pending[:take], self.pending[take:]
         return chunk
 
@@ -88,8 +106,10 @@ class Sequence:
         slot = self.slot
         contiguous = len(slot.kv_tokens) == slot.prefilled
         slot.kv_tokens.extend(chunk)
-        if contiguous and len(chunk) >= 2:
-            slot.prefilled = len(slot.kv_tokens)
+        if contiguous and len(chunk) >= self.model.canonical_rows:
+            # Up to the last aligned position: rows after it were a chunk's leftover group,
+            # which a longer prompt would compute within a group (PREFILL_ALIGN).
+            slot.prefilled = len(slot.kv_tokens) - len(slot.kv_tokens) % PREFILL_ALIGN
         self._chunks_read += 1
         total = self.usage.prompt_tokens
         self.events.append(PromptProgress(total - len(self.pending), total, self.usage.cached_tokens,

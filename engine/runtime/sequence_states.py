@@ -17,7 +17,7 @@ import numpy as np
 
 from ..base import ModelRecord
 from .lora_runtime import ContextAdapters
-from .slots import KvSlot
+from .slots import PREFILL_ALIGN, KvSlot
 
 log = logging.getLogger("inglenook.engine.runtime.model")
 
@@ -33,6 +33,7 @@ class SequenceStates:
     n_swa: int
     kv_cache_type: str
     flash_attention: bool
+    canonical_rows: int
     _lib: Any
     _ctx: Any
     _memory: Any
@@ -47,12 +48,14 @@ class SequenceStates:
         if slot.lora != self.adapters.key:
             return 0  # that KV was computed with other adapters (or none)
         common = 0
-        # At least two prompt tokens are always prefilled (one-token batches differ; see
-        # ``KvSlot.prefilled``), and the last one yields the logits of the first new token.
-        limit = min(slot.prefilled, len(slot.kv_tokens), len(prompt) - 2)
+        # At least ``canonical_rows`` prompt tokens are always read again, in one chunk
+        # whose KV and logits are those of a full prefill (``KvSlot.prefilled``,
+        # ``ModelLoading._canonical_rows``); its last row yields the first new token.
+        limit = min(slot.prefilled, len(slot.kv_tokens), len(prompt) - self.canonical_rows)
         while common < limit and slot.kv_tokens[common] == prompt[common]:
             common += 1
-        return max(common, 0)
+        # Reading resumes on an aligned position, where a full prefill's chunks end too.
+        return max(common - common % PREFILL_ALIGN, 0)
 
     def _reuse_prefix(self, slot: KvSlot, prompt: list[int]) -> int:
         """Keep the KV entries shared with ``prompt``; returns how many tokens were kept."""

@@ -14,15 +14,29 @@ PREFILL = "prefill"
 DECODE = "decode"
 DONE = "done"
 
+# Query rows per tile of llama.cpp's CPU flash-attention kernel (GGML_FA_TILE_Q in
+# ggml-cpu/common.h of the vendored source): a sequence with at least this many rows in a
+# micro-batch takes the tiled path (ModelLoading._canonical_rows).
+FA_TILE_ROWS = 64
+# Prompt chunks that are reused end on positions that are multiples of this. Matrix kernels
+# for repacked K-quant weights (gemma-3-270m's Q4_K, on x86) take a micro-batch's rows in
+# groups of 4 and the leftover rows one at a time, with results that differ in the last
+# bits: a 150-row chunk after a restored prefix gave other logits than the same rows inside
+# one 400-row batch. With chunk boundaries on fixed positions, the same rows fall in the
+# same groups whatever was restored; 32 covers the 4-, 8- and 16-row groupings of the CPU
+# backends' kernels.
+PREFILL_ALIGN = 32
+
 
 @dataclass
 class KvSlot:
     seq_id: int
     kv_tokens: list[int] = field(default_factory=list)
-    # How many leading kv_tokens were computed by prompt prefill in batches of two or more
-    # tokens. Only those are reused: llama.cpp's CPU kernels compute a one-token batch
-    # (every decode step) slightly differently, so KV written by decode steps would make
-    # a continuation drift from what a full prefill of the same prompt produces.
+    # How many leading kv_tokens were computed by prompt prefill in chunks of at least the
+    # model's ``canonical_rows``. Only those are reused and saved: llama.cpp's CPU kernels
+    # compute smaller batches (every decode step, with flash attention any chunk under 64
+    # rows) slightly differently, so KV written that way would make a continuation drift
+    # from what a full prefill of the same prompt produces.
     prefilled: int = 0
     busy: bool = False
     last_used: float = 0.0

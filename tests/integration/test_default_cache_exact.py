@@ -1,16 +1,12 @@
 """The default KV configuration keeps the prefix cache exact.
 
 The prefix cache restores a saved prompt and reads only the new tokens; that reproduces a
-full prefill bit for bit only if the logits do not depend on how the prompt was split into
-batches. The CPU default ("auto": q8_0 K/V with flash attention) has that property for
-SmolLM2 (Q4_1) on every CPU variant: one token at a time, ragged and aligned chunks give
-the same logits. The old default (f16 without flash attention) did not: a prompt read one
-token at a time differed from one read in a batch by up to 0.74 in a logit.
-
-gemma-3-270m (Q4_K_M) is split-dependent in every configuration on the CPU (its K-quant
-matrix kernels take another path for small batches: up to ~1.2 apart with the old default,
-~1.4 with the new one), so for it the guarantee is the greedy one, tested in test_runtime.py
-and test_prefix_cache.py: a restored conversation continues with the same tokens.
+full prefill bit for bit only if every reused row's KV, and the rows read again, were
+computed as a full prefill computes them. The default ("auto": f16 K/V with flash
+attention) gets there by reading prompts in chunks of at least ``canonical_rows`` (64):
+llama.cpp's CPU flash-attention kernel takes another path for fewer rows, and each row's
+result depends only on the path (``ModelLoading._canonical_rows``). These tests check the
+logits themselves, through the engine's own step, on both test models.
 """
 
 from __future__ import annotations
@@ -20,31 +16,91 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from inglenook.engine.base.generation_events import Chunk, Finished
+from inglenook.engine.base.sampling import SamplingParams
 from inglenook.engine.runtime.model import LoadedModel
 from inglenook.engine.runtime.model_loading import LoadOptions
+from inglenook.engine.runtime.slots import FA_TILE_ROWS, PREFILL_ALIGN
 
 from .conftest import GPU_LAYERS, record_for
 
 pytestmark = pytest.mark.integration
 
 TEXT = ("The lighthouse keeper climbed the stairs each evening, counting the steps aloud, and lit the lamp "
-        "before the fishing boats came home across the grey water of the bay.")
+        "before the fishing boats came home across the grey water of the bay. ") * 12
+# Greedy, one token, the top 20 log-probabilities: a log-softmax over every logit, so any
+# difference in any logit shows.
+FIRST_TOKEN = SamplingParams(temperature=0.0, max_tokens=1, logprobs=20)
 
 
-def logits_split_by(path: Path, model_id: str, batch: int) -> tuple[np.ndarray, LoadedModel]:
-    model = LoadedModel(record_for(path, model_id), LoadOptions(context_size=256, gpu_layers=GPU_LAYERS, batch_size=batch))
-    try:
-        return model.logits_for(model.tokenize(TEXT)), model
-    finally:
-        model.close()
+def first_token(model: LoadedModel, prompt: list[int], reuse: bool) -> tuple[list[float], int]:
+    """The first answer token's top log-probabilities, and how many prompt tokens were reused."""
+    events = list(model.generate(prompt, FIRST_TOKEN, reuse_kv=reuse))
+    chunk = next(e for e in events if isinstance(e, Chunk))
+    done = events[-1]
+    assert isinstance(done, Finished) and chunk.logprobs
+    return [lp for _, _, lp in chunk.logprobs[0].top], done.usage.cached_tokens
 
 
-def test_default_configuration_gives_the_same_logits_however_the_prompt_is_split(smollm2_path: Path) -> None:
-    whole, model = logits_split_by(smollm2_path, "smollm2:q4_1", 64)
+def reusable(read_before: int, prompt: int, least: int) -> int:
+    """What the slot may serve: tokens read in tiles, up to an aligned position, leaving at
+    least ``least`` tokens of the prompt to read again."""
+    served = min(read_before, prompt - least) if read_before >= least else 0
+    return max(0, served - served % PREFILL_ALIGN)
+
+
+def load(path: Path, model_id: str, batch: int = 512) -> LoadedModel:
+    return LoadedModel(record_for(path, model_id), LoadOptions(context_size=1024, gpu_layers=GPU_LAYERS,
+                                                              batch_size=batch))
+
+
+@pytest.fixture(params=["smollm2", "gemma"])
+def model(request: pytest.FixtureRequest, smollm2_path: Path, gemma_path: Path):  # noqa: ANN201
+    path = smollm2_path if request.param == "smollm2" else gemma_path
+    loaded = load(path, request.param)
+    yield loaded
+    loaded.close()
+
+
+def test_the_cpu_default_is_f16_with_flash_attention_read_in_tiles(model: LoadedModel) -> None:
     if GPU_LAYERS == 0:
-        # The CPU default: flash attention on, over a q8_0 cache.
-        assert (model.kv_cache_type, model.flash_attention) == ("q8_0", True)
-    for batch in (1, 5, 16):  # one token at a time, ragged chunks, aligned chunks
-        split, _ = logits_split_by(smollm2_path, "smollm2:q4_1", batch)
-        # Bit for bit: the prefix cache's exactness is not a tolerance.
-        assert np.array_equal(split, whole), f"batches of {batch}: max difference {np.abs(split - whole).max()}"
+        assert (model.kv_cache_type, model.flash_attention, model.canonical_rows) == ("f16", True, FA_TILE_ROWS)
+
+
+@pytest.mark.parametrize("cached", [30, 100, 250, 330, 390])
+def test_a_reused_prefix_gives_the_logits_of_a_full_prefill_bit_for_bit(model: LoadedModel, cached: int) -> None:
+    prompt = model.tokenize(TEXT)[:400]
+    whole, reused = first_token(model, prompt, reuse=False)
+    assert reused == 0
+    first_token(model, prompt[:cached], reuse=False)  # the earlier turn, now in the slot
+    again, reused = first_token(model, prompt, reuse=True)
+    # The slot serves what it read in tiles, and the last rows are always read again.
+    assert reused == reusable(cached, len(prompt), model.canonical_rows)
+    assert again == whole  # bit for bit: the prefix cache's exactness is not a tolerance
+
+
+def test_an_answer_in_the_prefix_is_read_again_and_the_logits_still_match(model: LoadedModel) -> None:
+    """Decode steps write KV one row at a time, which a full prefill would not: the next
+    turn reuses the prompt before the answer and reads the answer again."""
+    question = model.tokenize(TEXT)[:200]
+    events = list(model.generate(question, SamplingParams(temperature=0.0, max_tokens=24), reuse_kv=False))
+    answer = [t for e in events if isinstance(e, Chunk) for t in e.token_ids]
+    follow_up = question + answer + model.tokenize(" And then?", add_special=False)
+    again, reused = first_token(model, follow_up, reuse=True)
+    assert reused == reusable(len(question), len(follow_up), model.canonical_rows)
+    whole, _ = first_token(model, follow_up, reuse=False)
+    assert again == whole
+
+
+@pytest.mark.parametrize("batch", [256, 300])
+def test_prompt_chunks_never_leave_a_short_tail(model: LoadedModel, batch: int) -> None:
+    """A micro-batch smaller than the prompt cuts it into chunks; they end on aligned
+    positions and none falls under the tile size, so the logits are those of one batch."""
+    prompt = model.tokenize(TEXT)[:400]  # cut at 256 or 288, on aligned positions
+    whole, _ = first_token(model, prompt, reuse=False)
+    small = load(model.record.path, model.record.id, batch=batch)
+    try:
+        cut, _ = first_token(small, prompt, reuse=False)
+    finally:
+        small.close()
+    assert cut == whole

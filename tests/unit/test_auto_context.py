@@ -65,15 +65,15 @@ def test_a_small_model_gets_a_desktop_sized_cache_not_its_whole_training_context
     """32k x 4 of f16 was 4 GB resident for a 253 MB model; the cache now stays within twice
     the weights or 1 GiB, whichever is more, however much RAM is free."""
     chosen = auto_context(GEMMA3_270M, cpu(64), 32_768, parallel=4, kv_type="auto")
-    assert chosen == 16_384
-    assert kv_cache_bytes(GEMMA3_270M, chosen * 4, "q8_0") <= FIT_GIB
+    assert chosen == 8192  # "auto" is f16: 18 KB a token, 1.2 GB for 16,384 x 4
+    assert kv_cache_bytes(GEMMA3_270M, chosen * 4, "f16") <= FIT_GIB
     # A machine with little free memory still halves further, as before.
     assert auto_context(GEMMA3_270M, cpu(2), 32_768, parallel=4, kv_type="auto") < chosen
     # A large model's long context is limited by RAM, not by the desktop cap.
     assert auto_context(LLAMA31_8B, cpu(64), 8192, parallel=4, kv_type="auto") == 8192
 
 
-def test_the_automatic_cache_type_is_q8_0_on_the_cpu_and_f16_on_a_gpu() -> None:
-    assert kv_cache_type_for("auto", offloads=False) == "q8_0"
+def test_the_automatic_cache_type_is_f16_on_the_cpu_and_on_a_gpu() -> None:
+    assert kv_cache_type_for("auto", offloads=False) == "f16"
     assert kv_cache_type_for("auto", offloads=True) == "f16"
-    assert kv_cache_type_for("f16", offloads=False) == "f16"  # a choice made by hand stays
+    assert kv_cache_type_for("q8_0", offloads=False) == "q8_0"  # a choice made by hand stays
