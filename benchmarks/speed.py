@@ -1,19 +1,19 @@
 """Decode and prompt-reading speed, ours beside llama.cpp's own ``llama-bench``, in one run.
 
 For each model and depth (tokens already in the context), measures:
-- ours in the default configuration (``kv_cache_type="auto"``: q8_0 K/V with flash
-  attention on the CPU) and, for reference, the engine's old CPU default (f16 K/V, flash
-  attention off);
+- ours in the default configuration (``kv_cache_type="auto"``: f16 K/V with flash
+  attention, prompts read in exact chunks) and, with ``--all-configs``, ours over a q8_0
+  cache and the engine's old CPU default (f16, flash attention off);
 - ``llama-bench`` from the same CMake tree as the engine's library (so the same CPU
-  variant runs) with flash attention off and on over an f16 cache (llama-server's default
-  is on where the backend has it) and on over a q8_0 cache (ours).
+  variant runs) with flash attention off and on over an f16 cache (on is llama-server's
+  default) and, with ``--all-configs``, on over a q8_0 cache.
 Decode is ``tg`` (128 tokens), prompt reading ``pp`` (512 tokens), both after ``depth``
 tokens, like ``llama-bench -d``. Rounds are interleaved (each configuration once per round)
 and medians reported, so machine noise hits all alike. With ``--ubatch`` several
 micro-batch sizes are measured for prompt reading, ours and llama-bench's alike. Prints JSON.
 
     python benchmarks/speed.py --llama-bench "$(python scripts/llama_build.py llama-bench)" \
-        [--model PATH ...] [--depths 0,4096] [--rounds 3] [--ubatch 512]
+        [--model PATH ...] [--depths 0,4096] [--rounds 3] [--ubatch 512] [--all-configs]
 """
 
 from __future__ import annotations
@@ -36,9 +36,11 @@ from inglenook.engine.runtime.model import LoadedModel
 from inglenook.engine.runtime.model_loading import LoadOptions
 from inglenook.engine.runtime.native import backend_report, llama, physical_cores
 
-OURS = {"ours (auto: q8_0, fa on)": {}, "ours (old default: f16, fa off)": {"kv_cache_type": "f16", "flash_attention": False}}
-THEIRS = {"llama-bench f16 fa off": ("f16", "0"), "llama-bench f16 fa on": ("f16", "1"),
-          "llama-bench q8_0 fa on": ("q8_0", "1")}
+OURS = {"ours (auto: f16, fa on)": {}}
+THEIRS = {"llama-bench f16 fa off": ("f16", "0"), "llama-bench f16 fa on": ("f16", "1")}
+MORE_OURS = {"ours (q8_0, fa on)": {"kv_cache_type": "q8_0"},
+             "ours (old default: f16, fa off)": {"kv_cache_type": "f16", "flash_attention": False}}
+MORE_THEIRS = {"llama-bench q8_0 fa on": ("q8_0", "1")}
 
 
 def filler_tokens(model: LoadedModel, count: int) -> list[int]:
@@ -146,7 +148,11 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=physical_cores())
     parser.add_argument("--llama-bench", type=Path)
+    parser.add_argument("--all-configs", action="store_true", help="also q8_0 caches and flash attention off (ours)")
     args = parser.parse_args()
+    if args.all_configs:
+        OURS.update(MORE_OURS)
+        THEIRS.update(MORE_THEIRS)
     logging.basicConfig(level=logging.WARNING)
     llama()  # llama.cpp's log into logging before anything loads
     results = [measure_model(path, args) for path in args.model or default_models()]

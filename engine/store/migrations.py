@@ -217,9 +217,8 @@ def m011_kv_cache_auto(db: sqlite_utils.Database) -> None:
     """The KV cache setting becomes "auto" where it holds the old default, f16.
 
     Until now Settings saved every field, so a stored "f16" is almost always the old default
-    written back, not a choice; "auto" runs q8_0 with flash attention on the CPU (faster,
-    half the memory, still an exact prefix cache) and f16 on a GPU. A stored "q8_0" was
-    chosen and stays.
+    written back, not a choice; "auto" is the engine's current default (see
+    runtime.fit.kv_cache_type_for). A stored "q8_0" was chosen and stays.
     """
     db.conn.execute("UPDATE settings SET value = ? WHERE key = 'kv_cache_type' AND value = ?",
                     ('"auto"', '"f16"'))

@@ -23,7 +23,7 @@ class Settings:
     model_context: dict[str, int] = field(default_factory=dict)
     threads: int = 0  # 0: one per physical core
     gpu_layers: int = -1  # -1: as many as fit (auto), 0: CPU only
-    # auto (q8_0 with flash attention on the CPU, f16 on a GPU: fit.kv_cache_type_for) | f16 | q8_0
+    # auto (f16 with flash attention: runtime.fit.kv_cache_type_for) | f16 | q8_0
     kv_cache_type: str = "auto"
     # Answers one model works on at once (window, terminal and API share them), batched
     # into one decode per step; they share one KV pool of context_size tokens.
