@@ -1,4 +1,4 @@
-"""The one place that turns engine errors into messages a person can act on (DESIGN rule 4).
+"""The one place that turns engine errors into messages a person can act on (rule 4 of docs/ARCHITECTURE.md).
 
 Errors are mapped by type, never by matching message text. Each explanation names what
 happened in plain words and offers the actions that help; the window wires the actions.

@@ -1,6 +1,6 @@
 """Background work for the GUI: one lane per kind of work, each on its own long-lived threads.
 
-The GUI thread never waits on inference, disk or network (DESIGN rule 2). Every slow call
+The GUI thread never waits on inference, disk or network (rule 2 of docs/ARCHITECTURE.md). Every slow call
 goes to the ``Lane`` of its kind; the lane's threads take calls in order from its queue, and
 results come back over a queued signal, so callbacks always run on the GUI thread (the shape
 of GPT4All's chat client: work in on a queue, results out as signals).

@@ -29,7 +29,7 @@ SUPPORTED_VERSIONS = (2, 3)
 DEFAULT_ALIGNMENT = 32
 
 # Limits far above any real model, so that a corrupt or hostile count is caught before we
-# allocate or loop over it (DESIGN rule 7: GGUF metadata depth and sizes are bounded).
+# allocate or loop over it (rule 7 of docs/ARCHITECTURE.md: GGUF metadata depth and sizes are bounded).
 MAX_TENSORS = 100_000
 MAX_KV_PAIRS = 100_000
 MAX_DIMS = 4

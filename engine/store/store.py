@@ -5,7 +5,7 @@ next to inference, and one connection keeps WAL checkpoints simple. A user messa
 committed the moment it is sent, an answer when it completes (or, marked partial, when
 it is stopped), so a crash mid-turn loses nothing already saved.
 
-Failures are told apart (DESIGN rule 5): a database that is *damaged* (SQLite's CORRUPT or
+Failures are told apart (rule 5 of docs/ARCHITECTURE.md): a database that is *damaged* (SQLite's CORRUPT or
 NOTADB, a failed integrity check, or a schema that lacks what the migrations made) is set
 aside as ``*.corrupt-<time>`` and everything still readable is copied into a fresh one; a
 database that is only *unavailable* (disk full, read-only, locked by another program, an I/O

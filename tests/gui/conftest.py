@@ -63,4 +63,3 @@ def wait_answer(qtbot, window, conversation_id: int) -> None:  # noqa: ANN001
         and (window.current_id != conversation_id or window.view.streaming_widget() is None),
         timeout=ANSWER_TIMEOUT_MS,
     )
-    qtbot.wait(50)  # let the queued finish signal's repaint run

@@ -34,6 +34,16 @@ def page(qtbot, window, hub):  # noqa: F811 — hub: HF_ENDPOINT points at the l
     return models_page
 
 
+def read_models_again(qtbot, window) -> None:
+    """Read the installed models again and wait until the window has this read, not an
+    earlier one: the disk lane runs its calls in order on one thread and hands the results
+    back in order, so a call queued after the read reports back after it."""
+    done: list[bool] = []
+    window.model_list.refresh()
+    window.workers.disk.run(lambda: None, lambda _result: done.append(True))
+    qtbot.waitUntil(lambda: bool(done), timeout=WAIT_MS)
+
+
 def search(qtbot, page, text: str = "") -> list[str]:
     page.browser.search.setText(text)
     qtbot.mouseClick(page.browser.search_button, Qt.MouseButton.LeftButton)
@@ -120,8 +130,7 @@ def test_cancel_keeps_nothing_listed_and_resume_completes(qtbot, window, page, h
     qtbot.mouseClick(card.cancel_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: not page.downloads.jobs and bool(page.downloads.pending_cards), timeout=WAIT_MS)
 
-    window.model_list.refresh()
-    qtbot.wait(300)
+    read_models_again(qtbot, window)
     assert not downloaded(window, SMOL_REPO)
     assert not [r for r in window.engine.registry.list() if r.source == "download"]
     pending = page.downloads.pending_cards[0]
@@ -242,8 +251,7 @@ def test_disk_full_and_damaged_downloads_are_explained(qtbot, window, page, hub,
     qtbot.mouseClick(retry, Qt.MouseButton.LeftButton)  # "Try again" re-runs the same download
     qtbot.waitUntil(lambda: page.banner.isVisible() and "verification" in page.banner.text.text(), timeout=WAIT_MS)
     assert page.banner.title.text() == "The download did not finish"
-    window.model_list.refresh()
-    qtbot.wait(300)
+    read_models_again(qtbot, window)
     assert not downloaded(window, SMOL_REPO) and not page.downloads.pending_cards  # the damaged file is gone
 
 

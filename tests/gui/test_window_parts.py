@@ -166,20 +166,26 @@ def test_auto_scroll_follows_until_the_user_scrolls_up(qtbot, window) -> None:
         for i in range(1, 21)
     ])
     bar = window.view.verticalScrollBar()
+
+    def grow(text: str) -> None:
+        """Show more of the answer, and lay it out as a streamed answer is, a piece at a time
+        (the posted layout requests run now; following, or not, happens as the range changes)."""
+        window.view.update_answer(text)
+        QApplication.processEvents()
+
     window.view.begin_answer("model")
     text = ""
     for i in range(30):
         text += f"line {i}\n\n"
-        window.view.update_answer(text)
-        qtbot.wait(5)
+        grow(text)
     qtbot.waitUntil(lambda: bar.value() == bar.maximum() and bar.maximum() > 0)
     bar.setValue(bar.maximum() // 2)  # the user scrolls up to read
-    held = bar.value()
+    held, held_maximum = bar.value(), bar.maximum()
     for i in range(30, 50):
         text += f"line {i}\n\n"
-        window.view.update_answer(text)
-        qtbot.wait(5)
-    assert bar.value() == held and bar.maximum() > held
+        grow(text)
+    qtbot.waitUntil(lambda: bar.maximum() > held_maximum)  # the new lines are laid out
+    assert bar.value() == held
     bar.setValue(bar.maximum())  # back to the bottom: follow again
     text += "more\n\n" * 10
     window.view.update_answer(text)

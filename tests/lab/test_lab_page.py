@@ -81,7 +81,6 @@ def test_run_measures_in_the_background_and_saves_a_screenshot(qtbot, page: LabP
     assert progress_seen and max(progress_seen) == 1000
     assert page.run_button.isEnabled() and not page.cancel_button.isEnabled()
     qtbot.waitUntil(lambda: page.table_model.rowCount() == 4, timeout=30_000)
-    qtbot.wait(300)
     # Screenshots for docs/ come from `make screenshots` only; a test never writes the tree.
     shot = page.grab()
     assert not shot.isNull() and shot.width() > 400

@@ -22,6 +22,7 @@ from inglenook.engine.store.paths import Paths
 from inglenook.engine.store.settings import Settings
 from inglenook.engine.store.store import Store
 from tests.fakes import FakeModel
+from tests.polling import wait_until
 from tests.unit.test_scheduler_chat import _resolve
 
 
@@ -49,7 +50,7 @@ def parts(tmp_path: Path, smollm2_path: Path):
 def test_a_background_job_waits_behind_interactive_and_api_jobs(parts) -> None:  # noqa: ANN001
     _chats, _background, scheduler, finished, _small = parts
     first = scheduler.submit(GenerateJob("m:q4_0", text="x", client="window", priority=INTERACTIVE))
-    time.sleep(0.05)  # the first job holds the only sequence
+    wait_until(lambda: first.prompt_usage is not None, failure="the first job was not admitted")  # it holds the only sequence
     later = [scheduler.submit(GenerateJob("m:q4_0", text="x", client=name, priority=rank))
              for name, rank in (("background:title", BACKGROUND), ("api:x", API), ("terminal", INTERACTIVE))]
     for handle in (first, *later):

@@ -225,10 +225,13 @@ def test_disk_budget_is_respected_least_recently_used_first(tmp_path: Path) -> N
     for conversation in (1, 2):
         turn(cache, model, [conversation] * 495, conversation_id=conversation)
         cache.flush()
-    time.sleep(0.05)
+    # Recency is a file's mtime: stated here, not left to the clock's resolution between writes.
+    now = time.time()
+    for conversation, age_s in ((1, 100), (2, 50)):  # 2 was used after 1
+        (path,) = tmp_path.glob(f"conv-{conversation}-*{SUFFIX}")
+        os.utime(path, (now - age_s, now - age_s))
     model.kv_tokens = []
     assert cache.restore(model, [1] * 495 + [900_000] * 5 + [3], conversation_id=1) > 0  # 1 is now fresher than 2
-    time.sleep(0.05)
     turn(cache, model, [3] * 495, conversation_id=3)
     cache.flush()
     names = sorted(p.name.split("-")[1] for p in tmp_path.glob(f"*{SUFFIX}"))
