@@ -19,6 +19,7 @@ run: $(VENV)/.app-installed
 	$(VENV)/bin/inglenook
 
 test: $(VENV)/.dev-installed typecheck wheel-check
+	$(PY) -m ruff check .
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest
 	$(MAKE) test-portable
 

@@ -6,6 +6,7 @@ happened in plain words and offers the actions that help; the window wires the a
 
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass, field
 
 from inglenook.engine import (
@@ -164,10 +165,8 @@ def _causes(exc: BaseException) -> list[BaseException]:
 def _explain_download(exc: BaseException, detail: str) -> Explanation:
     """A DownloadError carries a sentence written for people; the title comes from what caused
     it (huggingface-hub's exception types, an OSError's errno), never from the message text."""
-    import errno
-
-    import httpx
-    from huggingface_hub.errors import (
+    import httpx  # noqa: PLC0415 — httpx and huggingface_hub load when a download failed, not at start
+    from huggingface_hub.errors import (  # noqa: PLC0415
         EntryNotFoundError,
         GatedRepoError,
         HfHubHTTPError,

@@ -75,5 +75,5 @@ class ModelList(QObject):
             return  # a remote engine loads its own models
         try:
             self.engine.load_model(model_id)  # only queues the load
-        except Exception as exc:  # shown in the banner, never raised into Qt
+        except Exception as exc:  # noqa: BLE001 — shown in the banner, never raised into Qt
             self.failed.emit(exc)

@@ -15,6 +15,7 @@ from inglenook.engine import (
     downloader_for,
 )
 from PySide6.QtCore import QSize, Qt, Signal
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -47,10 +48,10 @@ class ElidedLabel(QLabel):
         self.full_text = text
         self.setMinimumWidth(20)
 
-    def minimumSizeHint(self) -> QSize:
+    def minimumSizeHint(self) -> QSize:  # noqa: N802
         return QSize(20, super().minimumSizeHint().height())
 
-    def resizeEvent(self, event) -> None:
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802
         super().resizeEvent(event)
         elided = self.fontMetrics().elidedText(self.full_text, Qt.TextElideMode.ElideRight, self.contentsRect().width())
         if elided != self.text():

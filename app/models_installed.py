@@ -134,7 +134,7 @@ class ModelDropFilter(QObject):
         self.paths_of = paths_of
         self.on_drop = on_drop
 
-    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802
         if event.type() in (QEvent.Type.DragEnter, QEvent.Type.DragMove, QEvent.Type.Drop):
             paths = self.paths_of(event) if isinstance(event, QDropEvent) else []
             if paths and isinstance(event, QDropEvent):

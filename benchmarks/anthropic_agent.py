@@ -89,9 +89,9 @@ def main() -> None:
     os.environ.setdefault("INGLENOOK_HOME", tempfile.mkdtemp(prefix="inglenook-bench-"))
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-    import anthropic  # noqa: PLC0415 — after INGLENOOK_HOME is set
-    from inglenook.engine.core.engine import Engine  # noqa: PLC0415
-    from inglenook.engine.api.server import ApiServer  # noqa: PLC0415
+    import anthropic  # after INGLENOOK_HOME is set
+    from inglenook.engine.core.engine import Engine
+    from inglenook.engine.api.server import ApiServer
 
     engine = Engine()
     engine.update_settings(context_size=args.context)

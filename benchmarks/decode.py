@@ -83,7 +83,7 @@ def main() -> int:
     logging.basicConfig(level=logging.WARNING)
     llama()  # route llama.cpp's log lines into logging before anything loads
 
-    import llama_cpp  # noqa: PLC0415
+    import llama_cpp
 
     model = LoadedModel(record_for(args.model), LoadOptions(context_size=2048, threads=args.threads, gpu_layers=0))
     llm = llama_cpp.Llama(str(args.model), n_ctx=2048, n_threads=args.threads, n_threads_batch=args.threads,

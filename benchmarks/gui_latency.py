@@ -16,11 +16,12 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 
-def measure(app, seconds: float | None = None, until=None) -> list[float]:  # noqa: ANN001
+def measure(seconds: float | None = None, until: Callable[[], bool] | None = None) -> list[float]:
     from PySide6.QtCore import QEventLoop, QTimer
 
     gaps: list[float] = []
@@ -81,15 +82,15 @@ def main() -> int:
     window.show()
     conversation = engine.chats.new_conversation(sampling={"temperature": 0.0, "max_tokens": args.tokens})
     window.open_conversation(conversation.id)
-    measure(app, until=lambda: window.conversation is not None)
+    measure(until=lambda: window.conversation is not None)
     # Load the model first so the streaming run measures streaming, not the (threaded) load.
     engine.scheduler.load(engine.default_model_id())
-    measure(app, until=lambda: window.hub.loaded is not None)
+    measure(until=lambda: window.hub.loaded is not None)
 
-    idle = measure(app, seconds=2.0)
+    idle = measure(seconds=2.0)
     window.send("Write a short Python function that reverses a string, and explain it.")
     started = time.perf_counter()
-    streaming = measure(app, until=lambda: not window.chat.is_streaming(conversation.id)
+    streaming = measure(until=lambda: not window.chat.is_streaming(conversation.id)
                         and window.view.streaming_widget() is None and time.perf_counter() - started > 0.5)
     answer = engine.store.messages(conversation.id)[-1]
     result = {

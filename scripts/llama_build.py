@@ -42,7 +42,6 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import urllib.request
 from pathlib import Path
 
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"

@@ -14,7 +14,15 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from PySide6.QtWidgets import QApplication
+
+    from inglenook.app.window import MainWindow
+    from tests.hubmock import HubMock
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,7 +58,7 @@ def requantize(source: Path, folder: Path) -> list[tuple[str, Path]]:
     return made
 
 
-def start_hub(gemma: Path, smol: Path | None, work: Path):
+def start_hub(gemma: Path, smol: Path | None, work: Path) -> HubMock:
     from huggingface_hub import constants
 
     from tests.hubmock import HubMock, MockFile, MockRepo
@@ -76,7 +84,8 @@ def start_hub(gemma: Path, smol: Path | None, work: Path):
     return hub
 
 
-def shoot_models(app, window, out: Path, wait, settle) -> Path:
+def shoot_models(app: QApplication, window: MainWindow, out: Path, wait: Callable[..., None],
+                 settle: Callable[..., None]) -> Path:
     """Search, open the shown repo, start a download, and grab the window mid-way."""
     gemma = Path.home() / ".cache" / "inglenook-test-models" / "gemma-3-270m-q4_k_m.gguf"
     from inglenook.engine import find_starter_model

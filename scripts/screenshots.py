@@ -45,7 +45,7 @@ LIVE_QUESTION = "Write a Python function that reverses a string."
 
 
 def _free_port() -> int:
-    import socket  # noqa: PLC0415
+    import socket
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -72,11 +72,11 @@ def shoot_alone(prefix: str, shoot) -> None:  # noqa: ANN001
     """Run one page's ``shoot(app, window)`` on its own: a light 1280x800 window, no API, in a
     throwaway INGLENOOK_HOME (what each ``*_shot.py`` script does when run by itself)."""
     os.environ["INGLENOOK_HOME"] = tempfile.mkdtemp(prefix=prefix)
-    from PySide6.QtWidgets import QApplication  # noqa: PLC0415
+    from PySide6.QtWidgets import QApplication
 
-    from inglenook.app import theme  # noqa: PLC0415
-    from inglenook.app.window import MainWindow  # noqa: PLC0415
-    from inglenook.engine import Engine  # noqa: PLC0415
+    from inglenook.app import theme
+    from inglenook.app.window import MainWindow
+    from inglenook.engine import Engine
 
     app = QApplication(sys.argv)
     engine = Engine()

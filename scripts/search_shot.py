@@ -43,7 +43,7 @@ def shoot_search(app: Any, window: Any, out: Path, wait: Any, settle: Any) -> No
 def main() -> int:
     out = Path(sys.argv[sys.argv.index("--out") + 1]) if "--out" in sys.argv else Path("docs")
     out.mkdir(parents=True, exist_ok=True)
-    from screenshots import settle, shoot_alone, wait  # noqa: PLC0415
+    from screenshots import settle, shoot_alone, wait
 
     shoot_alone("inglenook-search-shot-", lambda app, window: shoot_search(app, window, out, wait, settle))
     print(out / "search.png")

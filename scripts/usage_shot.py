@@ -22,9 +22,9 @@ LONG_DOCUMENT = "An inglenook is a recess beside a big fireplace where people sa
 
 def api_calls(url: str) -> None:
     """Real calls as different clients would make them."""
-    import anthropic  # noqa: PLC0415
-    import httpx  # noqa: PLC0415
-    import openai  # noqa: PLC0415
+    import anthropic
+    import httpx
+    import openai
 
     client = openai.OpenAI(base_url=url, api_key="local", max_retries=0, timeout=600)
     for content in ("Say hi.", "Name three colours.", f"{LONG_DOCUMENT}\nSummarise that in one line."):
@@ -63,12 +63,12 @@ def main() -> int:
     out = Path(sys.argv[sys.argv.index("--out") + 1]) if "--out" in sys.argv else Path("docs")
     out.mkdir(parents=True, exist_ok=True)
     os.environ["INGLENOOK_HOME"] = tempfile.mkdtemp(prefix="inglenook-usage-shot-")
-    from PySide6.QtWidgets import QApplication  # noqa: PLC0415
+    from PySide6.QtWidgets import QApplication
 
-    from inglenook.app import theme  # noqa: PLC0415
-    from inglenook.app.window import MainWindow  # noqa: PLC0415
-    from inglenook.engine import Engine  # noqa: PLC0415
-    from screenshots import _free_port, settle, wait  # noqa: PLC0415
+    from inglenook.app import theme
+    from inglenook.app.window import MainWindow
+    from inglenook.engine import Engine
+    from screenshots import _free_port, settle, wait
 
     app = QApplication(sys.argv)
     engine = Engine()

@@ -64,7 +64,7 @@ class FakeModel:
     step_delay_s = 0.0
     loads: list[str] = []
 
-    def __init__(self, record: ModelRecord, options: LoadOptions, progress=None) -> None:  # noqa: ANN001
+    def __init__(self, record: ModelRecord, options: LoadOptions, progress=None) -> None:
         self.record = record
         self.options = options
         self.n_ctx = options.context_size
@@ -81,11 +81,11 @@ class FakeModel:
     def tokenize(self, text: str, add_special: bool = True, parse_special: bool = True) -> list[int]:
         return [ord(c) % 256 for c in text]
 
-    def chat_tokens(self, messages: list[dict], tools=None, cancel=None, options=None) -> list[int]:  # noqa: ANN001
+    def chat_tokens(self, messages: list[dict], tools=None, cancel=None, options=None) -> list[int]:
         text = "".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>"
         return self.tokenize(text)
 
-    def prompt_tokens(self, text: str, cancel=None) -> list[int]:  # noqa: ANN001
+    def prompt_tokens(self, text: str, cancel=None) -> list[int]:
         return self.tokenize(text)
 
     def pick_slot(self, prompt: list[int]) -> KvSlot | None:
@@ -110,7 +110,7 @@ class FakeModel:
                 sequence.advance()
         return 0
 
-    def use_lora(self, lora) -> None:  # noqa: ANN001 — a lora.LoraSet
+    def use_lora(self, lora) -> None:  # a lora.LoraSet
         self.lora_key = lora.key
 
     def release(self, sequence: FakeSequence) -> None:

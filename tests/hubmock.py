@@ -241,10 +241,10 @@ def _make_handler(hub: HubMock) -> type[BaseHTTPRequestHandler]:
 
         # -- verbs ---------------------------------------------------------------------
 
-        def do_HEAD(self) -> None:  # noqa: N802
+        def do_HEAD(self) -> None:
             self.do_GET()
 
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             url = urlsplit(self.path)
             query = parse_qs(url.query)
             parts = [unquote(p) for p in url.path.split("/") if p]
@@ -258,7 +258,7 @@ def _make_handler(hub: HubMock) -> type[BaseHTTPRequestHandler]:
                 return self._resolve(parts)
             self._error(404, None, "Not Found")
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             url = urlsplit(self.path)
             parts = [unquote(p) for p in url.path.split("/") if p]
             length = int(self.headers.get("Content-Length") or 0)
@@ -393,7 +393,7 @@ def _make_handler(hub: HubMock) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def _blocks(source: Path | bytes, start: int, count: int):  # noqa: ANN202
+def _blocks(source: Path | bytes, start: int, count: int):
     if isinstance(source, bytes):
         data = source[start : start + count]
         for i in range(0, len(data), _BLOCK):

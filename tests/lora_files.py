@@ -23,7 +23,7 @@ def write_adapter(path: Path, architecture: str = "llama", targets: dict[str, tu
                   blocks: range = range(0, 30), rank: int = 8, alpha: float = 16.0, seed: int = 0,
                   strength: float = 0.05, general_type: str = "adapter", adapter_type: str = "lora") -> Path:
     """An adapter with random low-rank A/B for ``targets`` ({tensor: (n_in, n_out)}) in ``blocks``."""
-    import gguf  # noqa: PLC0415 — a dev dependency, only the LoRA tests need it
+    import gguf  # a dev dependency, only the LoRA tests need it
 
     rng = np.random.default_rng(seed)
     writer = gguf.GGUFWriter(str(path), arch=architecture)

@@ -341,7 +341,7 @@ class ApiServer:
     def _serve(self) -> None:
         try:
             asyncio.run(self._server.serve(sockets=[self._socket]))
-        except BaseException as exc:  # noqa: BLE001 — reported by start() or logged
+        except BaseException as exc:  # reported by start() or logged
             self._failure = exc
             log.exception("the API server stopped with an error")
 

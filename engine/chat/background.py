@@ -252,7 +252,7 @@ class BackgroundWork:
 
     def _title(self, task: TitleTask) -> None:
         while task.attempts < MAX_ATTEMPTS:
-            model_id = small_model_id(self._settings(), self.models, self._settings().background_model)
+            model_id = small_model_id(self.models, self._settings().background_model)
             if model_id is None or not self._wait_until_idle():
                 return
             task.attempts += 1
@@ -264,7 +264,7 @@ class BackgroundWork:
 
     def _summary(self, task: SummaryTask) -> None:
         while task.attempts < MAX_ATTEMPTS:
-            model_id = small_model_id(self._settings(), self.models, self._settings().background_model)
+            model_id = small_model_id(self.models, self._settings().background_model)
             if model_id is None or not self._wait_until_idle():
                 return
             messages = self._saved_messages(task)

@@ -234,7 +234,7 @@ class LabRun:
         except InglenookError as exc:
             log.warning("lab run failed: %s", exc)
             self.report.error = exc
-        except Exception as exc:  # noqa: BLE001 — reported, never lost in a thread
+        except Exception as exc:  # reported, never lost in a thread
             log.exception("lab run crashed")
             self.report.error = InglenookError(f"the lab run failed: {exc}")
         finally:
@@ -293,7 +293,7 @@ class LabRun:
 
     def _create_variants(self, group: VariantGroup) -> None:
         source = group.reference.record
-        threads = self.lab._load_options().threads  # noqa: SLF001
+        threads = self.lab._load_options().threads
         for quant in self.create:
             target = output_path(source.path, quant, self.lab.paths.models)
             if not target.exists():

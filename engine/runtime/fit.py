@@ -428,7 +428,7 @@ def _nvidia_smi_gpus() -> list[GpuMemory]:
     if executable is None:
         return []
     try:
-        completed = subprocess.run(  # noqa: S603 — fixed arguments, found on PATH
+        completed = subprocess.run(  # fixed arguments, found on PATH
             [executable, "--query-gpu=name,memory.total,memory.free", "--format=csv,noheader,nounits"],
             capture_output=True, text=True, timeout=5, check=True,
         )

@@ -73,7 +73,7 @@ class ContextAdapters:
         """Decide here what llama.cpp would only log: the file is a LoRA for this model."""
         try:
             info = read_gguf(path)
-        except Exception as exc:  # a vanished or damaged file: the adapter cannot be used
+        except Exception as exc:  # noqa: BLE001 — a vanished or damaged file: the adapter cannot be used
             raise AdapterError(f"the adapter {adapter_id} cannot be read: {exc}") from None
         check_compatible(adapter_header(info, adapter_id), adapter_id, self._info, self._model_id)
 

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..base import (
-    ContextLengthExceeded, Finished, GGUFInfo, GenerationEvent, InvalidRequest, LoraSet, ModelLoadError,
+    ContextLengthExceeded, GGUFInfo, GenerationEvent, InvalidRequest, LoraSet, ModelLoadError,
     ModelRecord, SamplingParams, TokenLogprob,
 )
 from .batch import ALL, LAST, NONE, BatchRow

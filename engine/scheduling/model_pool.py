@@ -205,7 +205,7 @@ class ModelLoader:
 
         try:
             outcome.model = build(progress)
-        except BaseException as exc:  # noqa: BLE001 — every failure goes to the jobs waiting for it
+        except BaseException as exc:  # every failure goes to the jobs waiting for it
             if not isinstance(exc, ModelLoadError):
                 log.exception("loading %s failed", record.id)
             outcome.error = exc

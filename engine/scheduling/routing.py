@@ -58,7 +58,7 @@ class ChatModels:
         return min(usable, key=lambda m: (m.size_bytes, m.id)) if usable else None
 
 
-def small_model_id(settings: Settings, models: ChatModels, configured: str | None) -> str | None:
+def small_model_id(models: ChatModels, configured: str | None) -> str | None:
     """``configured`` (resolved through the registry) or the smallest chat model; None if none."""
     if configured:
         try:
@@ -81,7 +81,7 @@ def search_model_id(settings: Settings, models: ChatModels) -> str | None:
     encoders = [m for m in models.registry.list() if m.usable and m.architecture in EMBEDDING_ARCHITECTURES]
     if encoders:
         return min(encoders, key=lambda m: (m.size_bytes, m.id)).id
-    model_id = small_model_id(settings, models, settings.background_model)
+    model_id = small_model_id(models, settings.background_model)
     if model_id is None or settings.background_model:
         return model_id
     return model_id if models.registry.resolve(model_id).size_bytes <= SEARCH_CHAT_MODEL_MAX_BYTES else None
@@ -148,7 +148,7 @@ class Router:
         tools = bool(getattr(request, "tools", None))
         if tools or prompt_chars(request) > settings.route_short_prompt_chars:
             return large
-        return small_model_id(settings, self.models, settings.route_small_model) or large
+        return small_model_id(self.models, settings.route_small_model) or large
 
     def targets(self) -> RouteTargets | None:
         """The two models ``auto`` chooses between, or None when it has no choice to make
@@ -158,7 +158,7 @@ class Router:
             large = self.models.registry.resolve(settings.route_large_model or self._default_model()).id
         except InglenookError:
             return None  # no usable default model: nothing to route to
-        small = small_model_id(settings, self.models, settings.route_small_model)
+        small = small_model_id(self.models, settings.route_small_model)
         if small is None or small == large:
             return None
         return RouteTargets(small, large, settings.route_short_prompt_chars)

@@ -195,7 +195,7 @@ def main() -> int:
     target = build(args.bundle, args.out, args.version, args.icons)
     sizes = {"deb": str(target), "deb_bytes": target.stat().st_size,
              "installed_kib": directory_kib(ROOT / "build" / "deb" / "root")}
-    print(json.dumps(sizes))  # noqa: T201 — the build's one line of output, for the Makefile
+    print(json.dumps(sizes))  # the build's one line of output, for the Makefile
     return 0
 
 

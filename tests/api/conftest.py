@@ -18,7 +18,7 @@ STARTER = "smollm2-135m-instruct:q4_1"
 
 
 @pytest.fixture
-def engine(home, smollm2_path) -> Iterator[Engine]:  # noqa: ANN001 — `home` sets INGLENOOK_HOME
+def engine(home, smollm2_path) -> Iterator[Engine]:  # `home` sets INGLENOOK_HOME
     engine = Engine()
     # A small context loads fast on two cores and is easy to overflow on purpose.
     engine.update_settings(context_size=1024)

@@ -21,7 +21,7 @@ def start(*args: str) -> subprocess.Popen:
     )
 
 
-def test_serve_answers_and_stops_on_ctrl_c(home, smollm2_path) -> None:  # noqa: ANN001
+def test_serve_answers_and_stops_on_ctrl_c(home, smollm2_path) -> None:
     process = start("--port", "0", "--model", "smollm2", "--api-key", "k")
     try:
         line = process.stdout.readline()
@@ -42,7 +42,7 @@ def test_serve_answers_and_stops_on_ctrl_c(home, smollm2_path) -> None:  # noqa:
     assert "Traceback" not in err
 
 
-def test_serve_refuses_a_network_address_without_a_key(home) -> None:  # noqa: ANN001
+def test_serve_refuses_a_network_address_without_a_key(home) -> None:
     process = start("--host", "0.0.0.0", "--port", "0")
     _, err = process.communicate(timeout=120)
     assert process.returncode == 1

@@ -19,7 +19,7 @@ from .conftest import STARTER, chat_body, serving
 pytestmark = pytest.mark.api
 
 
-def post(server: ApiServer, path: str, **kwargs) -> httpx.Response:  # noqa: ANN003
+def post(server: ApiServer, path: str, **kwargs) -> httpx.Response:
     return httpx.post(server.url + path, timeout=300, **kwargs)
 
 
@@ -103,7 +103,7 @@ def test_body_size_limit_is_413(engine: Engine) -> None:
         big = chat_body("x" * 10_000)
         assert_error(post(server, "/chat/completions", json=big), 413)
 
-        def chunks():  # noqa: ANN202 — no Content-Length: the limit must hold while reading
+        def chunks():  # no Content-Length: the limit must hold while reading
             for _ in range(10):
                 yield b"x" * 1000
 

@@ -37,7 +37,7 @@ HEADERS_TIMEOUT_S = 60.0
 
 
 @pytest.fixture
-def engine(home, smollm2_path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Engine]:  # noqa: ANN001
+def engine(home, smollm2_path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Engine]:
     plain = Engine.load_options
     monkeypatch.setattr(Engine, "load_options", lambda self: dataclasses.replace(plain(self), batch_size=BATCH))
     engine = Engine()

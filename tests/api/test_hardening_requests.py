@@ -192,7 +192,7 @@ def test_a_request_cancelled_while_its_prompt_is_prepared_ends_and_frees_the_eng
 # -- item 2: /health tells a stuck engine -------------------------------------------------
 
 
-def wait_until_busy(scheduler) -> None:  # noqa: ANN001
+def wait_until_busy(scheduler) -> None:
     ready = threading.Event()
     for _ in range(6000):
         beat = scheduler.heartbeat()

@@ -29,7 +29,7 @@ def gemma(engine: Engine, gemma_path: Path) -> ModelRecord:
     return engine.registry.register_file(gemma_path)
 
 
-def _client(server) -> openai.OpenAI:  # noqa: ANN001
+def _client(server) -> openai.OpenAI:
     return openai.OpenAI(base_url=server.url, api_key="not-needed", max_retries=0, timeout=300)
 
 

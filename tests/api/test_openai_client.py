@@ -76,7 +76,7 @@ def test_stream_matches_the_whole_answer_and_ends_with_usage(client: openai.Open
     assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == 6
 
 
-def test_async_client_runs_requests_concurrently(server) -> None:  # noqa: ANN001
+def test_async_client_runs_requests_concurrently(server) -> None:
     async def main() -> list[str]:
         client = openai.AsyncOpenAI(base_url=server.url, api_key="x", max_retries=0, timeout=300)
         asks = [

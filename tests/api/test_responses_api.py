@@ -351,7 +351,7 @@ def test_a_client_that_leaves_mid_stream_cancels_its_job(
     handles = []
     submit_many = engine.scheduler.submit_many
 
-    def recording_submit(jobs):  # noqa: ANN001, ANN202 — observes the jobs the server submits
+    def recording_submit(jobs):  # observes the jobs the server submits
         submitted = submit_many(jobs)
         handles.extend(submitted)
         return submitted

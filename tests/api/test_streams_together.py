@@ -39,7 +39,7 @@ def test_client_disconnect_cancels_the_generation(server: ApiServer, engine: Eng
     handles = []
     submit_many = engine.scheduler.submit_many
 
-    def recording_submit(jobs):  # noqa: ANN001, ANN202 — observes the jobs the server submits
+    def recording_submit(jobs):  # observes the jobs the server submits
         submitted = submit_many(jobs)
         handles.extend(submitted)
         return submitted

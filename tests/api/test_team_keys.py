@@ -138,7 +138,7 @@ def test_revoking_a_key_ends_its_open_stream(engine: Engine) -> None:
         with httpx.stream("POST", server.url + "/chat/completions", json=body, headers=bearer(key), timeout=300) as r:
             assert r.status_code == 200
             iterator = r.iter_lines()
-            lines.append(next(l for l in iterator if l.startswith("data:")))
+            lines.append(next(line for line in iterator if line.startswith("data:")))
             threading.Thread(target=keys.revoke, args=("dave",)).start()
             lines.extend(iterator)
         events = [json.loads(line[5:]) for line in lines if line.startswith("data: {")]
@@ -172,8 +172,8 @@ def test_revoking_every_key_never_opens_a_network_server(engine: Engine) -> None
         assert refused.status_code == 401 and "revoked" in refused.json()["error"]["message"]
 
 
-def test_the_keys_command_creates_lists_and_revokes(home, capsys) -> None:  # noqa: ANN001
-    from inglenook.cli import main  # noqa: PLC0415
+def test_the_keys_command_creates_lists_and_revokes(home, capsys) -> None:
+    from inglenook.cli import main
 
     assert main(["keys", "create", "gina", "--rpm", "30", "--max-streams", "2", "--models", "a,b"]) == 0
     created = capsys.readouterr().out

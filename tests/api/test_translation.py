@@ -21,7 +21,7 @@ TOOLS = [Tool.model_validate({"type": "function", "function": {"name": "add", "p
     "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}}})]
 
 
-def auto_plan():  # noqa: ANN201
+def auto_plan():
     return plan_tools(TOOLS, "auto", TemplateAbilities())
 
 

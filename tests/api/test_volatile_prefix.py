@@ -8,7 +8,6 @@ from collections.abc import Iterator
 import openai
 import pytest
 
-from inglenook.engine.api.server import ApiServer
 from inglenook.engine.core.engine import Engine
 from inglenook.engine.text.volatile_prompt import VOLATILE_LINES
 
@@ -21,7 +20,7 @@ INSTRUCTIONS = "\n".join(
 
 
 @pytest.fixture
-def long_engine(home, smollm2_path) -> Iterator[Engine]:  # noqa: ANN001 — `home` sets INGLENOOK_HOME
+def long_engine(home, smollm2_path) -> Iterator[Engine]:  # `home` sets INGLENOOK_HOME
     VOLATILE_LINES.clear()
     engine = Engine()
     engine.update_settings(context_size=4096)

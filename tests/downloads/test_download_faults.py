@@ -92,14 +92,14 @@ def test_disk_full_mid_download_installs_nothing_and_resumes(
     hub: HubMock, paths: Paths, registry: ModelRegistry, served_files: dict[str, MockFile],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    real_write = downloads._StagingSink.write  # noqa: SLF001
+    real_write = downloads._StagingSink.write
 
-    def write_until_full(sink: downloads._StagingSink, data: bytes) -> int:  # noqa: SLF001
+    def write_until_full(sink: downloads._StagingSink, data: bytes) -> int:
         if sink.tell() + len(data) > 30 * MB:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         return real_write(sink, data)
 
-    monkeypatch.setattr(downloads._StagingSink, "write", write_until_full)  # noqa: SLF001
+    monkeypatch.setattr(downloads._StagingSink, "write", write_until_full)
     with pytest.raises(DownloadError) as caught:
         Downloader(registry, paths).pull(SMOL_REPO)
     causes = []

@@ -37,7 +37,7 @@ def assert_nothing_installed(paths: Paths, registry: ModelRegistry) -> None:
     assert list(paths.downloads.glob("*.part")) == []
 
 
-def cancel_after_first_chunk(cancel: threading.Event):  # noqa: ANN201
+def cancel_after_first_chunk(cancel: threading.Event):
     def on_progress(event: DownloadProgress) -> None:
         if event.phase == "downloading" and event.done_bytes > 0:
             cancel.set()

@@ -6,9 +6,9 @@ import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-from collections.abc import Iterator  # noqa: E402
+from collections.abc import Iterator
 
-import pytest  # noqa: E402
+import pytest
 
 pytestmark = pytest.mark.gui
 
@@ -17,7 +17,7 @@ ANSWER_TIMEOUT_MS = 180_000
 
 
 @pytest.fixture
-def engine(home, smollm2_path):  # noqa: ANN001, ANN201 — home: the per-test INGLENOOK_HOME
+def engine(home, smollm2_path):  # home: the per-test INGLENOOK_HOME
     from inglenook.engine import Engine
 
     engine = Engine()
@@ -26,7 +26,7 @@ def engine(home, smollm2_path):  # noqa: ANN001, ANN201 — home: the per-test I
 
 
 @pytest.fixture
-def window(qtbot, qapp, engine) -> Iterator[object]:  # noqa: ANN001
+def window(qtbot, qapp, engine) -> Iterator[object]:
     from inglenook.app import theme
     from inglenook.app.window import MainWindow
 
@@ -39,7 +39,7 @@ def window(qtbot, qapp, engine) -> Iterator[object]:  # noqa: ANN001
     win.shutdown()
 
 
-def new_chat(qtbot, window, max_tokens: int = 12, **extra) -> int:  # noqa: ANN001
+def new_chat(qtbot, window, max_tokens: int = 12, **extra) -> int:
     """A greedy conversation (temperature 0) opened in the window; returns its id."""
     sampling = {"temperature": 0.0, "top_k": 1, "max_tokens": max_tokens, **extra}
     conversation = window.engine.chats.new_conversation(sampling=sampling)
@@ -49,7 +49,7 @@ def new_chat(qtbot, window, max_tokens: int = 12, **extra) -> int:  # noqa: ANN0
     return conversation.id
 
 
-def type_and_send(qtbot, window, text: str) -> None:  # noqa: ANN001
+def type_and_send(qtbot, window, text: str) -> None:
     from PySide6.QtCore import Qt
 
     window.composer.input.setFocus()
@@ -57,7 +57,7 @@ def type_and_send(qtbot, window, text: str) -> None:  # noqa: ANN001
     qtbot.keyClick(window.composer.input, Qt.Key.Key_Return)
 
 
-def wait_answer(qtbot, window, conversation_id: int) -> None:  # noqa: ANN001
+def wait_answer(qtbot, window, conversation_id: int) -> None:
     qtbot.waitUntil(
         lambda: not window.chat.is_streaming(conversation_id)
         and (window.current_id != conversation_id or window.view.streaming_widget() is None),

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.gui
 STARTER = "smollm2-135m-instruct:q4_1"
 
 
-def test_the_api_page_shows_each_client_with_a_copy_button(qtbot, window) -> None:  # noqa: ANN001
+def test_the_api_page_shows_each_client_with_a_copy_button(qtbot, window) -> None:
     dialog = window.open_settings("API server")
     card = dialog.api_clients
     dialog.api_port.setValue(9393)
@@ -38,7 +38,7 @@ def test_the_api_page_shows_each_client_with_a_copy_button(qtbot, window) -> Non
     dialog.reject()
 
 
-def test_aliases_and_a_models_context_are_saved_from_settings(qtbot, window, engine) -> None:  # noqa: ANN001
+def test_aliases_and_a_models_context_are_saved_from_settings(qtbot, window, engine) -> None:
     assert engine.settings.context_size == 0  # a fresh installation: automatic
     dialog = window.open_settings("Models & context")
     assert dialog.context_size.text() .startswith("Automatic")
@@ -56,7 +56,7 @@ def test_aliases_and_a_models_context_are_saved_from_settings(qtbot, window, eng
     assert "not valid!" in page.problem.text()  # ...and said why
     assert changes["model_context"] == {STARTER: 3072}
     assert "context_size" not in changes  # "Automatic" stays 0, not the spin box's minimum
-    dialog._save()  # noqa: SLF001 — the Save button's slot
+    dialog._save()  # the Save button's slot
     qtbot.waitUntil(lambda: engine.settings.model_aliases == {"claude-sonnet-4-5": STARTER}, timeout=30_000)
     assert engine.settings.context_for(STARTER) == 3072
     assert ModelNames(engine, strict=True).resolve("claude-sonnet-4-5").id == STARTER

@@ -12,11 +12,11 @@ from tests.lora_files import write_adapter
 LONG_MS = 900_000  # four answers in a row on a shared, busy machine; no assertion is about time
 
 
-def _last_answer(window) -> str:  # noqa: ANN001
+def _last_answer(window) -> str:
     return window.view.widgets[-1].text
 
 
-def _regenerate(qtbot, window, cid: int) -> str:  # noqa: ANN001
+def _regenerate(qtbot, window, cid: int) -> str:
     """The Regenerate button's work, waited for until the new answer is saved."""
     store = window.engine.store
     before = store.messages(cid)[-1].created_at  # (SQLite may give the new answer the old one's id)
@@ -31,21 +31,21 @@ def _regenerate(qtbot, window, cid: int) -> str:  # noqa: ANN001
     return store.messages(cid)[-1].content
 
 
-def _answered(window, cid: int) -> bool:  # noqa: ANN001
+def _answered(window, cid: int) -> bool:
     messages = window.engine.store.messages(cid)
     return bool(messages) and messages[-1].role == "assistant" and not window.chat.is_streaming(cid)
 
 
-def _stored(window, cid: int) -> list | None:  # noqa: ANN001
+def _stored(window, cid: int) -> list | None:
     return window.engine.store.get_conversation(cid).sampling.get("lora")
 
 
-def _chat_instances(engine) -> list:  # noqa: ANN001
+def _chat_instances(engine) -> list:
     """The loaded chat models (the window's turns also load an embedding instance, for search)."""
     return [m for m in engine.scheduler.loaded_models() if not m.options.embeddings]
 
 
-def test_an_adapter_picked_in_chat_settings_applies_and_is_switched_off(qtbot, window,  # noqa: ANN001
+def test_an_adapter_picked_in_chat_settings_applies_and_is_switched_off(qtbot, window,
                                                                                     tmp_path: Path) -> None:
     engine = window.engine
     engine.update_settings(threads=1)  # a busy machine: see tests/integration/test_lora_engine.py
@@ -103,7 +103,7 @@ def test_an_adapter_picked_in_chat_settings_applies_and_is_switched_off(qtbot, w
     assert panel.adapter.currentData() == "colour-lora" and panel.adapter_scale.value() == 0.5
 
 
-def test_an_adapter_imported_on_the_models_page_reaches_the_chat_settings(qtbot, window, tmp_path: Path) -> None:  # noqa: ANN001
+def test_an_adapter_imported_on_the_models_page_reaches_the_chat_settings(qtbot, window, tmp_path: Path) -> None:
     page = window.models_page
     page.import_paths([write_adapter(tmp_path / "style-lora.gguf", blocks=range(1))])
     qtbot.waitUntil(lambda: page.last_import is not None, timeout=60_000)

@@ -15,7 +15,7 @@ from tests.gguf_writer import write_gguf
 pytestmark = pytest.mark.gui
 
 
-def test_a_row_says_why_its_model_cannot_be_loaded(qtbot, home: Path) -> None:  # noqa: ANN001
+def test_a_row_says_why_its_model_cannot_be_loaded(qtbot, home: Path) -> None:
     paths = Paths.default().ensure()
     registry = ModelRegistry(Store(paths.database), paths)
     refused = registry.register_file(write_gguf(home / "tiny-F32.gguf"))

@@ -15,7 +15,7 @@ from .conftest import ANSWER_TIMEOUT_MS, new_chat, wait_answer
 pytestmark = [pytest.mark.gui, pytest.mark.integration]
 
 
-def test_the_status_shows_the_prompt_being_read(qtbot, window, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+def test_the_status_shows_the_prompt_being_read(qtbot, window, monkeypatch: pytest.MonkeyPatch) -> None:
     gate = hold_steps(monkeypatch)
     try:
         cid = new_chat(qtbot, window, max_tokens=4)

@@ -7,7 +7,7 @@ from inglenook.engine import Message
 from PySide6.QtGui import QGuiApplication
 
 
-def test_streamed_reasoning_is_collapsed_above_the_answer(qtbot) -> None:  # noqa: ANN001
+def test_streamed_reasoning_is_collapsed_above_the_answer(qtbot) -> None:
     widget = MessageWidget("assistant", author="qwen3")
     qtbot.addWidget(widget)
     widget.show()
@@ -24,7 +24,7 @@ def test_streamed_reasoning_is_collapsed_above_the_answer(qtbot) -> None:  # noq
     assert QGuiApplication.clipboard().text() == "Hello there!", "the answer is copied without its thinking"
 
 
-def test_a_saved_answer_estimates_its_thinking_time_and_plain_answers_show_none(qtbot) -> None:  # noqa: ANN001
+def test_a_saved_answer_estimates_its_thinking_time_and_plain_answers_show_none(qtbot) -> None:
     widget = MessageWidget("assistant")
     qtbot.addWidget(widget)
     widget.show()

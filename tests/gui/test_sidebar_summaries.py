@@ -14,7 +14,7 @@ from .conftest import ANSWER_TIMEOUT_MS
 pytestmark = [pytest.mark.gui, pytest.mark.integration]
 
 
-def test_a_long_conversation_shows_its_summary_in_the_sidebar_tooltip(qtbot, window) -> None:  # noqa: ANN001
+def test_a_long_conversation_shows_its_summary_in_the_sidebar_tooltip(qtbot, window) -> None:
     engine = window.engine
     long_one = engine.chats.new_conversation(title="Tides")
     short_one = engine.chats.new_conversation(title="Hello")
@@ -32,7 +32,7 @@ def test_a_long_conversation_shows_its_summary_in_the_sidebar_tooltip(qtbot, win
     summary = engine.background.summaries.all()[long_one.id]
     assert summary and short_one.id not in engine.background.summaries.all()
 
-    def item_of(conversation_id: int):  # noqa: ANN202
+    def item_of(conversation_id: int):
         return window.sidebar.list.item(window.sidebar.ids().index(conversation_id))
 
     qtbot.waitUntil(lambda: item_of(long_one.id).data(SUMMARY_ROLE) == summary, timeout=10_000)
@@ -42,7 +42,7 @@ def test_a_long_conversation_shows_its_summary_in_the_sidebar_tooltip(qtbot, win
     assert usage_report(engine.store, days=1).by_client()[SUMMARY_CLIENT].requests == 1  # counted as background work
 
 
-def test_a_search_lists_chats_related_by_meaning_after_the_matches(qtbot, window) -> None:  # noqa: ANN001
+def test_a_search_lists_chats_related_by_meaning_after_the_matches(qtbot, window) -> None:
     engine = window.engine
     cat = engine.chats.new_conversation(title="Chat A")
     engine.store.add_message(cat.id, "user", "My cat has been sneezing for two days and won't eat. Should I see a vet?")

@@ -23,7 +23,7 @@ SEQUENCES = 8
 
 
 @pytest.fixture
-def engine(home, smollm2_path) -> Iterator[object]:  # noqa: ANN001 — overrides conftest's: more sequences
+def engine(home, smollm2_path) -> Iterator[object]:  # overrides conftest's: more sequences
     from inglenook.engine import Engine
 
     engine = Engine(sequences=SEQUENCES)
@@ -34,7 +34,7 @@ def engine(home, smollm2_path) -> Iterator[object]:  # noqa: ANN001 — override
     engine.close()
 
 
-def test_six_chats_stream_at_once(qtbot, window, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+def test_six_chats_stream_at_once(qtbot, window, monkeypatch: pytest.MonkeyPatch) -> None:
     chat = window.chat
     assert window.workers.answers.threads < CHATS
     events: list[tuple[str, int]] = []  # ("admitted" | "text" | "finished", conversation id), in order

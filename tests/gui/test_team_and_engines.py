@@ -15,12 +15,12 @@ STARTER = "smollm2-135m-instruct:q4_1"
 
 
 @pytest.fixture
-def remote(tmp_path: Path, smollm2_path: Path) -> Iterator[object]:  # noqa: ARG001
+def remote(tmp_path: Path, smollm2_path: Path) -> Iterator[object]:
     with second_inglenook(tmp_path / "remote-home") as server:
         yield server
 
 
-def test_team_keys_page_creates_shows_once_and_revokes(qtbot, window) -> None:  # noqa: ANN001
+def test_team_keys_page_creates_shows_once_and_revokes(qtbot, window) -> None:
     dialog = window.open_settings("Team keys")
     page = dialog.keys_page
     page.name.setText("alice")
@@ -37,7 +37,7 @@ def test_team_keys_page_creates_shows_once_and_revokes(qtbot, window) -> None:  
     dialog.reject()
 
 
-def test_a_remote_engine_added_in_settings_answers_in_the_window(qtbot, window, remote) -> None:  # noqa: ANN001
+def test_a_remote_engine_added_in_settings_answers_in_the_window(qtbot, window, remote) -> None:
     dialog = window.open_settings("Engines")
     page = dialog.engines_page
     assert "no system keyring" in page.key_note.text()  # this machine has none: said plainly

@@ -11,11 +11,11 @@ from tests.gui.conftest import ANSWER_TIMEOUT_MS, new_chat, type_and_send, wait_
 pytestmark = pytest.mark.gui
 
 
-def _cells(table) -> list[list[str]]:  # noqa: ANN001
+def _cells(table) -> list[list[str]]:
     return [[table.item(r, c).text() for c in range(table.columnCount())] for r in range(table.rowCount())]
 
 
-def test_the_usage_page_shows_a_real_chats_totals(qtbot, window) -> None:  # noqa: ANN001
+def test_the_usage_page_shows_a_real_chats_totals(qtbot, window) -> None:
     conversation_id = new_chat(qtbot, window, max_tokens=8)
     type_and_send(qtbot, window, "Say hello.")
     wait_answer(qtbot, window, conversation_id)
@@ -44,7 +44,7 @@ def test_the_usage_page_shows_a_real_chats_totals(qtbot, window) -> None:  # noq
     assert page.tokens_chart.peak == total.total_tokens
 
 
-def test_a_negative_price_is_refused_with_its_cell_marked(qtbot, window) -> None:  # noqa: ANN001
+def test_a_negative_price_is_refused_with_its_cell_marked(qtbot, window) -> None:
     page = window.usage_page
     with qtbot.waitSignal(page.refreshed, timeout=60_000):
         window.show_page("usage")

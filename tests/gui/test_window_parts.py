@@ -19,7 +19,7 @@ from .conftest import ANSWER_TIMEOUT_MS, new_chat, type_and_send, wait_answer
 pytestmark = pytest.mark.gui
 
 
-def _chat_with(window, title: str, *pairs: tuple[str, str]) -> int:  # noqa: ANN001
+def _chat_with(window, title: str, *pairs: tuple[str, str]) -> int:
     store = window.engine.store
     conversation = window.engine.chats.new_conversation(title=title)
     for question, answer in pairs:
@@ -351,7 +351,7 @@ def test_api_port_in_use_is_explained(qtbot, qapp, engine) -> None:
 
 @pytest.mark.integration
 def test_about_page_shows_the_doctor_report_and_copies_it(qtbot, window) -> None:
-    from inglenook.engine.runtime.native import backend_report  # noqa: PLC0415
+    from inglenook.engine.runtime.native import backend_report
 
     dialog = window.open_settings()
     dialog.show_page("About")
@@ -368,7 +368,7 @@ def test_about_page_shows_the_doctor_report_and_copies_it(qtbot, window) -> None
 
 
 def test_a_crash_in_the_last_run_is_reported_with_its_log(qtbot, window, tmp_path) -> None:
-    from inglenook.engine import LastCrash  # noqa: PLC0415
+    from inglenook.engine import LastCrash
 
     log = tmp_path / "fault-42.log"
     log.write_text("Fatal Python error: Illegal instruction\n")

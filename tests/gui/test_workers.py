@@ -12,13 +12,13 @@ pytestmark = pytest.mark.gui
 
 
 @pytest.fixture
-def workers(qapp):  # noqa: ANN001, ANN201
+def workers(qapp):
     workers = Workers()
     yield workers
     workers.close()
 
 
-def test_results_and_errors_come_back_on_the_gui_thread(qtbot, workers: Workers) -> None:  # noqa: ANN001
+def test_results_and_errors_come_back_on_the_gui_thread(qtbot, workers: Workers) -> None:
     gui = threading.current_thread()
     seen: list[tuple[str, object, bool]] = []
     workers.disk.run(lambda: threading.current_thread().name,
@@ -30,7 +30,7 @@ def test_results_and_errors_come_back_on_the_gui_thread(qtbot, workers: Workers)
     assert seen[1] == ("error", ZeroDivisionError, True)
 
 
-def test_long_work_of_one_kind_never_holds_up_another(qtbot, workers: Workers) -> None:  # noqa: ANN001
+def test_long_work_of_one_kind_never_holds_up_another(qtbot, workers: Workers) -> None:
     release = threading.Event()
     finished: list[str] = []
     workers.downloads.run(lambda: release.wait(30), lambda _: finished.append("download"))
@@ -41,7 +41,7 @@ def test_long_work_of_one_kind_never_holds_up_another(qtbot, workers: Workers) -
     qtbot.waitUntil(lambda: sorted(finished) == ["download", "lab", "quick"])
 
 
-def test_one_thread_lanes_keep_order_and_relays_arrive_in_order(qtbot, qapp) -> None:  # noqa: ANN001
+def test_one_thread_lanes_keep_order_and_relays_arrive_in_order(qtbot, qapp) -> None:
     lane = Lane("ordered")
     got: list[int] = []
     report = lane.relay(got.append)

@@ -27,7 +27,7 @@ TOPICS = ["foxes", "rivers", "bread", "clocks", "owls", "ships", "glass", "snow"
 
 
 @pytest.fixture()
-def engine(home) -> Iterator[Engine]:  # noqa: ANN001 — home: the per-test INGLENOOK_HOME
+def engine(home) -> Iterator[Engine]:  # home: the per-test INGLENOOK_HOME
     with Engine() as engine:
         engine.update_settings(parallel_sequences=8, context_size=1024, prefill_chunk=32)
         yield engine
@@ -158,7 +158,7 @@ def test_time_to_first_token_counts_the_wait_in_the_queue(engine: Engine) -> Non
     assert finished.timings.ttft_s >= waited * 0.9  # not just its own prefill
 
 
-def test_a_conversation_restored_into_another_sequence_answers_as_a_full_prefill(home) -> None:  # noqa: ANN001
+def test_a_conversation_restored_into_another_sequence_answers_as_a_full_prefill(home) -> None:
     question = [{"role": "user", "content": "Name three rivers in Europe and say one thing about each."}]
     with Engine() as first:
         first.update_settings(parallel_sequences=4, context_size=1024)
@@ -180,7 +180,7 @@ def test_a_conversation_restored_into_another_sequence_answers_as_a_full_prefill
         assert restored.text == full.text
 
 
-def alone_in(model, slot, prompt: list[int], reuse: bool):  # noqa: ANN001, ANN201
+def alone_in(model, slot, prompt: list[int], reuse: bool):
     sequence = model.open_sequence(prompt, GREEDY, threading.Event(), time.perf_counter(), reuse_kv=reuse, slot=slot)
     parts = []
     while not sequence.done:

@@ -148,7 +148,7 @@ def test_a_native_crash_mid_answer_is_reported_on_the_next_start(home: Path) -> 
         (lambda tmp: "no-such-model", "no local model named"),
     ],
 )
-def test_bad_input_is_one_clear_line(home: Path, tmp_path: Path, make_target, expected: str) -> None:  # noqa: ANN001
+def test_bad_input_is_one_clear_line(home: Path, tmp_path: Path, make_target, expected: str) -> None:
     inglenook("run", STARTER, "Keep this.", "--max-tokens", "5", home=home)
     saved = stored_messages(home)
     result = inglenook("run", make_target(tmp_path), "hello", home=home)

@@ -80,8 +80,8 @@ def test_launch_merges_existing_configs_with_a_backup(home: Path, smollm2_path: 
     opencode.write_text(json.dumps({"theme": "dark", "provider": {"other": {"name": "Other"}}}))
     # The saved API settings (a key, another port) are what the clients are given.
     assert inglenook("alias", "fast", "smollm2", home=home).returncode == 0
-    from inglenook.engine.store.settings import Settings  # noqa: PLC0415
-    from inglenook.engine.store.store import Store  # noqa: PLC0415
+    from inglenook.engine.store.settings import Settings
+    from inglenook.engine.store.store import Store
 
     store = Store(home / "data" / "inglenook.db")
     Settings.load(store).save(store, api_port=9191, api_key="s3cret")

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from inglenook.engine.base.generation_events import Chunk, Finished
@@ -55,7 +54,7 @@ def load(path: Path, model_id: str, batch: int = 512) -> LoadedModel:
 
 
 @pytest.fixture(params=["smollm2", "gemma"])
-def model(request: pytest.FixtureRequest, smollm2_path: Path, gemma_path: Path):  # noqa: ANN201
+def model(request: pytest.FixtureRequest, smollm2_path: Path, gemma_path: Path):
     path = smollm2_path if request.param == "smollm2" else gemma_path
     loaded = load(path, request.param)
     yield loaded

@@ -109,7 +109,7 @@ def test_disk_full_during_a_state_save_keeps_the_previous_state(tmp_path: Path,
     class Full:
         """The temporary file's handle, as on a disk with 4 kB left."""
 
-        def __init__(self, handle) -> None:  # noqa: ANN001
+        def __init__(self, handle) -> None:
             self.handle, self.written = handle, 0
 
         def write(self, data: bytes) -> int:
@@ -118,7 +118,7 @@ def test_disk_full_during_a_state_save_keeps_the_previous_state(tmp_path: Path,
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
             return self.handle.write(data)
 
-        def __getattr__(self, name: str):  # noqa: ANN204
+        def __getattr__(self, name: str):
             return getattr(self.handle, name)
 
         def __enter__(self) -> "Full":

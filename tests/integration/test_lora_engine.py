@@ -24,7 +24,7 @@ PROMPT = [{"role": "user", "content": "Name a colour."}]
 
 
 @pytest.fixture
-def engine(home: Path, smollm2_path: Path):  # noqa: ANN201 — `home` sets INGLENOOK_HOME
+def engine(home: Path, smollm2_path: Path):  # `home` sets INGLENOOK_HOME
     engine = Engine()
     # One thread: on a shared machine two spinning threads wait on each other far longer
     # than one takes alone (and the answers are the same).

@@ -16,7 +16,7 @@ from inglenook.engine.runtime import gguf_headers
 from tests.integration.test_cli import STARTER
 
 
-def test_requests_arriving_together_read_the_model_header_once(home, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+def test_requests_arriving_together_read_the_model_header_once(home, monkeypatch: pytest.MonkeyPatch) -> None:
     # Eight API requests for a model not read yet each parsed its whole header (0.25 s of
     # CPU apiece for SmolLM2's vocabulary), taking the CPU from the answers being decoded.
     reads: list[Path] = []

@@ -23,9 +23,7 @@ from inglenook.engine.api.server import ApiServer
 from inglenook.engine.api.shared.keys import ApiKeys
 from inglenook.engine.base.sampling import SamplingParams
 from inglenook.engine.core.engine import Engine
-from inglenook.engine.remote.catalogue import RemoteCatalogue
 from inglenook.engine.remote.remote import RemoteEndpoint, RemoteEngine, RemoteEngineError
-from inglenook.engine.store.paths import Paths
 
 from tests.second_server import REMOTE_KEY, second_inglenook
 
@@ -36,13 +34,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def remote(tmp_path: Path, smollm2_path: Path) -> Iterator[ApiServer]:  # noqa: ARG001
+def remote(tmp_path: Path, smollm2_path: Path) -> Iterator[ApiServer]:
     with second_inglenook(tmp_path / "remote-home") as server:
         yield server
 
 
 @pytest.fixture
-def local(home: Path, smollm2_path: Path) -> Iterator[Engine]:  # noqa: ARG001 — `home` isolates it
+def local(home: Path, smollm2_path: Path) -> Iterator[Engine]:  # `home` isolates it
     engine = Engine()
     engine.update_settings(context_size=1024)
     yield engine
@@ -121,10 +119,10 @@ class _Misbehaving(http.server.BaseHTTPRequestHandler):
     def log_message(self, *_args: object) -> None:
         pass
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self._answer()
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("content-length", 0)))
         self._answer()
 

@@ -75,7 +75,7 @@ def rpc_built() -> None:
 
 
 @pytest.fixture
-def rpc_home(home: Path, smollm2_path: Path) -> Path:  # noqa: ARG001 — the starter model gets registered
+def rpc_home(home: Path, smollm2_path: Path) -> Path:  # the starter model gets registered
     engine = Engine()
     # q8_0 K/V: flash attention runs in both the split and the local load (llama.cpp turns it on
     # for offloaded layers), so the two compute the same logits. With f16 only the split would use

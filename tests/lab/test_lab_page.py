@@ -6,23 +6,23 @@ import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-from pathlib import Path  # noqa: E402
+from pathlib import Path
 
-import pytest  # noqa: E402
-from PySide6.QtCore import Qt  # noqa: E402
+import pytest
+from PySide6.QtCore import Qt
 
-from inglenook.app.lab_page import LabPage  # noqa: E402
-from inglenook.app.theme import apply_theme  # noqa: E402
-from inglenook.engine.lab.lab import LabReport  # noqa: E402
+from inglenook.app.lab_page import LabPage
+from inglenook.app.theme import apply_theme
+from inglenook.engine.lab.lab import LabReport
 
-from .conftest import SMALL, open_lab_engine  # noqa: E402
+from .conftest import SMALL, open_lab_engine
 
 pytestmark = [pytest.mark.gui, pytest.mark.integration]
 
 
 
 @pytest.fixture
-def page(qtbot, qapp, measured: LabReport, measured_home: Path, variant_files: dict[str, Path]):  # noqa: ANN001, ANN201
+def page(qtbot, qapp, measured: LabReport, measured_home: Path, variant_files: dict[str, Path]):
     apply_theme(qapp, "light")
     engine = open_lab_engine(measured_home, variant_files)
     widget = LabPage(engine, config=SMALL)
@@ -65,7 +65,7 @@ def test_table_sorts_by_numbers_not_text(page: LabPage) -> None:
     assert ordered[0] == "Q8_0" and ordered[-1] == "Q2_K"
 
 
-def test_run_measures_in_the_background_and_saves_a_screenshot(qtbot, page: LabPage) -> None:  # noqa: ANN001
+def test_run_measures_in_the_background_and_saves_a_screenshot(qtbot, page: LabPage) -> None:
     for i in range(page.variant_list.count()):
         item = page.variant_list.item(i)
         if item.data(Qt.ItemDataRole.UserRole) != "smollm2-135m-instruct:q4_0" and item.checkState() == Qt.CheckState.Checked:
@@ -86,7 +86,7 @@ def test_run_measures_in_the_background_and_saves_a_screenshot(qtbot, page: LabP
     assert not shot.isNull() and shot.width() > 400
 
 
-def test_cancel_stops_a_run(qtbot, page: LabPage) -> None:  # noqa: ANN001
+def test_cancel_stops_a_run(qtbot, page: LabPage) -> None:
     with qtbot.waitSignal(page.run_finished, timeout=300_000) as finished:
         qtbot.mouseClick(page.run_button, Qt.MouseButton.LeftButton)
         qtbot.mouseClick(page.cancel_button, Qt.MouseButton.LeftButton)

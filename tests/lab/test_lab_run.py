@@ -60,7 +60,7 @@ def test_a_variant_compared_with_itself_diverges_by_nothing(variant_files: dict[
         model = lab.load(record, SMALL.window, SMALL.decode_tokens)
         try:
             run = lab.prepare([record.id], config=SMALL)
-            windows = run._windows(model)  # noqa: SLF001 — the run's own window cutting
+            windows = run._windows(model)  # the run's own window cutting
             xp, cancel = NumpyBackend(), threading.Event()
             reference = evaluate_reference(model, windows, xp, SMALL, cancel, lambda _f: None)
             again = evaluate_against(model, windows, reference, xp, cancel, lambda _f: None)

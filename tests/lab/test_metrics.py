@@ -84,7 +84,7 @@ def test_torch_backend_gives_the_numpy_numbers() -> None:
     np.testing.assert_array_equal(cmp_np.same_top, cmp_t.same_top)
 
 
-def test_reference_round_trips_through_disk_without_pickle(tmp_path) -> None:  # noqa: ANN001
+def test_reference_round_trips_through_disk_without_pickle(tmp_path) -> None:
     xp = NumpyBackend()
     chunks = [summarize_reference(xp, _logits(rows=n), RNG.integers(0, 300, size=n), k=8) for n in (5, 7)]
     path = reference_path(tmp_path, "f" * 32, "abc", 8)

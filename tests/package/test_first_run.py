@@ -6,15 +6,15 @@ import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-from collections.abc import Iterator  # noqa: E402
+from collections.abc import Iterator
 
-import pytest  # noqa: E402
+import pytest
 
 pytestmark = pytest.mark.gui
 
 
 @pytest.fixture
-def window(qtbot, qapp, home, smollm2_path) -> Iterator[object]:  # noqa: ANN001
+def window(qtbot, qapp, home, smollm2_path) -> Iterator[object]:
     from inglenook.app.window import MainWindow
     from inglenook.engine import Engine
 
@@ -27,7 +27,7 @@ def window(qtbot, qapp, home, smollm2_path) -> Iterator[object]:  # noqa: ANN001
     engine.close()
 
 
-def test_the_first_launch_welcomes_then_lands_in_a_new_chat_with_the_composer_focused(qtbot, window) -> None:  # noqa: ANN001
+def test_the_first_launch_welcomes_then_lands_in_a_new_chat_with_the_composer_focused(qtbot, window) -> None:
     from inglenook.app.desktop import maybe_welcome
     from inglenook.app.welcome import NETWORK_PROMISE
 
@@ -45,7 +45,7 @@ def test_the_first_launch_welcomes_then_lands_in_a_new_chat_with_the_composer_fo
     assert maybe_welcome(window) is None  # once only
 
 
-def test_the_welcome_says_when_the_api_is_off(window) -> None:  # noqa: ANN001
+def test_the_welcome_says_when_the_api_is_off(window) -> None:
     from inglenook.app.desktop import welcome_facts
     from inglenook.app.welcome import welcome_html
 
@@ -53,7 +53,7 @@ def test_the_welcome_says_when_the_api_is_off(window) -> None:  # noqa: ANN001
     assert "API is off" in welcome_html(welcome_facts(window))
 
 
-def test_help_menu_and_desktop_settings(qtbot, window, tmp_path, monkeypatch) -> None:  # noqa: ANN001
+def test_help_menu_and_desktop_settings(qtbot, window, tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     menus = window.menus
     titles = [action.text() for action in window.menuBar().actions()]
@@ -74,7 +74,7 @@ def test_help_menu_and_desktop_settings(qtbot, window, tmp_path, monkeypatch) ->
     assert not (tmp_path / "config" / "autostart" / "inglenook.desktop").exists()
 
 
-def test_without_a_tray_closing_the_window_quits(qtbot, window) -> None:  # noqa: ANN001
+def test_without_a_tray_closing_the_window_quits(qtbot, window) -> None:
     """Offscreen (like Xvfb or a desktop with no tray) there is nowhere to hide: close quits."""
     from inglenook.app.desktop import install_tray
 
@@ -85,7 +85,7 @@ def test_without_a_tray_closing_the_window_quits(qtbot, window) -> None:  # noqa
 
 
 def test_the_default_model_starts_loading_as_the_window_opens_whichever_list_arrives_first(
-        qtbot, window) -> None:  # noqa: ANN001
+        qtbot, window) -> None:
     from inglenook.app.desktop import preload_default_model
 
     preload_default_model(window)

@@ -6,20 +6,20 @@ import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-import importlib.util  # noqa: E402
-import shutil  # noqa: E402
-import struct  # noqa: E402
-import subprocess  # noqa: E402
-from pathlib import Path  # noqa: E402
+import importlib.util
+import shutil
+import struct
+import subprocess
+from pathlib import Path
 
-import pytest  # noqa: E402
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGING = ROOT / "packaging"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-def load(path: Path, name: str):  # noqa: ANN201 — a script, imported by path
+def load(path: Path, name: str):  # a script, imported by path
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -47,7 +47,7 @@ def test_appstream_metainfo_is_valid() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_icons_for_every_platform_hold_real_pngs(tmp_path: Path, qapp) -> None:  # noqa: ANN001
+def test_icons_for_every_platform_hold_real_pngs(tmp_path: Path, qapp) -> None:
     make_icons = load(PACKAGING / "make_icons.py", "make_icons")
     make_icons.make_icons(tmp_path)
     for size in make_icons.HICOLOR_SIZES:
@@ -146,7 +146,7 @@ def test_start_at_login_writes_a_valid_xdg_autostart_entry(tmp_path: Path, monke
     assert not entry.exists() and not autostart.is_enabled()
 
 
-def test_windows_installer_script_compiles_against_a_dummy_payload(tmp_path: Path, qapp) -> None:  # noqa: ANN001
+def test_windows_installer_script_compiles_against_a_dummy_payload(tmp_path: Path, qapp) -> None:
     needs("makensis")
     payload = tmp_path / "payload"
     (payload / "_internal").mkdir(parents=True)

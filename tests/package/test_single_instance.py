@@ -6,13 +6,13 @@ import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-import socket  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import uuid  # noqa: E402
-from pathlib import Path  # noqa: E402
+import socket
+import subprocess
+import sys
+import uuid
+from pathlib import Path
 
-import pytest  # noqa: E402
+import pytest
 
 pytestmark = pytest.mark.gui
 
@@ -29,7 +29,7 @@ def unique_name() -> str:
     return f"inglenook-test-{uuid.uuid4().hex[:12]}"
 
 
-def test_a_second_launch_hands_its_model_paths_to_the_first(qtbot, qapp, tmp_path: Path) -> None:  # noqa: ANN001
+def test_a_second_launch_hands_its_model_paths_to_the_first(qtbot, qapp, tmp_path: Path) -> None:
     from inglenook.app.single_instance import InstanceServer
 
     server = InstanceServer(unique_name())
@@ -50,13 +50,13 @@ def test_a_second_launch_hands_its_model_paths_to_the_first(qtbot, qapp, tmp_pat
             second.kill()
 
 
-def test_nobody_listening_means_this_launch_is_the_first(qapp) -> None:  # noqa: ANN001
+def test_nobody_listening_means_this_launch_is_the_first(qapp) -> None:
     from inglenook.app.single_instance import Handoff, hand_over
 
     assert hand_over(unique_name(), [], timeout_ms=500) is Handoff.NONE_RUNNING
 
 
-def test_a_hung_first_instance_is_reported_not_waited_on_forever(qapp) -> None:  # noqa: ANN001
+def test_a_hung_first_instance_is_reported_not_waited_on_forever(qapp) -> None:
     """Someone accepts the connection (the kernel does, for a frozen process) but never answers."""
     from PySide6.QtCore import QDir
 
@@ -74,7 +74,7 @@ def test_a_hung_first_instance_is_reported_not_waited_on_forever(qapp) -> None: 
         path.unlink(missing_ok=True)
 
 
-def test_a_socket_left_by_a_crashed_instance_does_not_block_the_next_start(qapp) -> None:  # noqa: ANN001
+def test_a_socket_left_by_a_crashed_instance_does_not_block_the_next_start(qapp) -> None:
     from PySide6.QtCore import QDir
 
     from inglenook.app.single_instance import Handoff, InstanceServer, hand_over

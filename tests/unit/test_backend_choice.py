@@ -79,7 +79,7 @@ class _NoDeviceGgml:
         self.lib = self
 
     def ggml_backend_load(self, path: bytes) -> int:
-        import logging  # noqa: PLC0415
+        import logging
 
         logging.getLogger(backends.LLAMA_LOGGER).error("ggml_cuda_init: failed to initialize CUDA: no driver")
         return 1

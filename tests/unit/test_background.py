@@ -47,7 +47,7 @@ def parts(tmp_path: Path, smollm2_path: Path):
     FakeModel.step_delay_s = 0.0
 
 
-def test_a_background_job_waits_behind_interactive_and_api_jobs(parts) -> None:  # noqa: ANN001
+def test_a_background_job_waits_behind_interactive_and_api_jobs(parts) -> None:
     _chats, _background, scheduler, finished, _small = parts
     first = scheduler.submit(GenerateJob("m:q4_0", text="x", client="window", priority=INTERACTIVE))
     wait_until(lambda: first.prompt_usage is not None, failure="the first job was not admitted")  # it holds the only sequence
@@ -59,7 +59,7 @@ def test_a_background_job_waits_behind_interactive_and_api_jobs(parts) -> None: 
     assert order == ["window", "terminal", "api:x", "background:title"]
 
 
-def test_a_title_waits_for_the_answer_then_uses_the_small_model(parts) -> None:  # noqa: ANN001
+def test_a_title_waits_for_the_answer_then_uses_the_small_model(parts) -> None:
     chats, background, _scheduler, finished, small = parts
     seen: list[tuple[int, str]] = []
     background.add_title_listener(lambda cid, title: seen.append((cid, title)))
@@ -76,7 +76,7 @@ def test_a_title_waits_for_the_answer_then_uses_the_small_model(parts) -> None: 
     assert chats.store.get_conversation(conversation.id).title == expected
 
 
-def test_a_title_gives_way_to_a_person_and_is_written_later(parts) -> None:  # noqa: ANN001
+def test_a_title_gives_way_to_a_person_and_is_written_later(parts) -> None:
     chats, background, scheduler, finished, _small = parts
     FakeModel.step_delay_s = 0.1  # a slow title, so the person's message lands while it runs
     conversation = chats.new_conversation()
@@ -97,7 +97,7 @@ def test_a_title_gives_way_to_a_person_and_is_written_later(parts) -> None:  # n
     assert chats.store.get_conversation(other.id).title == "Mine"  # a person's own title: no task
 
 
-def test_a_title_the_person_gave_meanwhile_is_kept(parts) -> None:  # noqa: ANN001
+def test_a_title_the_person_gave_meanwhile_is_kept(parts) -> None:
     chats, background, scheduler, _finished, _small = parts
     # Hold the scheduler busy so the title cannot start before the rename.
     blocker = scheduler.submit(GenerateJob("m:q4_0", text="x", client="api:x"))

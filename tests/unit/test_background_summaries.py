@@ -60,7 +60,7 @@ def _clients(finished: list[tuple[str, str, float]]) -> list[str]:
     return [client for client, _model, _at in sorted(finished, key=lambda item: item[2])]
 
 
-def test_a_long_conversation_is_summarised_on_the_small_model_after_its_answer(parts) -> None:  # noqa: ANN001
+def test_a_long_conversation_is_summarised_on_the_small_model_after_its_answer(parts) -> None:
     chats, background, _scheduler, finished, small = parts
     heard: list[tuple[int, str]] = []
     background.add_summary_listener(lambda cid, text: heard.append((cid, text)))
@@ -77,7 +77,7 @@ def test_a_long_conversation_is_summarised_on_the_small_model_after_its_answer(p
     assert TITLE_CLIENT not in clients  # titles are off in this fixture
 
 
-def test_a_summary_is_written_again_only_after_enough_new_messages(parts) -> None:  # noqa: ANN001
+def test_a_summary_is_written_again_only_after_enough_new_messages(parts) -> None:
     chats, background, _scheduler, finished, _small = parts
     conversation = chats.new_conversation()
     _talk(chats, background, conversation.id, SUMMARY_MIN_MESSAGES // 2)
@@ -89,7 +89,7 @@ def test_a_summary_is_written_again_only_after_enough_new_messages(parts) -> Non
     assert stored is not None and stored.messages == SUMMARY_MIN_MESSAGES + SUMMARY_EVERY
 
 
-def test_a_summary_gives_way_to_a_person_and_is_written_later(parts) -> None:  # noqa: ANN001
+def test_a_summary_gives_way_to_a_person_and_is_written_later(parts) -> None:
     chats, background, scheduler, finished, _small = parts
     conversation = chats.new_conversation()
     _talk(chats, background, conversation.id, SUMMARY_MIN_MESSAGES // 2 - 1)
@@ -109,7 +109,7 @@ def test_a_summary_gives_way_to_a_person_and_is_written_later(parts) -> None:  #
     assert conversation.id in background.summaries.all() and other.id not in background.summaries.all()
 
 
-def test_a_deleted_conversation_has_no_summary(parts) -> None:  # noqa: ANN001
+def test_a_deleted_conversation_has_no_summary(parts) -> None:
     chats, background, _scheduler, _finished, _small = parts
     kept, gone = chats.new_conversation(), chats.new_conversation()
     _talk(chats, background, gone.id, SUMMARY_MIN_MESSAGES // 2)
@@ -130,7 +130,7 @@ def test_the_transcript_keeps_the_newest_messages_within_its_budget() -> None:
     assert clean_summary('Summary: "Tides and moons."\nMore') == "Tides and moons."
 
 
-def test_no_summary_is_written_when_summaries_are_switched_off(parts) -> None:  # noqa: ANN001
+def test_no_summary_is_written_when_summaries_are_switched_off(parts) -> None:
     chats, background, _scheduler, finished, _small = parts
     background._settings = lambda: Settings(background_titles=False, background_summaries=False)
     conversation = chats.new_conversation()

@@ -53,7 +53,7 @@ class SlotState:
     def reusable_prefix(self, prompt: list[int]) -> int:
         return common_prefix(self.slot.kv_tokens, prompt, len(prompt) - 1)
 
-    def export_sequence(self, limit=None, destination=None):  # noqa: ANN001, ANN201
+    def export_sequence(self, limit=None, destination=None):
         if limit is not None:
             del self.slot.kv_tokens[limit:]
         if not self.slot.kv_tokens:
@@ -65,7 +65,7 @@ class SlotState:
         buffer[:] = np.frombuffer(state, dtype=np.uint8)
         return list(self.slot.kv_tokens), buffer
 
-    def import_sequence(self, tokens: list[int], payload, keep: int) -> int:  # noqa: ANN001
+    def import_sequence(self, tokens: list[int], payload, keep: int) -> int:
         if bytes(payload) != state_of(tokens):
             raise AssertionError("restored bytes differ from the saved state")
         self.model.imports.append((self.slot.seq_id, len(tokens), keep))
@@ -83,7 +83,7 @@ def common_prefix(a: list[int], b: list[int], limit: int) -> int:
 class StatefulModel(FakeModel):
     """FakeModel whose sequences leave their tokens in the slot, as llama.cpp's KV does."""
 
-    def __init__(self, record: ModelRecord, options: LoadOptions, progress=None) -> None:  # noqa: ANN001
+    def __init__(self, record: ModelRecord, options: LoadOptions, progress=None) -> None:
         super().__init__(record, options, progress)
         self.imports: list[tuple[int, int, int]] = []  # (sequence id, tokens in the state, kept)
         self.prompts: dict[int, list[int]] = {}
@@ -91,7 +91,7 @@ class StatefulModel(FakeModel):
     def slot_view(self, slot: KvSlot) -> SlotState:
         return SlotState(self, slot)
 
-    def open_sequence(self, prompt, sampling, cancel, started, reuse_kv=True, slot=None) -> FakeSequence:  # noqa: ANN001
+    def open_sequence(self, prompt, sampling, cancel, started, reuse_kv=True, slot=None) -> FakeSequence:
         slot = slot or self.pick_slot(prompt)
         assert slot is not None
         cached = common_prefix(slot.kv_tokens, prompt, len(prompt) - 1) if reuse_kv else 0
@@ -119,7 +119,7 @@ def scheduler_over(directory: Path, parallel: int = 1) -> tuple[Scheduler, Prefi
     return scheduler, cache
 
 
-def ask(scheduler: Scheduler, messages: list[dict], **job) -> Finished:  # noqa: ANN003
+def ask(scheduler: Scheduler, messages: list[dict], **job) -> Finished:
     handle = scheduler.submit(GenerateJob("m:q4_0", sampling=SamplingParams(max_tokens=4), messages=messages, **job))
     return handle.result()[1]
 

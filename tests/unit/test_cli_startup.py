@@ -38,7 +38,7 @@ def test_the_command_table_names_what_each_module_adds(module: str) -> None:
 
 def test_the_full_parser_has_every_command_once() -> None:
     full = build_parser()
-    subparsers = next(a for a in full._actions if isinstance(a, argparse._SubParsersAction))  # noqa: SLF001
+    subparsers = next(a for a in full._actions if isinstance(a, argparse._SubParsersAction))
     grouped = [name for names in COMMAND_MODULES.values() for name in names]
     assert len(grouped) == len(set(grouped))
     assert list(subparsers.choices) == ["run", "list", "show", "rm", "doctor", *grouped]
@@ -60,7 +60,7 @@ def test_a_command_reads_only_its_own_groups_parser(argv: list[str], module: str
 @pytest.mark.parametrize("argv", [["--help"], ["-h", "run"], ["no-such-command"], []])
 def test_help_and_unknown_commands_list_every_group(argv: list[str]) -> None:
     parser = build_parser(argv)
-    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))  # noqa: SLF001
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     assert {"pull", "serve", "adapters", "run"} <= set(subparsers.choices)
 
 

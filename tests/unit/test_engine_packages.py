@@ -270,7 +270,7 @@ def test_each_door_serves_what_it_lists(package: str) -> None:
     """A door's lazy table and its TYPE_CHECKING imports agree, every name resolves to the
     module the table names, and its docstring's second line repeats ``ALLOWED``."""
     door = importlib.import_module(f"{ENGINE}.{package}")
-    table = {name: module for module, names in door._EXPORTS.items() for name in names}  # noqa: SLF001
+    table = {name: module for module, names in door._EXPORTS.items() for name in names}
     assert _type_checking_names(Path(door.__file__)) == table
     for name, module in table.items():
         value = getattr(door, name)

@@ -187,7 +187,7 @@ def test_the_lazy_table_and_the_type_checkers_view_agree() -> None:
                 for alias in stmt.names:
                     assert alias.asname == alias.name, f"{alias.name}: re-export it as itself"
                     typed[alias.name] = stmt.module or ""
-    assert typed == engine_api._MODULE_OF  # noqa: SLF001
+    assert typed == engine_api._MODULE_OF
 
 
 def test_importing_the_engine_loads_neither_qt_nor_llama_cpp() -> None:

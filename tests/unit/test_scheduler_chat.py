@@ -298,7 +298,7 @@ def test_exclusive_work_errors_reach_the_caller_and_queued_chats_wait() -> None:
     events: list[str] = []
 
     class AdmissionLog(FakeModel):
-        def open_sequence(self, prompt: list[int], *args, **kwargs) -> FakeSequence:  # noqa: ANN002, ANN003
+        def open_sequence(self, prompt: list[int], *args, **kwargs) -> FakeSequence:
             events.append("admitted " + "".join(map(chr, prompt)))
             return super().open_sequence(prompt, *args, **kwargs)
 

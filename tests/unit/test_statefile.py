@@ -135,7 +135,7 @@ class StateModel:
         rng = np.random.default_rng(sum(tokens) + len(tokens))
         return bytearray(rng.integers(0, 256, len(tokens) * self.bytes_per_token, dtype=np.uint8).tobytes())
 
-    def export_sequence(self, limit: int | None = None, destination=None):  # noqa: ANN001, ANN201
+    def export_sequence(self, limit: int | None = None, destination=None):
         if limit is not None:
             del self.kv_tokens[limit:]
         if not self.kv_tokens:
