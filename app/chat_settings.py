@@ -25,7 +25,7 @@ from inglenook.engine import MAX_SCALE, AdapterRecord, SamplingParams
 
 # Presets people can pick; "Custom" is whatever the fields say.
 PRESETS: dict[str, dict[str, Any]] = {
-    "Balanced": {"temperature": 0.7, "top_p": 0.95, "top_k": 40},
+    "Balanced": {"temperature": 0.8, "top_p": 0.95, "top_k": 40},  # SamplingParams' defaults
     "Precise": {"temperature": 0.2, "top_p": 0.9, "top_k": 20},
     "Creative": {"temperature": 1.0, "top_p": 0.98, "top_k": 100},
     "Deterministic": {"temperature": 0.0, "top_p": 1.0, "top_k": 1},

@@ -14,7 +14,13 @@ MAX_TOKENS_LIMIT = 1_000_000
 
 @dataclass(frozen=True)
 class SamplingParams:
-    temperature: float = 0.7
+    # The defaults are llama.cpp's (common.h, ``common_params_sampling``), as llama-server
+    # applies them to a request that sets nothing, and the chain runs in its order
+    # (native_sampler). With 0.7 rather than its 0.8, the same seeds gave other answers and
+    # small models fell into loops more often: answers that ran to the token cap where
+    # llama-server's ended (issue 33, benchmarks/lengths.py). With 0.8 a seeded request
+    # answers token for token as llama-server does.
+    temperature: float = 0.8
     top_p: float = 0.95
     top_k: int = 40
     min_p: float = 0.05
