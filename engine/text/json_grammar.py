@@ -9,6 +9,15 @@ The converter is our own, written to behave as OpenAI documents structured outpu
   characters), so a model cannot fill its budget with blanks;
 - ``minLength``/``maxLength``, ``enum``, ``const``, ``format`` (date, time, date-time, uuid,
   email), ``pattern`` (see ``regex_grammar``) and ``minItems``/``maxItems`` are honoured;
+- every answer a schema grammar admits is of bounded length, so a forced tool call or a
+  structured answer ends by the grammar whatever the model does, not at the token cap with
+  the JSON cut off: a string without ``maxLength`` holds at most ``STRING_CHARS`` characters,
+  an array without ``maxItems`` at most ``ARRAY_ITEMS`` items, an object at most
+  ``EXTRA_KEYS`` undeclared keys (names of at most ``KEY_CHARS`` characters), and a value the
+  schema leaves free (``{}``, ``true``, no type) nests at most ``FREE_DEPTH`` containers deep;
+  only a ``pattern`` with an unbounded repetition (``+``, ``*``) and a ``$ref`` that
+  recurses are left to the token cap (capping a pattern's repetitions made common patterns
+  too ambiguous for ``regex_grammar``'s limits; a recursive schema would need unrolling);
 - the grammar's size is bounded: repetitions are written with counts that llama.cpp expands
   itself (never one nested group per character, which overflowed its parser's stack), long
   counts are decomposed into blocks, and a schema whose grammar would exceed
@@ -38,8 +47,18 @@ log = logging.getLogger(__name__)
 MAX_SCHEMA_CHARS = 64_000
 MAX_SCHEMA_DEPTH = 48  # nested schemas (objects in arrays in objects …), $refs followed included
 MAX_GRAMMAR_SIZE = 60_000  # grammar symbols once llama.cpp has expanded every repetition
-# Strings longer than this are left unbounded: the token budget ends them long before.
-MAX_BOUNDED_STRING = 100_000
+# The bounds an answer is held to where the schema sets none (see the module docstring).
+# Tool arguments and structured fields are names, queries, sentences, short paragraphs:
+# 2,000 characters holds them and, should a small model never close a string, ends it in
+# about 500 tokens rather than at the 2,048-token cap with the JSON cut off. A client that
+# wants more says so with maxLength / maxItems.
+STRING_CHARS = 2_000
+ARRAY_ITEMS = 64
+EXTRA_KEYS = 16
+KEY_CHARS = 64
+FREE_DEPTH = 3
+# The longest string a grammar bounds; a larger maxLength is held to this.
+MAX_BOUNDED_STRING = gbnf.MAX_DIRECT_REPEAT * gbnf.REPEAT_BLOCK
 
 _PRIMITIVES = {
     "ws": r'| " " | "\n" [ \t]{0,20}',
@@ -169,7 +188,7 @@ class SchemaGrammar:
         if depth > MAX_SCHEMA_DEPTH:
             raise SchemaError(f"it nests more than {MAX_SCHEMA_DEPTH} levels deep")
         if schema is True or schema == {}:
-            return self.primitive("value")
+            return self.free_value()
         if schema is False:
             raise SchemaError("a 'false' schema allows no value")
         if not isinstance(schema, dict):
@@ -202,7 +221,7 @@ class SchemaGrammar:
                 return self.define("natural", "integral ws")
             return self.primitive(kind)
         if kind is None:
-            return self.primitive("value")
+            return self.free_value()
         raise SchemaError(f"the type {kind!r} is not a JSON schema type")
 
     def reference(self, ref: Any, depth: int) -> str:
@@ -286,7 +305,7 @@ class SchemaGrammar:
         starts = [f"{pairs[n]} {self.optional_tail(optional[i + 1:], pairs, extra, hint)}".strip()
                   for i, n in enumerate(optional)]
         if extra:
-            starts.append(f"{extra} {self.define(f'{hint}-extras', _more(extra))}")
+            starts.append(f"{extra} {self.extras(hint, extra, EXTRA_KEYS - 1)}".strip())
         inner = f"( {' | '.join(starts)} )?" if starts else ""
         return self.define(hint, f'"{{" ws {inner} "}}" ws'.replace("  ", " "))
 
@@ -300,18 +319,26 @@ class SchemaGrammar:
         if additional is False or (self.strict and not isinstance(additional, dict)):
             return None
         value = self.visit(additional if isinstance(additional, dict) else True, f"{hint}-extra", depth + 1)
-        self.primitive("string")
-        return self.define(f"{hint}-extra-kv", f'string ":" ws {value}')
+        key = self.bounded_string("key", 0, KEY_CHARS)
+        return self.define(f"{hint}-extra-kv", f'{key} ":" ws {value}')
 
     def optional_tail(self, optional: list[str], pairs: dict[str, str], extra: str | None, hint: str) -> str:
         """What may follow written keys: each optional key in order (or not), then extras.
 
         One rule per position keeps this linear in the number of optional keys (the
         grammar for 20 optional properties stays small)."""
-        tail = self.define(f"{hint}-extras", _more(extra)) if extra else ""
+        tail = self.extras(hint, extra, EXTRA_KEYS) if extra else ""
         for name in reversed(optional):
             tail = self.define(f"{hint}-after-{name}", f'( "," ws {pairs[name]} )? {tail}'.strip())
         return tail
+
+    def extras(self, hint: str, extra: str, most: int) -> str:
+        """Up to ``most`` more undeclared keys, each after a comma (a rule; "" for none)."""
+        if most <= 0:
+            return ""
+        following = self.define(f"{hint}-next-extra", f'"," ws {extra}')
+        self.charge(2 * most)
+        return self.define(f"{hint}-extras", _repeat(following, 0, most))
 
     # -- arrays and strings --------------------------------------------------------------
 
@@ -319,6 +346,8 @@ class SchemaGrammar:
         self.primitive("ws")
         prefix = schema.get("prefixItems") or []
         low, high = _bounds(schema, "minItems", "maxItems")
+        if high is None:  # bounded all the same, so the answer ends (module docstring)
+            high = max(low, len(prefix), ARRAY_ITEMS)
         items = schema.get("items", True)
         if prefix:
             parts = [self.visit(p, f"{hint}-{i}", depth + 1) for i, p in enumerate(prefix)]
@@ -361,20 +390,38 @@ class SchemaGrammar:
                 raise SchemaError(f"its pattern {pattern[:60]!r} cannot be used: {exc}") from None
             return self.define(f"{hint}-pattern", f'"\\"" {body} "\\"" ws')
         low, high = _bounds(schema, "minLength", "maxLength")
-        if low == 0 and high is None:
-            return self.primitive("string")
-        self.primitive("char")
-        if high is not None and high > gbnf.MAX_DIRECT_REPEAT * gbnf.REPEAT_BLOCK:
-            log.info("maxLength %d is beyond what a grammar bounds; the token budget bounds it instead", high)
-            high = None
-        if low > gbnf.MAX_DIRECT_REPEAT * gbnf.REPEAT_BLOCK:
+        if low > MAX_BOUNDED_STRING:
             raise SchemaError(f"a minLength of {low} cannot be met")
-        self.charge(_repeat_cost(low, high))
-        return self.define(f"{hint}-string", f'"\\"" {_repeat("char", low, high)} "\\"" ws')
+        if high is not None and high > MAX_BOUNDED_STRING:
+            log.info("maxLength %d is beyond what a grammar bounds; held to %d", high, MAX_BOUNDED_STRING)
+            high = MAX_BOUNDED_STRING
+        high = max(low, STRING_CHARS) if high is None else high
+        return self.bounded_string(hint, low, high)
 
+    def bounded_string(self, hint: str, low: int, high: int) -> str:
+        self.primitive("char")
+        self.primitive("ws")
+        body = f'"\\"" {_repeat("char", low, high)} "\\"" ws'
+        if body not in self._by_body:
+            self.charge(_repeat_cost(low, high))
+        return self.define(f"{hint}-string", body)
 
-def _more(extra: str) -> str:
-    return f'( "," ws {extra} )*'
+    def free_value(self, depth: int = FREE_DEPTH) -> str:
+        """Any JSON value, held to the default bounds: strings of ``STRING_CHARS``, up to
+        ``ARRAY_ITEMS`` items or ``EXTRA_KEYS`` keys per container, ``depth`` containers deep."""
+        scalars = f"{self.bounded_string('free', 0, STRING_CHARS)} | {self.primitive('number')} | " \
+                  f"{self.primitive('boolean')} | {self.primitive('null')}"
+        if depth <= 0:
+            return self.define("free-scalar", scalars)
+        inner = self.free_value(depth - 1)
+        key = self.bounded_string("key", 0, KEY_CHARS)
+        pair = self.define(f"free-pair-{depth}", f'{key} ":" ws {inner}')
+        more_pairs = _repeat(self.define(f"free-next-pair-{depth}", f'"," ws {pair}'), 0, EXTRA_KEYS - 1)
+        more_items = _repeat(self.define(f"free-next-item-{depth}", f'"," ws {inner}'), 0, ARRAY_ITEMS - 1)
+        self.charge(2 * (EXTRA_KEYS + ARRAY_ITEMS))
+        obj = self.define(f"free-object-{depth}", f'"{{" ws ( {pair} {more_pairs} )? "}}" ws')
+        arr = self.define(f"free-array-{depth}", f'"[" ws ( {inner} {more_items} )? "]" ws')
+        return self.define(f"free-value-{depth}", f"{obj} | {arr} | {scalars}")
 
 
 def _repeat(item: str, low: int, high: int | None) -> str:
