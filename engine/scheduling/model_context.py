@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..base import ModelRecord
+from ..base import InglenookError, ModelRecord
 from ..runtime import (
     RAM_HEADROOM, LoadOptions, LoadedModel, MachineMemory, ModelShape, ProgressCallback, auto_context,
     detect_machine, header_of, kv_cache_type_for,
@@ -45,9 +45,11 @@ def context_loader(settings: Callable[[], Settings]) -> Callable[..., LoadedMode
 
     def load(record: ModelRecord, options: LoadOptions, progress: ProgressCallback | None = None) -> LoadedModel:
         plan = plan_load(record, settings(), options)
-        if plan.short:  # the picker and the Models page said so before; the log says it again
+        if plan.short or plan.beyond_training:  # the picker and the Models page said so before; the log says it again
             log.warning("loading %s: %s", record.id, plan.label)
-        options = dataclasses.replace(options, context_size=plan.context)
+        # A context from a setting is honoured even past the training context (with the
+        # warning above); the automatic one never goes there.
+        options = dataclasses.replace(options, context_size=plan.context, explicit_context=plan.explicit)
         return LoadedModel(record, options, progress=progress)
 
     return load
@@ -63,6 +65,13 @@ class LoadPlan:
     kv_cache_type: str  # "auto" resolved for this machine
     resident_bytes: int  # weights + every sequence's KV cache + scratch
     available_bytes: int  # free RAM now
+    trained_context: int | None = None  # what the model was trained for, when its file says
+    explicit: bool = False  # ``context`` comes from a setting (or ``serve --context``), not "auto"
+
+    @property
+    def beyond_training(self) -> bool:
+        """True when the context asked for runs past what the model was trained for."""
+        return self.explicit and bool(self.trained_context) and self.context > (self.trained_context or 0)
 
     @property
     def short(self) -> bool:
@@ -85,11 +94,21 @@ class LoadPlan:
                 f"~{_gb(self.resident_bytes)} of {_gb(self.available_bytes)} free")
         if self.short:
             text += " (more than this machine has free: close other programs or choose a smaller context)"
+        if self.beyond_training:
+            text += (f"; the model was trained for {self.trained_context:,} tokens, so answers past that "
+                     "may lose track or turn to nonsense")
         return text
 
 
 def _gb(size: int) -> str:
     return f"{size / 1e9:.1f} GB"
+
+
+def _trained_context(record: ModelRecord) -> int | None:
+    try:
+        return header_of(record).context_length
+    except InglenookError:  # an unreadable file fails its load with its own error
+        return None
 
 
 def plan_load(record: ModelRecord, settings: Settings, options: LoadOptions,
@@ -98,8 +117,11 @@ def plan_load(record: ModelRecord, settings: Settings, options: LoadOptions,
     ``machine`` (detected now when not given; a caller planning several loads passes one)."""
     machine = machine or detect_machine()
     context = context_for(record, settings, options, machine)
+    explicit = settings.context_for(record.id) != AUTO_CONTEXT
+    trained = _trained_context(record) if explicit else None
     offloads = machine.has_gpu and options.gpu_layers != 0
     kv_type = kv_cache_type_for(options.kv_cache_type, offloads)
     planned = dataclasses.replace(options, context_size=context, kv_cache_type=kv_type)
     return LoadPlan(record.id, context, max(1, options.parallel), kv_type,
-                    estimate_resident_bytes(record, planned), machine.ram_available_bytes)
+                    estimate_resident_bytes(record, planned), machine.ram_available_bytes,
+                    trained_context=trained, explicit=explicit)
