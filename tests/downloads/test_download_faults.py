@@ -34,7 +34,7 @@ _CHILD = textwrap.dedent("""
     import os, signal, sys
     from huggingface_hub import constants
     constants.HF_HUB_DISABLE_IMPLICIT_TOKEN = True
-    from inglenook.engine import downloads
+    from inglenook.engine.models import downloads
     from inglenook.engine.models.downloads import Downloader
     from inglenook.engine.store.paths import Paths
     from inglenook.engine.models.registry import ModelRegistry

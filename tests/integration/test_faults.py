@@ -43,7 +43,7 @@ _SAVE_CHILD = """
     import os, signal, sys
     import numpy as np
     from pathlib import Path
-    from inglenook.engine import atomic
+    from inglenook.engine.base import atomic
     from inglenook.engine.store.statefile import StateHeader, write_state_file
 
     path, where = Path(sys.argv[1]), sys.argv[2]
@@ -140,7 +140,7 @@ def test_disk_full_during_a_state_save_keeps_the_previous_state(tmp_path: Path,
 
 _MIGRATION_CHILD = """
     import os, signal, sys
-    from inglenook.engine import store as store_module
+    from inglenook.engine.store import store as store_module
 
     def m999_test_two_tables(db):
         db["extra_one"].create({"id": int, "text": str}, pk="id")
