@@ -258,6 +258,9 @@ class SlotView:
     def reusable_prefix(self, prompt: list[int]) -> int:
         return self.model.reusable_prefix(prompt, self.slot)
 
+    def reusable_length(self, prompt_tokens: int, common: int) -> int:
+        return self.model.reusable_length(prompt_tokens, common)
+
     def state_key(self) -> str:
         return self.model.state_key()
 

@@ -48,14 +48,19 @@ class SequenceStates:
         if slot.lora != self.adapters.key:
             return 0  # that KV was computed with other adapters (or none)
         common = 0
-        # At least ``canonical_rows`` prompt tokens are always read again, in one chunk
-        # whose KV and logits are those of a full prefill (``KvSlot.prefilled``,
-        # ``ModelLoading._canonical_rows``); its last row yields the first new token.
-        limit = min(slot.prefilled, len(slot.kv_tokens), len(prompt) - self.canonical_rows)
+        limit = min(slot.prefilled, len(slot.kv_tokens), len(prompt))
         while common < limit and slot.kv_tokens[common] == prompt[common]:
             common += 1
-        # Reading resumes on an aligned position, where a full prefill's chunks end too.
-        return max(common - common % PREFILL_ALIGN, 0)
+        return self.reusable_length(len(prompt), common)
+
+    def reusable_length(self, prompt_tokens: int, common: int) -> int:
+        """How many of ``common`` leading tokens, shared with KV read in canonical chunks, a
+        prompt of ``prompt_tokens`` may reuse: at least ``canonical_rows`` of it are always
+        read again, in one chunk whose KV and logits are those of a full prefill (its last
+        row yields the first new token), and reading resumes on an aligned position, where
+        a full prefill's chunks end too (``KvSlot.prefilled``, ``runtime/slots.py``)."""
+        limit = max(0, min(common, prompt_tokens - self.canonical_rows))
+        return limit - limit % PREFILL_ALIGN
 
     def _reuse_prefix(self, slot: KvSlot, prompt: list[int]) -> int:
         """Keep the KV entries shared with ``prompt``; returns how many tokens were kept."""

@@ -71,6 +71,8 @@ class CachedSequence(Protocol):
 
     def reusable_prefix(self, prompt: list[int]) -> int: ...
 
+    def reusable_length(self, prompt_tokens: int, common: int) -> int: ...
+
     def export_sequence(
         self, limit: int | None = None, destination: Callable[[int], np.ndarray | None] | None = None
     ) -> tuple[list[int], np.ndarray | bytearray] | None: ...
@@ -202,9 +204,6 @@ class PrefixCache:
             return 0
         state_key = model.state_key()
         wanted = np.asarray(prompt, dtype=np.int32)
-        # At least two prompt tokens are prefilled: the last yields the first new token's
-        # logits, and llama.cpp computes one-token batches slightly differently.
-        limit = len(prompt) - 2
         resident = model.reusable_prefix(prompt)
         if conversation_id is not None:
             found = self._conversation_entry(state_key, conversation_id)
@@ -213,7 +212,9 @@ class PrefixCache:
             candidates = self._prefix_candidates(state_key, wanted)
         best, best_common = None, 0
         for entry in candidates:
-            common = min(common_prefix(entry.tokens, wanted), limit)
+            # The model's rule: how much of a shared prefix a prompt may take from a state
+            # and still read exactly what a full prefill reads (runtime/slots.py).
+            common = model.reusable_length(len(prompt), common_prefix(entry.tokens, wanted))
             if common > best_common and self._trimmable(model, entry, common):
                 best, best_common = entry, common
         if best is None or best_common <= resident:

@@ -16,6 +16,7 @@ import pytest
 from inglenook.engine.api.server import ApiServer
 from inglenook.engine.core.engine import Engine
 
+from ..prefix_rule import LONG_INSTRUCTIONS
 from .conftest import STARTER, serving
 
 pytestmark = pytest.mark.api
@@ -78,10 +79,14 @@ def test_create_returns_a_message_and_a_repeat_reads_its_prompt_from_the_cache(c
     assert [b.type for b in first.content] == ["text"] and first.content[0].text
     assert (first.stop_reason, first.stop_sequence) == ("max_tokens", None)
     assert first.usage.output_tokens == 4 and first.usage.input_tokens > 0
-    again = claude.messages.create(model=STARTER, max_tokens=4, messages=HELLO, temperature=0)
+    # A prompt past the 64 tokens every prompt reads again (tests/prefix_rule.py), twice.
+    briefed = claude.messages.create(model=STARTER, max_tokens=4, system=LONG_INSTRUCTIONS, messages=HELLO,
+                                     temperature=0)
+    again = claude.messages.create(model=STARTER, max_tokens=4, system=LONG_INSTRUCTIONS, messages=HELLO,
+                                   temperature=0)
     assert again.usage.cache_read_input_tokens > 0
     # Anthropic counts cache reads apart from new input: together they are the whole prompt.
-    assert again.usage.input_tokens + again.usage.cache_read_input_tokens == first.usage.input_tokens
+    assert again.usage.input_tokens + again.usage.cache_read_input_tokens == briefed.usage.input_tokens
 
 
 def test_an_unknown_model_name_is_served_by_the_default_model(claude: anthropic.Anthropic) -> None:

@@ -13,6 +13,7 @@ from inglenook.engine.base.jobs import GenerateJob
 from inglenook.engine.core.engine import Engine
 from inglenook.engine.usage.usage import uncounted
 
+from ..prefix_rule import LONG_INSTRUCTIONS
 from .conftest import STARTER, serving
 from .test_anthropic import HELLO, base_url, client_for, post_stream, sse_events
 
@@ -33,7 +34,8 @@ def test_count_tokens_runs_no_decode_and_matches_what_create_reads(engine: Engin
 
 
 def test_message_start_reports_the_prompt_that_message_delta_totals(server: ApiServer) -> None:
-    body = {"model": STARTER, "max_tokens": 3, "temperature": 0, "messages": QUESTION}
+    # System text past the 64 tokens every prompt reads again (tests/prefix_rule.py).
+    body = {"model": STARTER, "max_tokens": 3, "temperature": 0, "system": LONG_INSTRUCTIONS, "messages": QUESTION}
     for _ in range(2):  # the second time the prompt comes from the prefix cache
         events = sse_events(post_stream(server, body).text)
         start = events[0][1]["message"]["usage"]

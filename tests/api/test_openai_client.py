@@ -11,6 +11,7 @@ import pytest
 
 from inglenook.engine.core.engine import Engine
 
+from ..prefix_rule import LONG_INSTRUCTIONS
 from .conftest import STARTER, serving
 
 pytestmark = pytest.mark.api
@@ -52,14 +53,19 @@ def test_chat_completion_reports_usage_and_the_serving_model(client: openai.Open
     assert reply.usage.total_tokens == reply.usage.prompt_tokens + 5
     again = client.chat.completions.create(model=STARTER, messages=HELLO, temperature=0, max_tokens=5)
     assert again.choices[0].message.content == choice.message.content  # temperature 0 repeats itself
-    # The same prompt again: its prefix is reused, and usage says so.
+    # A prompt past the 64 tokens every prompt reads again (tests/prefix_rule.py), twice: the
+    # second's prefix is reused, and usage says so.
+    briefed = [{"role": "system", "content": LONG_INSTRUCTIONS}, *HELLO]
+    first = client.chat.completions.create(model=STARTER, messages=briefed, temperature=0, max_tokens=5)
+    again = client.chat.completions.create(model=STARTER, messages=briefed, temperature=0, max_tokens=5)
     assert again.usage.prompt_tokens_details.cached_tokens > 0
+    assert again.choices[0].message.content == first.choices[0].message.content
     # llama-server's cache_prompt=false bypasses every prompt cache, for comparisons.
     uncached = client.chat.completions.create(
-        model=STARTER, messages=HELLO, temperature=0, max_tokens=5, extra_body={"cache_prompt": False}
+        model=STARTER, messages=briefed, temperature=0, max_tokens=5, extra_body={"cache_prompt": False}
     )
     assert uncached.usage.prompt_tokens_details.cached_tokens == 0
-    assert uncached.choices[0].message.content == choice.message.content
+    assert uncached.choices[0].message.content == first.choices[0].message.content
 
 
 def test_stream_matches_the_whole_answer_and_ends_with_usage(client: openai.OpenAI) -> None:

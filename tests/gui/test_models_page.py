@@ -193,10 +193,10 @@ def test_import_a_file_through_the_page(qtbot, window, page, gemma_path) -> None
     # Before it loads, its row and the picker say what loading it takes (issue 27: a 270M
     # model no longer reserves 32k x 4 of f16 cache, and says so first).
     plan = window.model_list.plans[record.id]
-    assert plan.context <= 16_384 and plan.sequences == 4 and plan.kv_cache_type == "q8_0"  # the desktop cap
+    assert plan.context <= 16_384 and plan.sequences == 4 and plan.kv_cache_type == "f16"  # the desktop cap
     row = next(row for row in page.rows if row.record.id == record.id)
     assert row.plan_badge is not None and f"{plan.context:,} ctx × 4" in row.plan_badge.text()
-    assert "q8_0 cache" in row.plan_badge.toolTip()
+    assert "f16 cache" in row.plan_badge.toolTip()
     assert window.picker.plans[record.id] == plan
 
     page.import_paths([gemma_path])  # twice: recognised, not added again

@@ -159,7 +159,9 @@ def test_time_to_first_token_counts_the_wait_in_the_queue(engine: Engine) -> Non
 
 
 def test_a_conversation_restored_into_another_sequence_answers_as_a_full_prefill(home) -> None:
-    question = [{"role": "user", "content": "Name three rivers in Europe and say one thing about each."}]
+    # A system prompt long enough that the saved state outlasts the 64 tokens read again.
+    question = [{"role": "system", "content": "You are a geography teacher who answers briefly and clearly. " * 8},
+                {"role": "user", "content": "Name three rivers in Europe and say one thing about each."}]
     with Engine() as first:
         first.update_settings(parallel_sequences=4, context_size=1024)
         conversation = first.chats.new_conversation(model_id=STARTER).id
@@ -203,13 +205,18 @@ def test_a_step_batches_its_rows_in_sequence_order_whatever_the_admission_order(
     sequences = [model.open_sequence(model.chat_tokens([{"role": "user", "content": f"About {t}."}]),
                                      GREEDY, cancel, time.perf_counter(), slot=slot)
                  for t, slot in zip(TOPICS, admitted)]
+    calls = DecodeCalls(model)
+    model._lib = calls
     try:
-        for _ in range(3):  # the prompts' prefill, then decode steps
+        model.step(sequences, 512)  # the prompts: a llama_decode each (LoadedModel.step)
+        assert sorted(calls.calls, key=min) == [{0}, {1}, {3}, {5}], calls.calls
+        for _ in range(2):  # decode steps: every answer's row in one call, in sequence order
             model.step(sequences, 512)
             batch = model._batch
             order = [batch.seq_id[i][0] for i in range(batch.n_tokens)]
             assert order == sorted(order) and set(order) == {0, 1, 3, 5}, order
     finally:
+        model._lib = calls._lib
         for sequence in sequences:
             model.release(sequence)
 

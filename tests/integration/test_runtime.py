@@ -106,7 +106,9 @@ def test_cancel_stops_within_a_decode_step(smollm2: LoadedModel) -> None:
 
 
 def test_prefix_reuse_gives_identical_output(smollm2: LoadedModel) -> None:
-    history = [{"role": "user", "content": "Name a fruit."}]
+    # Longer than the 64 tokens every prompt reads again, so that some of it is reused.
+    history = [{"role": "system", "content": "You answer questions about a fruit market in a few words. " * 8},
+               {"role": "user", "content": "Name a fruit."}]
     prompt = smollm2.chat_tokens(history)
     run(smollm2, prompt, GREEDY)
     longer = smollm2.chat_tokens(history + [{"role": "assistant", "content": "Apple."},
@@ -139,25 +141,18 @@ def test_gemma_base_model_completes_text_deterministically(gemma: LoadedModel) -
     assert finished.usage.completion_tokens > 0
 
 
-def test_gemma_prefix_reuse_matches_full_prefill_within_its_kernels_noise(gemma: LoadedModel) -> None:
-    """gemma-3-270m's K-quant kernels on the CPU give logits that depend on how a prompt is
-    split into batches, in every KV configuration (tests/integration/test_default_cache_exact.py),
-    so a restored prefix cannot reproduce a full prefill bit for bit, nor always its greedy
-    text: here the restored run's first token carries the same choice and its alternatives'
-    log-probabilities are within 0.3 (0.18 measured, zen4 and haswell). A wrong restore (other
-    positions, another prompt's cells) moves them by whole units."""
-    base = gemma.tokenize("A list of colours: red, green,")
+def test_gemma_prefix_reuse_gives_the_logits_of_a_full_prefill(gemma: LoadedModel) -> None:
+    """gemma-3-270m's K-quant kernels group a batch's rows by 4 and take leftover rows
+    another way; read in aligned chunks (runtime/slots.py), a restored prefix still gives a
+    full prefill's log-probabilities exactly (earlier configurations differed by up to 0.18)."""
+    base = gemma.tokenize("A list of colours: red, green, blue, yellow, orange, purple, " * 10)
     run(gemma, base, SamplingParams(temperature=0.0, max_tokens=4))
-    longer = gemma.tokenize("A list of colours: red, green, blue, yellow,")
+    longer = base + gemma.tokenize("brown, black, white,", add_special=False)
     three = SamplingParams(temperature=0.0, max_tokens=2, logprobs=3)
     _, cached_done, cached = run(gemma, longer, three, reuse_kv=True)
     _, fresh_done, fresh = run(gemma, longer, three, reuse_kv=False)
     assert cached_done.usage.cached_tokens > 0 and fresh_done.usage.cached_tokens == 0
-    restored, full = cached[0].logprobs[0], fresh[0].logprobs[0]  # type: ignore[index]
-    assert restored.token == full.token
-    full_top = {token: logprob for token, _, logprob in full.top}
-    for token, _, logprob in restored.top:
-        assert token in full_top and abs(logprob - full_top[token]) < 0.3, (restored.top, full.top)
+    assert cached[0].logprobs == fresh[0].logprobs
 
 
 def test_logits_for_every_position_match_generation(smollm2: LoadedModel) -> None:

@@ -53,6 +53,9 @@ class SlotState:
     def reusable_prefix(self, prompt: list[int]) -> int:
         return common_prefix(self.slot.kv_tokens, prompt, len(prompt) - 1)
 
+    def reusable_length(self, prompt_tokens: int, common: int) -> int:
+        return min(common, prompt_tokens - 2)  # this stand-in's rule: the last two read again
+
     def export_sequence(self, limit=None, destination=None):
         if limit is not None:
             del self.slot.kv_tokens[limit:]

@@ -131,6 +131,9 @@ class StateModel:
             common += 1
         return common
 
+    def reusable_length(self, prompt_tokens: int, common: int) -> int:
+        return min(common, prompt_tokens - 2)  # this stand-in's rule: the last two read again
+
     def state_of(self, tokens: list[int]) -> bytearray:
         rng = np.random.default_rng(sum(tokens) + len(tokens))
         return bytearray(rng.integers(0, 256, len(tokens) * self.bytes_per_token, dtype=np.uint8).tobytes())

@@ -1,0 +1,29 @@
+"""How many prompt tokens the prefix cache serves, for tests that check the count.
+
+The rule lives in the engine (``Sequence.take_prefill``, ``SequenceStates.reusable_prefix``,
+``runtime.slots``): a slot or state serves the tokens it read in canonical chunks, up to an
+aligned position, and leaves at least ``canonical_rows`` tokens of the new prompt to read
+again. Tests state their expectation through this one function rather than each repeating
+the arithmetic.
+"""
+
+from __future__ import annotations
+
+from inglenook.engine.runtime.slots import FA_TILE_ROWS, PREFILL_ALIGN
+
+
+def served(read_before: int, prompt: int, common: int | None = None, least: int = FA_TILE_ROWS) -> int:
+    """Tokens reused for a ``prompt``-token prompt from a slot that read ``read_before``
+    prompt tokens (in one prompt read, the default configuration's ``least``), sharing
+    ``common`` leading tokens with it (all of ``read_before`` when None)."""
+    if read_before < least:  # a prompt shorter than a tile is read whole and not kept
+        return 0
+    kept = read_before - read_before % PREFILL_ALIGN
+    limit = min(kept, prompt - least, read_before if common is None else common)
+    return max(0, limit - limit % PREFILL_ALIGN)
+
+
+# A system prompt of ~150 tokens: long enough that a prompt starting with it is partly
+# served from the cache (it outlasts the 64 tokens every prompt reads again).
+LONG_INSTRUCTIONS = ("You are a friendly assistant in a small bakery's shop window. Keep every answer short, "
+                     "kind and to the point. ") * 6
