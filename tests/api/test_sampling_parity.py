@@ -2,7 +2,7 @@
 
 The same prompt through the same template, the same sampler chain with the same defaults and
 the same seed give the same tokens: with a temperature of 0.7 where llama.cpp has 0.8 they did
-not, and small models ran to the token cap where llama-server's answers ended.
+not, so a client saw other answers (and other lengths) than llama-server gives.
 """
 
 from __future__ import annotations
