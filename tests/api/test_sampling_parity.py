@@ -7,12 +7,6 @@ not, so a client saw other answers (and other lengths) than llama-server gives.
 
 from __future__ import annotations
 
-import contextlib
-import json
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,8 +16,7 @@ import pytest
 from inglenook.engine.api.server import ApiServer
 from inglenook.engine.base import SamplingParams
 from tests.api.conftest import STARTER
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.llama_server import running_llama_server
 
 
 def test_the_defaults_are_llama_cpps() -> None:
@@ -34,37 +27,11 @@ def test_the_defaults_are_llama_cpps() -> None:
             defaults.frequency_penalty) == (1.0, 64, 0.0, 0.0)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def llama_server(smollm2_path: Path) -> Iterator[str]:
     """llama-server from the same build, if it was built (scripts/llama_build.py llama-server)."""
-    info = subprocess.run([sys.executable, str(ROOT / "scripts" / "llama_build.py"), "info"],
-                          capture_output=True, text=True)
-    binary = Path(json.loads(info.stdout)["folder"]) / "cmake" / "bin" / "llama-server" if info.returncode == 0 else None
-    if binary is None or not binary.is_file():  # building it takes minutes: only use it when it is there
-        pytest.skip("llama-server is not built here (scripts/llama_build.py llama-server builds it)")
-    port = _free_port()
-    process = subprocess.Popen([str(binary), "-m", str(smollm2_path), "--host", "127.0.0.1", "--port", str(port),
-                                "-c", "1024", "-t", "2", "--jinja"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(url + "/health", timeout=2).status_code == 200:
-                    break
-            assert process.poll() is None and time.monotonic() < deadline, "llama-server did not start"
-            time.sleep(0.3)
-        yield url + "/v1"
-    finally:
-        process.terminate()
-        process.wait(10)
+    with running_llama_server(smollm2_path, "--jinja") as url:
+        yield url
 
 
 def _answers(base_url: str, model: str) -> list[str]:

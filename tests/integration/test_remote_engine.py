@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import http.server
-import json
 import logging
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -24,13 +21,13 @@ from inglenook.engine.api.shared.keys import ApiKeys
 from inglenook.engine.base.sampling import SamplingParams
 from inglenook.engine.core.engine import Engine
 from inglenook.engine.remote.remote import RemoteEndpoint, RemoteEngine, RemoteEngineError
+from tests.llama_server import running_llama_server
 
 from tests.second_server import REMOTE_KEY, second_inglenook
 
 pytestmark = pytest.mark.integration
 
 STARTER = "smollm2-135m-instruct:q4_1"
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -220,28 +217,8 @@ def _serving(engine: Engine, keys: ApiKeys) -> _Server:
 @pytest.fixture
 def llama_server(smollm2_path: Path) -> Iterator[str]:
     """llama-server from the same build, if it was built (scripts/llama_build.py llama-server)."""
-    info = subprocess.run([sys.executable, str(ROOT / "scripts" / "llama_build.py"), "info"],
-                          capture_output=True, text=True)
-    binary = Path(json.loads(info.stdout)["folder"]) / "cmake" / "bin" / "llama-server" if info.returncode == 0 else None
-    if binary is None or not binary.is_file():  # building it takes minutes: only use it when it is there
-        pytest.skip("llama-server is not built here (scripts/llama_build.py llama-server builds it)")
-    port = free_port()
-    process = subprocess.Popen([str(binary), "-m", str(smollm2_path), "--host", "127.0.0.1", "--port", str(port),
-                                "-c", "1024", "-t", "2", "--alias", "smollm2"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(url + "/health", timeout=2).status_code == 200:
-                    break
-            assert process.poll() is None and time.monotonic() < deadline, "llama-server did not start"
-            time.sleep(0.3)
-        yield url + "/v1"
-    finally:
-        process.terminate()
-        process.wait(10)
+    with running_llama_server(smollm2_path, "--alias", "smollm2") as url:
+        yield url
 
 
 def test_llama_server_is_a_remote_engine_too(local: Engine, llama_server: str) -> None:
