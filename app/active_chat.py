@@ -133,8 +133,15 @@ class ActiveChat(QObject):
         self.page.picker.set_current(self.model_for(self.conversation))
         self._check_missing_model()
 
+    def _showing(self, conversation_id: int) -> bool:
+        """Whether the page shows ``conversation_id`` already: between ``open`` and its
+        ``_loaded``, ``current_id`` names the chat being opened while the page (and
+        ``self.conversation``) still show the previous one, whose fresher copy must not
+        pass for the loaded chat."""
+        return self.conversation is not None and self.conversation.id == conversation_id == self.current_id
+
     def conversation_updated(self, conversation: Conversation) -> None:
-        if conversation.id == self.current_id:
+        if self._showing(conversation.id):
             self.conversation = conversation
             self.page.title_label.setText(conversation.title or "New chat")
             self.page.picker.set_current(self.model_for(conversation))
@@ -142,7 +149,7 @@ class ActiveChat(QObject):
     def listed(self, conversations: list[Conversation]) -> None:
         """Take the fresher copy from the sidebar's list (the first message names the chat)."""
         for conversation in conversations:
-            if conversation.id == self.current_id and self.conversation is not None:
+            if self._showing(conversation.id):
                 self.conversation = conversation
                 self.page.title_label.setText(conversation.title or "New chat")
 

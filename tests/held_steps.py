@@ -11,13 +11,19 @@ from inglenook.engine.runtime.model import LoadedModel
 
 
 def hold_steps(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
-    """Every ``LoadedModel.step`` waits until the returned event is set (at most 300 s, so a
-    failing test never leaves the engine's thread waiting for good). Set it to let them run."""
+    """Every ``LoadedModel.step`` reads nothing until the returned event is set; set it to let
+    them run.
+
+    A held step returns at once, having fed no token, rather than blocking: the scheduler's
+    thread must stay free to admit the jobs that arrive meanwhile (a blocked step would hold
+    back every admission after the first, and the test would depend on whether the model's
+    load finished before or after the last job was submitted)."""
     gate = threading.Event()
     step = LoadedModel.step
 
     def held_step(self: LoadedModel, sequences: list[Any], prefill_budget: int) -> int:
-        gate.wait(timeout=300)
+        if not gate.wait(timeout=0.02):
+            return 0  # an empty step: nothing read, nothing sampled
         return step(self, sequences, prefill_budget)
 
     monkeypatch.setattr(LoadedModel, "step", held_step)

@@ -55,6 +55,24 @@ def test_sidebar_search_rename_delete_and_undo(qtbot, window) -> None:
     assert [c.id for c in window.engine.store.list_conversations()] == [apples]
 
 
+def test_a_chat_being_opened_is_not_taken_for_the_open_one(qtbot, window) -> None:
+    """Between opening a chat and its messages arriving, the sidebar's fresher copy of the
+    chat must not pass for the loaded one: the composer would send into a page that still
+    shows (and streams) the previous chat."""
+    first = _chat_with(window, "First", ("One?", "One."))
+    second = _chat_with(window, "Second", ("Two?", "Two."))
+    window.open_conversation(first)
+    qtbot.waitUntil(lambda: window.conversation is not None and window.conversation.id == first)
+
+    window.open_conversation(second)  # its messages load on a worker
+    window.active.listed(window.engine.store.list_conversations())
+    window.active.conversation_updated(window.engine.store.get_conversation(second))
+    assert window.current_id == second
+    assert window.conversation is not None and window.conversation.id == first  # not loaded yet
+    qtbot.waitUntil(lambda: window.conversation is not None and window.conversation.id == second)
+    assert window.view.last_answer_text() == "Two."
+
+
 def test_export_markdown_and_json(qtbot, window, tmp_path) -> None:
     cid = _chat_with(window, "Exported", ("Show a list", "- one\n- two"))
     md, js = tmp_path / "chat.md", tmp_path / "chat.json"
