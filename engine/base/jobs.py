@@ -185,8 +185,11 @@ class JobHandle:
     def set_waker(self, waker: Callable[[], None]) -> None:
         """Have ``waker()`` called (on the scheduler's thread, so it must be quick) after
         each new item: an event loop then reads with ``poll`` instead of parking a thread
-        per job in ``events()``."""
+        per job in ``events()``. Items that arrived before are announced at once: a job
+        can run to its end between its submission and this call."""
         self._waker = waker
+        if not self._events.empty():
+            waker()
 
     def poll(self) -> GenerationEvent | Embeddings | object:
         """The next event without waiting, ``EMPTY`` when none is there yet, ``ENDED`` once

@@ -11,6 +11,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable, Iterator
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -55,8 +56,11 @@ class Turn:
     """
 
     def __init__(self, store: Store, conversation: Conversation, handle: JobHandle | RemoteAnswer,
-                 model_id: str) -> None:
+                 model_id: str, reply_to: int | None) -> None:
         self.store = store
+        # The message this answer replies to, fixed when it started: the answer is saved as
+        # its child (a version beside earlier answers to it) whatever the chosen path is by then.
+        self.reply_to = reply_to
         self.conversation = conversation
         self.handle = handle
         self.model_id = model_id
@@ -176,7 +180,8 @@ class Turn:
                 ttft_ms=round(finished.timings.ttft_s * 1000, 2),
                 tokens_per_s=round(finished.tokens_per_s, 2),
             )
-        self.message = self.store.add_message(self.conversation.id, "assistant", text, **stats)
+        self.message = self.store.add_message(self.conversation.id, "assistant", text, parent_id=self.reply_to,
+                                              **stats)
 
 
 class ChatService:
@@ -307,23 +312,66 @@ class ChatService:
         return turn
 
     def regenerate(self, conversation_id: int, use_cache: bool = True, **sampling_overrides: Any) -> Turn:
-        """Drop the last answer and answer the last user message again."""
+        """Answer the last question again; the earlier answers stay, as versions of this one."""
         conversation = self.store.get_conversation(conversation_id)
         messages = self.store.messages(conversation_id)
         while messages and messages[-1].role == "assistant":
-            self.store.delete_messages_from(conversation_id, messages[-1].id)
             messages.pop()
         if not messages:
             raise InvalidRequest("there is no message to answer")
+        self.store.set_leaf(conversation_id, messages[-1].id)
         return self._answer(conversation, sampling_overrides, use_cache)
 
     def edit_and_resend(self, message_id: int, text: str, use_cache: bool = True, **sampling_overrides: Any) -> Turn:
-        """Replace a user message and everything after it, then answer again."""
+        """Ask an edited question in place of ``message_id`` and answer it; the old question
+        and what followed it stay, as the other branch."""
         message = self.store.get_message(message_id)
         if message.role != "user":
             raise InvalidRequest("only user messages can be edited and resent")
-        self.store.delete_messages_from(message.conversation_id, message_id)
+        if not text.strip():
+            raise InvalidRequest("the message is empty", param="content")
+        self.store.set_leaf(message.conversation_id, message.parent_id)
         return self.send(message.conversation_id, text, use_cache=use_cache, **sampling_overrides)
+
+    def edit_message(self, message_id: int, text: str) -> Message:
+        """Rewrite any message in place, the model's included (no new answer)."""
+        if not text.strip():
+            raise InvalidRequest("the message is empty", param="content")
+        return self.store.update_message(message_id, content=text)
+
+    def delete_message(self, message_id: int) -> list[Message]:
+        """Delete one message (and none after it); returns the conversation's path."""
+        message = self.store.get_message(message_id)
+        self.store.delete_message(message_id)
+        return self.store.messages(message.conversation_id)
+
+    def versions(self, message_id: int) -> list[Message]:
+        """``message_id`` and its other versions (regenerated answers, edited questions)."""
+        return self.store.versions(message_id)
+
+    def choose_version(self, message_id: int) -> list[Message]:
+        """Show this version of a message (and the newest branch after it); returns the path."""
+        return self.store.choose_version(message_id)
+
+    def branch(self, message_id: int) -> Conversation:
+        """A new conversation holding this one up to ``message_id``, with its settings; its
+        first answer starts from the saved prompt state of the conversation it came from."""
+        message = self.store.get_message(message_id)
+        source = self.store.get_conversation(message.conversation_id)
+        path = self.store.messages(source.id)
+        upto = next((i for i, m in enumerate(path) if m.id == message_id), None)
+        if upto is None:
+            raise InvalidRequest("only a message on the conversation's chosen path can start a branch")
+        branch = self.store.create_conversation(
+            title=f"{source.title or 'New chat'} (branch)", model_id=source.model_id,
+            system_prompt=source.system_prompt, sampling=source.sampling)
+        for kept in path[:upto + 1]:
+            stats = {k: v for k, v in dataclasses.asdict(kept).items()
+                     if k not in ("id", "conversation_id", "role", "content", "parent_id")}
+            self.store.add_message(branch.id, kept.role, kept.content, **stats)
+        if self.cache is not None:
+            self.cache.copy_conversation(source.id, branch.id)
+        return self.store.get_conversation(branch.id)
 
     def _answer(self, conversation: Conversation, overrides: dict[str, Any], use_cache: bool = True) -> Turn:
         model_id = conversation.model_id or self._default_model()
@@ -332,6 +380,7 @@ class ChatService:
         lora = self.lora_for(settings)
         if lora and SEPARATOR in model_id and self.remotes.owner(model_id) is not None:
             raise AdapterError(f"LoRA adapters run on local models only; {model_id} is answered by a remote engine")
+        reply_to = self.store.leaf(conversation.id)
         job = GenerateJob(
             model_id=model_id,
             sampling=sampling,
@@ -344,11 +393,12 @@ class ChatService:
         if SEPARATOR in model_id and self.remotes.owner(model_id) is not None:
             # The same events as a local job; nothing runs here, so there is no usage to count.
             assert job.messages is not None
-            return Turn(self.store, conversation, self.remotes.chat(model_id, job.messages, sampling), model_id)
+            return Turn(self.store, conversation, self.remotes.chat(model_id, job.messages, sampling), model_id,
+                        reply_to)
         if self.background is not None:
             self.background.person_started()  # a title being written gives way
         handle = self.scheduler.submit(job)
-        turn = Turn(self.store, conversation, handle, model_id)
+        turn = Turn(self.store, conversation, handle, model_id, reply_to)
         if self.usage is not None:
             turn.reasoning = ReasoningCount(self.usage, job)
         return turn

@@ -40,7 +40,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -374,6 +374,26 @@ class PrefixCache:
                 for path in self.directory.glob(f"conv-{int(conversation_id)}-*{SUFFIX}"):
                     removed += _unlink(path)
         return removed
+
+    def copy_conversation(self, source_id: int, target_id: int) -> int:
+        """Give a conversation branched from ``source_id`` the source's saved states, so its
+        first answer restores the shared beginning instead of reading it again (the restore
+        takes only the prefix the branch has in common). Returns how many were copied."""
+        self.flush()
+        copied = 0
+        if not self.directory.is_dir():
+            return 0
+        for path in sorted(self.directory.glob(f"conv-{int(source_id)}-*{SUFFIX}")):
+            try:
+                header, payload = read_state_file(path)
+            except StateFileInvalid as exc:
+                log.warning("not copying a saved prompt state: %s", exc)
+                continue
+            header = replace(header, conversation_id=target_id, created_at=time.time())
+            write_state_file(self._path(f"conv-{int(target_id)}-{key_hash(header.state_key)}"), header, payload)
+            copied += 1
+        self.enforce_budget()
+        return copied
 
     def prune_conversations(self, existing: set[int]) -> int:
         """Delete saved states of conversations that no longer exist (deleted by a front end

@@ -224,6 +224,25 @@ def m011_kv_cache_auto(db: sqlite_utils.Database) -> None:
                     ('"auto"', '"f16"'))
 
 
+def m015_message_tree(db: sqlite_utils.Database) -> None:
+    """Messages form a tree, so regenerating or editing keeps what was there.
+
+    ``messages.parent_id`` is the message a message follows (NULL for a conversation's
+    first); answers to the same question, or questions edited from the same point, are
+    siblings: the versions of that message. ``conversations.leaf_id`` is the last message
+    of the path the person chose (0: the path is empty, before a first question edited;
+    NULL: the newest message, as every conversation was before this migration). Existing
+    conversations become one path, each message following the one before it.
+    """
+    table_named(db, "messages").add_column("parent_id", int)
+    table_named(db, "conversations").add_column("leaf_id", int)
+    db.conn.execute(
+        "UPDATE messages SET parent_id = (SELECT MAX(earlier.id) FROM messages AS earlier "
+        "WHERE earlier.conversation_id = messages.conversation_id AND earlier.id < messages.id)"
+    )
+    table_named(db, "messages").create_index(["conversation_id", "parent_id"])
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     m001_initial,
     m003_lab_results,
@@ -235,4 +254,5 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     m009_conversation_summaries,
     m010_message_embeddings,
     m011_kv_cache_auto,
+    m015_message_tree,
 ]

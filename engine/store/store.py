@@ -39,6 +39,9 @@ from .sqlite_tables import inserted_id, table_named
 
 log = logging.getLogger(__name__)
 
+LEAF = object()  # add_message's default parent: the end of the conversation's chosen path
+EMPTY_PATH = 0  # conversations.leaf_id when the chosen path is empty (no message id is 0)
+
 
 @dataclass
 class Conversation:
@@ -78,6 +81,7 @@ class Message:
     ttft_ms: float | None = None
     tokens_per_s: float | None = None
     created_at: float = field(default_factory=time.time)
+    parent_id: int | None = None  # the message this one follows; None for a first message
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> "Message":
@@ -340,15 +344,19 @@ class Store:
 
     # -- messages -------------------------------------------------------------------
 
-    def add_message(self, conversation_id: int, role: str, content: str, **stats: Any) -> Message:
-        """Append a message and commit it before returning."""
+    def add_message(self, conversation_id: int, role: str, content: str, *, parent_id: int | None | object = LEAF,
+                    **stats: Any) -> Message:
+        """Append a message after ``parent_id`` (by default the end of the chosen path), make
+        it the end of the chosen path, and commit it before returning."""
         row = {"conversation_id": conversation_id, "role": role, "content": content, "created_at": time.time()}
         row.update(stats)
         row.setdefault("status", "complete")
         with self.writing():
+            row["parent_id"] = self._leaf(conversation_id) if parent_id is LEAF else parent_id
             message_id = inserted_id(table_named(self.db, "messages").insert(row))
             self.db.conn.execute(
-                "UPDATE conversations SET updated_at = ? WHERE id = ?", [row["created_at"], conversation_id]
+                "UPDATE conversations SET updated_at = ?, leaf_id = ? WHERE id = ?",
+                [row["created_at"], message_id, conversation_id],
             )
         return self.get_message(message_id)
 
@@ -360,32 +368,124 @@ class Store:
         return Message.from_row(rows[0])
 
     def messages(self, conversation_id: int) -> list[Message]:
+        """The conversation as the person chose it: the path from its first message to the
+        chosen last one (other versions and branches are kept, not listed)."""
         with self.reading():
             rows = self.db["messages"].rows_where("conversation_id = ?", [conversation_id], order_by="id")
-            return [Message.from_row(r) for r in rows]
+            by_id = {row["id"]: Message.from_row(row) for row in rows}
+            if not by_id:
+                return []  # none yet, or the conversation is gone
+            leaf = self._leaf(conversation_id)
+        path: list[Message] = []
+        while leaf is not None and leaf in by_id:
+            message = by_id.pop(leaf)  # popped: a damaged loop of parents ends here
+            path.append(message)
+            leaf = message.parent_id
+        path.reverse()
+        return path
 
     def update_message(self, message_id: int, **fields: Any) -> Message:
         with self.writing():
             table_named(self.db, "messages").update(message_id, fields)
         return self.get_message(message_id)
 
-    def delete_messages_from(self, conversation_id: int, message_id: int) -> int:
-        """Delete a message and every later one in its conversation (edit, regenerate)."""
+    def all_messages(self, conversation_id: int) -> list[Message]:
+        """Every message of a conversation, every version and branch, oldest first."""
+        with self.reading():
+            rows = self.db["messages"].rows_where("conversation_id = ?", [conversation_id], order_by="id")
+            return [Message.from_row(r) for r in rows]
+
+    def leaf(self, conversation_id: int) -> int | None:
+        """The id of the chosen path's last message (None: the path is empty)."""
+        with self.reading():
+            return self._leaf(conversation_id)
+
+    def _leaf(self, conversation_id: int) -> int | None:
+        """The chosen path's last message id (None: the path is empty). Inside a transaction."""
+        row = self.db.conn.execute(
+            "SELECT leaf_id, (SELECT MAX(id) FROM messages WHERE conversation_id = ?) FROM conversations WHERE id = ?",
+            [conversation_id, conversation_id],
+        ).fetchone()
+        if row is None:
+            raise ConversationNotFound(f"no conversation with id {conversation_id}")
+        leaf, newest = row
+        if leaf is None:
+            return newest  # never chosen: the newest message, as before there were branches
+        return None if leaf == EMPTY_PATH else int(leaf)
+
+    def set_leaf(self, conversation_id: int, message_id: int | None) -> None:
+        """End the chosen path at ``message_id`` (None: before the first message); the next
+        message added follows it."""
         with self.writing():
-            cursor = self.db.conn.execute(
-                "DELETE FROM messages WHERE conversation_id = ? AND id >= ?", [conversation_id, message_id]
-            )
-            return cursor.rowcount
+            self._set_leaf_in(conversation_id, message_id)
+
+    def versions(self, message_id: int) -> list[Message]:
+        """The versions of a message: it and its siblings (same conversation, same parent,
+        same role), oldest first."""
+        message = self.get_message(message_id)
+        with self.reading():
+            rows = self.db["messages"].rows_where(
+                "conversation_id = ? AND parent_id IS ? AND role = ?",
+                [message.conversation_id, message.parent_id, message.role], order_by="id")
+            return [Message.from_row(r) for r in rows]
+
+    def choose_version(self, message_id: int) -> list[Message]:
+        """Show ``message_id`` on the chosen path, with the newest branch below it; returns
+        the new path."""
+        message = self.get_message(message_id)
+        with self.writing():
+            leaf = message_id
+            while True:
+                child = self.db.conn.execute(
+                    "SELECT MAX(id) FROM messages WHERE conversation_id = ? AND parent_id = ?",
+                    [message.conversation_id, leaf]).fetchone()[0]
+                if child is None:
+                    break
+                leaf = child
+            self.db.conn.execute("UPDATE conversations SET leaf_id = ? WHERE id = ?", [leaf, message.conversation_id])
+        return self.messages(message.conversation_id)
+
+    def delete_message(self, message_id: int) -> None:
+        """Delete one message; what followed it follows its parent instead."""
+        message = self.get_message(message_id)
+        cid = message.conversation_id
+        with self.writing():
+            leaf = self._leaf(cid)
+            self.db.conn.execute("UPDATE messages SET parent_id = ? WHERE conversation_id = ? AND parent_id = ?",
+                                 [message.parent_id, cid, message_id])
+            self.db.conn.execute("DELETE FROM messages WHERE id = ?", [message_id])
+            if leaf == message_id:
+                self._set_leaf_in(cid, message.parent_id)
+
+    def delete_messages_from(self, conversation_id: int, message_id: int) -> int:
+        """Delete a message and everything that follows it (its branch); the chosen path then
+        ends at its parent."""
+        message = self.get_message(message_id)
+        with self.writing():
+            doomed = [row[0] for row in self.db.conn.execute(
+                "WITH RECURSIVE below(id) AS (SELECT ? UNION ALL SELECT m.id FROM messages AS m "
+                "JOIN below ON m.parent_id = below.id WHERE m.conversation_id = ?) SELECT id FROM below",
+                [message_id, conversation_id])]
+            leaf = self._leaf(conversation_id)
+            self.db.conn.executemany("DELETE FROM messages WHERE id = ?", [(i,) for i in doomed])
+            if leaf in doomed:
+                self._set_leaf_in(conversation_id, message.parent_id)
+            return len(doomed)
 
     def delete_oldest_messages(self, conversation_id: int, count: int) -> int:
-        """Delete the ``count`` oldest messages of a conversation (trimming a full context)."""
+        """Delete the ``count`` oldest messages of the chosen path (trimming a full context);
+        what followed them becomes the start of its branch."""
+        doomed = [m.id for m in self.messages(conversation_id)[:max(0, int(count))]]
         with self.writing():
-            cursor = self.db.conn.execute(
-                "DELETE FROM messages WHERE id IN "
-                "(SELECT id FROM messages WHERE conversation_id = ? ORDER BY id LIMIT ?)",
-                [conversation_id, int(count)],
-            )
-            return cursor.rowcount
+            self.db.conn.executemany("DELETE FROM messages WHERE id = ?", [(i,) for i in doomed])
+            self.db.conn.executemany(
+                "UPDATE messages SET parent_id = NULL WHERE conversation_id = ? AND parent_id = ?",
+                [(conversation_id, i) for i in doomed])
+            return len(doomed)
+
+    def _set_leaf_in(self, conversation_id: int, message_id: int | None) -> None:
+        self.db.conn.execute("UPDATE conversations SET leaf_id = ? WHERE id = ?",
+                             [EMPTY_PATH if message_id is None else message_id, conversation_id])
 
     # -- settings -------------------------------------------------------------------
 
