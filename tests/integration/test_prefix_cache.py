@@ -145,6 +145,26 @@ def test_regenerate_and_edit_after_restart_reuse_the_common_prefix(home: Path) -
         assert reference.wait().content == edited.content
 
 
+def test_a_branch_starts_from_its_source_conversations_saved_state(home: Path) -> None:
+    """"Branch from here" after a restart: the new conversation's first answer restores the
+    shared beginning from the source's saved state, and answers as a full prefill does."""
+    settings = {"max_tokens": 8, "temperature": 0.0}
+    with Engine() as engine:
+        conversation = engine.chats.new_conversation(system_prompt=SYSTEM["content"])
+        engine.chats.send(conversation.id, "Do you sell rye bread?", **settings).wait()
+        engine.chats.send(conversation.id, "Is it baked daily?", **settings).wait()
+        first_answer = engine.store.messages(conversation.id)[1]
+
+    with Engine() as engine:  # restart: nothing is resident
+        branch = engine.chats.branch(first_answer.id)
+        turn = engine.chats.send(branch.id, "Is it baked daily?", **settings)
+        answer = turn.wait()
+        prompt, cached = turn.finished.usage.prompt_tokens, turn.finished.usage.cached_tokens
+        assert cached == served(prompt, prompt) > 0  # the source's second prompt, the same tokens
+        reference = engine.chats.regenerate(branch.id, use_cache=False, **settings)
+        assert reference.wait().content == answer.content and reference.finished.usage.cached_tokens == 0
+
+
 def test_api_prefix_hits_survive_an_engine_restart(home: Path) -> None:
     long_system = {"role": "system", "content": SYSTEM["content"] * 3}  # well past one 64-token block
     messages = [long_system, {"role": "user", "content": "What flour do you use for croissants?"}]
