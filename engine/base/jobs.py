@@ -43,6 +43,9 @@ class GenerateJob:
     # A chat turn's conversation: its saved state is keyed by it. Jobs without one (the
     # HTTP API) use the content-addressed prefix cache instead.
     conversation_id: int | None = None
+    # The beginning of the answer, already written: the prompt ends with it instead of an
+    # empty assistant turn, so the model continues it (a cut-off answer's "continue").
+    answer_prefix: str | None = None
     # Values the chat template reads besides the messages, e.g. ``enable_thinking``.
     template_options: dict[str, Any] = field(default_factory=dict)
     # Who asked ("window", "terminal", "api:<key or user agent>"): counted in usage, never

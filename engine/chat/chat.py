@@ -56,8 +56,10 @@ class Turn:
     """
 
     def __init__(self, store: Store, conversation: Conversation, handle: JobHandle | RemoteAnswer,
-                 model_id: str, reply_to: int | None) -> None:
+                 model_id: str, reply_to: int | None, extends: Message | None = None) -> None:
         self.store = store
+        # A cut-off answer this turn continues: saved as that message, made longer.
+        self.extends = extends
         # The message this answer replies to, fixed when it started: the answer is saved as
         # its child (a version beside earlier answers to it) whatever the chosen path is by then.
         self.reply_to = reply_to
@@ -180,6 +182,11 @@ class Turn:
                 ttft_ms=round(finished.timings.ttft_s * 1000, 2),
                 tokens_per_s=round(finished.tokens_per_s, 2),
             )
+        if self.extends is not None:
+            before = self.extends
+            stats["completion_tokens"] = (before.completion_tokens or 0) + (stats.get("completion_tokens") or 0)
+            self.message = self.store.update_message(before.id, content=before.content + text, **stats)
+            return
         self.message = self.store.add_message(self.conversation.id, "assistant", text, parent_id=self.reply_to,
                                               **stats)
 
@@ -333,6 +340,17 @@ class ChatService:
         self.store.set_leaf(message.conversation_id, message.parent_id)
         return self.send(message.conversation_id, text, use_cache=use_cache, **sampling_overrides)
 
+    def continue_answer(self, conversation_id: int, use_cache: bool = True, **sampling_overrides: Any) -> Turn:
+        """Write more of the last answer (one cut off by its length limit or by Stop): the
+        model continues its own text, which is saved into the same message."""
+        conversation = self.store.get_conversation(conversation_id)
+        messages = self.store.messages(conversation_id)
+        if not messages or messages[-1].role != "assistant" or not messages[-1].content:
+            raise InvalidRequest("there is no answer to continue")
+        if messages[-1].status == "error":
+            raise InvalidRequest("the last answer failed; regenerate it instead of continuing it")
+        return self._answer(conversation, sampling_overrides, use_cache, extends=messages[-1])
+
     def edit_message(self, message_id: int, text: str) -> Message:
         """Rewrite any message in place, the model's included (no new answer)."""
         if not text.strip():
@@ -373,7 +391,8 @@ class ChatService:
             self.cache.copy_conversation(source.id, branch.id)
         return self.store.get_conversation(branch.id)
 
-    def _answer(self, conversation: Conversation, overrides: dict[str, Any], use_cache: bool = True) -> Turn:
+    def _answer(self, conversation: Conversation, overrides: dict[str, Any], use_cache: bool = True,
+                extends: Message | None = None) -> Turn:
         model_id = conversation.model_id or self._default_model()
         settings = {**conversation.sampling, **overrides}
         sampling = SamplingParams.from_dict(settings)
@@ -381,14 +400,20 @@ class ChatService:
         if lora and SEPARATOR in model_id and self.remotes.owner(model_id) is not None:
             raise AdapterError(f"LoRA adapters run on local models only; {model_id} is answered by a remote engine")
         reply_to = self.store.leaf(conversation.id)
+        history = self.history(conversation)
+        if extends is not None:
+            if SEPARATOR in model_id and self.remotes.owner(model_id) is not None:
+                raise InvalidRequest(f"{model_id} is answered by a remote engine, which cannot continue an answer")
+            history = history[:-1]  # the answer goes after the prompt, unfinished (answer_prefix)
         job = GenerateJob(
             model_id=model_id,
             sampling=sampling,
-            messages=self.history(conversation),
+            messages=history,
             use_cache=use_cache,
             conversation_id=conversation.id,
             client=self.client,
             lora=lora,
+            answer_prefix=extends.content if extends is not None else None,
         )
         if SEPARATOR in model_id and self.remotes.owner(model_id) is not None:
             # The same events as a local job; nothing runs here, so there is no usage to count.
@@ -398,7 +423,7 @@ class ChatService:
         if self.background is not None:
             self.background.person_started()  # a title being written gives way
         handle = self.scheduler.submit(job)
-        turn = Turn(self.store, conversation, handle, model_id, reply_to)
+        turn = Turn(self.store, conversation, handle, model_id, reply_to, extends)
         if self.usage is not None:
             turn.reasoning = ReasoningCount(self.usage, job)
         return turn

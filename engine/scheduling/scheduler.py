@@ -578,7 +578,11 @@ class Scheduler:
         """The job's prompt as tokens. The model stops early (and says so) once a prompt
         cannot fit its context, and ``cancel`` ends the preparation of a huge one."""
         if job.messages is not None:
-            return model.chat_tokens(job.messages, tools=job.tools, cancel=cancel, options=job.template_options)
+            tokens = model.chat_tokens(job.messages, tools=job.tools, cancel=cancel, options=job.template_options)
+            if job.answer_prefix:
+                # Text, not special tokens: an answer that mentions "<|im_end|>" continues as text.
+                tokens += model.tokenize(job.answer_prefix, add_special=False, parse_special=False)
+            return tokens
         if job.text is not None:
             return model.prompt_tokens(job.text, cancel=cancel)
         return list(job.tokens or [])

@@ -166,3 +166,17 @@ def test_conversations_from_before_versions_become_one_path(home: Path) -> None:
         assert store.messages(cid)[-2].content == "a2" and store.messages(cid)[-1].content == "q3"
     finally:
         store.close()
+
+
+def test_continue_extends_the_last_answer_in_place(chats: ChatService) -> None:
+    cid = chats.new_conversation().id
+    with pytest.raises(InvalidRequest):
+        chats.continue_answer(cid)  # nothing to continue yet
+    answer_id = _answered(chats, cid, "tell me a story")
+    chats.store.update_message(answer_id, content="Once upon a time", completion_tokens=4, finish_reason="length")
+    turn = chats.continue_answer(cid)
+    continued = turn.wait()
+    assert continued is not None and continued.id == answer_id  # the same message, longer
+    assert continued.content == "Once upon a time" + FakeModel.reply
+    assert continued.completion_tokens == 4 + turn.finished.usage.completion_tokens
+    assert [m.id for m in chats.store.messages(cid)] == [chats.store.messages(cid)[0].id, answer_id]
