@@ -90,7 +90,8 @@ class ActiveChat(QObject):
         self.page.panel.flush()
         self.current_id = conversation_id
         chats = self.engine.chats
-        self.workers.disk.run(lambda: chats.open(conversation_id), self._loaded, self.show_error)
+        self.workers.disk.run(lambda: (*chats.open(conversation_id), chats.version_sets(conversation_id)),
+                              self._loaded, self.show_error)
 
     def reload(self) -> None:
         """Read the open conversation again (after a failure saved part of an answer)."""
@@ -99,14 +100,14 @@ class ActiveChat(QObject):
         if conversation_id is not None:
             self.open(conversation_id)
 
-    def _loaded(self, loaded: tuple[Conversation, list[Message]]) -> None:
-        conversation, messages = loaded
+    def _loaded(self, loaded: tuple[Conversation, list[Message], dict[int, list[int]]]) -> None:
+        conversation, messages, versions = loaded
         if conversation.id != self.current_id:
             return  # the user moved on while it loaded
         page = self.page
         self.conversation = conversation
         page.title_label.setText(conversation.title or "New chat")
-        page.view.set_messages(messages)
+        page.view.set_messages(messages, versions)
         streaming = self.chat.is_streaming(conversation.id)
         if streaming:
             page.view.begin_answer(self.model_for(conversation) or "")

@@ -114,6 +114,10 @@ class ChatController(QObject):
         chats = self.engine.chats
         return self._start(conversation_id, lambda: chats.regenerate(conversation_id))
 
+    def continue_answer(self, conversation_id: int) -> bool:
+        chats = self.engine.chats
+        return self._start(conversation_id, lambda: chats.continue_answer(conversation_id))
+
     def edit_and_resend(self, conversation_id: int, message_id: int, text: str) -> bool:
         chats = self.engine.chats
         return self._start(conversation_id, lambda: chats.edit_and_resend(message_id, text))

@@ -65,6 +65,11 @@ class ConversationView(QScrollArea):
     regenerate_requested = Signal()
     edit_submitted = Signal(int, str)
     suggestion_chosen = Signal(str)
+    version_chosen = Signal(int)  # message id
+    continue_requested = Signal()
+    edit_text_requested = Signal(int)  # message id
+    branch_requested = Signal(int)  # message id
+    delete_requested = Signal(int)  # message id
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -126,13 +131,14 @@ class ConversationView(QScrollArea):
         self.widgets = []
         self.empty.show()
 
-    def set_messages(self, messages: list[Message]) -> None:
+    def set_messages(self, messages: list[Message], versions: dict[int, list[int]] | None = None) -> None:
+        """Show ``messages``; ``versions`` gives, for a message with several, all their ids."""
         self.setUpdatesEnabled(False)
         try:
             self.clear()
             for message in messages:
                 if message.role in ("user", "assistant"):
-                    self.add_message(message)
+                    self.add_message(message).set_versions((versions or {}).get(message.id, []))
         finally:
             self.setUpdatesEnabled(True)
         self.scroll_to_bottom()
@@ -150,9 +156,13 @@ class ConversationView(QScrollArea):
         self.scroll_to_bottom()
         return widget
 
-    def begin_answer(self, author: str) -> MessageWidget:
+    def begin_answer(self, author: str, start: str = "") -> MessageWidget:
+        """A streaming answer; ``start`` is the text it continues (its stream adds to it)."""
         widget = self._append("assistant", author)
+        widget.stream_start = start
         widget.begin_streaming()
+        if start:
+            widget.set_text(start)
         self._mark_last()
         self.scroll_to_bottom()
         return widget
@@ -165,7 +175,7 @@ class ConversationView(QScrollArea):
     def update_answer(self, text: str) -> None:
         widget = self.streaming_widget()
         if widget is not None:
-            widget.set_text(text)
+            widget.set_text(widget.stream_start + text)
 
     def update_progress(self, progress: PromptProgress) -> None:
         widget = self.streaming_widget()
@@ -191,6 +201,7 @@ class ConversationView(QScrollArea):
         for widget, message in zip(shown, saved):
             if widget.role == message.role:
                 widget.message = message
+                widget.more.setEnabled(True)
 
     def remove_from(self, index: int) -> None:
         for widget in self.widgets[index:]:
@@ -222,6 +233,11 @@ class ConversationView(QScrollArea):
         widget = MessageWidget(role, self.column, author)
         widget.regenerate_requested.connect(self.regenerate_requested)
         widget.edit_submitted.connect(self.edit_submitted)
+        widget.version_chosen.connect(self.version_chosen)
+        widget.continue_requested.connect(self.continue_requested)
+        widget.edit_text_requested.connect(self.edit_text_requested)
+        widget.branch_requested.connect(self.branch_requested)
+        widget.delete_requested.connect(self.delete_requested)
         self._layout.insertWidget(self._layout.count() - 1, widget)
         self.widgets.append(widget)
         return widget

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from inglenook.engine import Message, PromptProgress
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, Signal, SignalInstance
 from PySide6.QtGui import QGuiApplication, QIcon
 from PySide6.QtWidgets import (
     QFrame,
@@ -22,6 +22,7 @@ from inglenook.engine import split_whole
 
 from .formatting import human_duration
 from .markdown_view import MarkdownBody, RichText
+from .message_actions import MoreMenu, VersionPager
 from .reasoning_view import ReasoningView
 from .resources import resource_path
 
@@ -62,6 +63,11 @@ class MessageWidget(QWidget):
 
     regenerate_requested = Signal()
     edit_submitted = Signal(int, str)  # (message id, new text)
+    version_chosen = Signal(int)  # the id of another version of this message, to show instead
+    continue_requested = Signal()
+    edit_text_requested = Signal(int)  # (message id): rewrite an answer in place
+    branch_requested = Signal(int)  # (message id): a new chat holding this one up to here
+    delete_requested = Signal(int)  # (message id)
 
     def __init__(self, role: str, parent: QWidget | None = None, author: str = "") -> None:
         super().__init__(parent)
@@ -70,6 +76,7 @@ class MessageWidget(QWidget):
         self._text = ""
         self._answer = ""
         self.streaming = False
+        self.stream_start = ""  # the text a continued answer had before this stream
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
         outer.setSpacing(4)
@@ -118,8 +125,10 @@ class MessageWidget(QWidget):
         self.edit_button = _action("Edit", self, "Edit this message and answer again")
         self.copy_button.clicked.connect(self.copy)
         self.edit_button.clicked.connect(self.begin_edit)
+        actions.addWidget(self._versions_and_more())
         actions.addWidget(self.copy_button)
         actions.addWidget(self.edit_button)
+        actions.addWidget(self.more)
         outer.addLayout(actions)
 
     def _build_assistant(self, outer: QVBoxLayout, author: str) -> None:
@@ -162,8 +171,10 @@ class MessageWidget(QWidget):
         self.regenerate_button.clicked.connect(self.regenerate_requested)
         self.stats = QLabel("", self)
         self.stats.setObjectName("Stats")
+        footer.addWidget(self._versions_and_more())
         footer.addWidget(self.copy_button)
         footer.addWidget(self.regenerate_button)
+        footer.addWidget(self.more)
         footer.addSpacing(8)
         footer.addWidget(self.stats)
         footer.addStretch(1)
@@ -174,6 +185,27 @@ class MessageWidget(QWidget):
         row.addLayout(column, 1)
         outer.addLayout(row)
 
+    def _versions_and_more(self) -> VersionPager:
+        """The pager (returned, for the caller's row) and the "⋯" menu (``self.more``)."""
+        self.pager = VersionPager(self)
+        self.pager.version_chosen.connect(self.version_chosen)
+        self.more = MoreMenu(self.role, self)
+        self.more.continue_requested.connect(self.continue_requested)
+        self.more.edit_text_requested.connect(lambda: self._emit_with_id(self.edit_text_requested))
+        self.more.branch_requested.connect(lambda: self._emit_with_id(self.branch_requested))
+        self.more.delete_requested.connect(lambda: self._emit_with_id(self.delete_requested))
+        self.more.setEnabled(False)  # until the message is saved and has an id
+        return self.pager
+
+    def _emit_with_id(self, signal: SignalInstance) -> None:
+        if self.message is not None:
+            signal.emit(self.message.id)
+
+    def set_versions(self, ids: list[int]) -> None:
+        """Every version of this message (regenerated answers, edited questions), or []."""
+        if self.message is not None:
+            self.pager.set_versions(ids, self.message.id)
+
     # -- content ----------------------------------------------------------------------
 
     @property
@@ -183,6 +215,7 @@ class MessageWidget(QWidget):
     def set_message(self, message: Message) -> None:
         self.message = message
         self.streaming = False
+        self.more.setEnabled(True)
         self.set_text(message.content)
         if self.role != "user":
             self.typing.hide()
@@ -231,6 +264,9 @@ class MessageWidget(QWidget):
     def set_last_answer(self, last: bool) -> None:
         if self.role != "user":
             self.regenerate_button.setVisible(last)
+            message = self.message
+            cut_off = message is not None and (message.status == "partial" or message.finish_reason == "length")
+            self.more.set_can_continue(last and cut_off and not self.streaming)
 
     def copy(self) -> None:
         # An answer is copied without its reasoning.

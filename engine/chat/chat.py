@@ -367,6 +367,10 @@ class ChatService:
         """``message_id`` and its other versions (regenerated answers, edited questions)."""
         return self.store.versions(message_id)
 
+    def version_sets(self, conversation_id: int) -> dict[int, list[int]]:
+        """Message id → the ids of all its versions, for messages that have more than one."""
+        return self.store.version_sets(conversation_id)
+
     def choose_version(self, message_id: int) -> list[Message]:
         """Show this version of a message (and the newest branch after it); returns the path."""
         return self.store.choose_version(message_id)

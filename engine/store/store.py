@@ -429,6 +429,18 @@ class Store:
                 [message.conversation_id, message.parent_id, message.role], order_by="id")
             return [Message.from_row(r) for r in rows]
 
+    def version_sets(self, conversation_id: int) -> dict[int, list[int]]:
+        """For each message that has other versions: the ids of all its versions, oldest first
+        (one query for a whole conversation, for a window that shows ‹ 2/3 ›)."""
+        with self.reading():
+            rows = self.db.conn.execute(
+                "SELECT id, parent_id, role FROM messages WHERE conversation_id = ? ORDER BY id",
+                [conversation_id]).fetchall()
+        groups: dict[tuple[int | None, str], list[int]] = {}
+        for message_id, parent_id, role in rows:
+            groups.setdefault((parent_id, role), []).append(message_id)
+        return {message_id: ids for ids in groups.values() if len(ids) > 1 for message_id in ids}
+
     def choose_version(self, message_id: int) -> list[Message]:
         """Show ``message_id`` on the chosen path, with the newest branch below it; returns
         the new path."""

@@ -180,3 +180,14 @@ def test_continue_extends_the_last_answer_in_place(chats: ChatService) -> None:
     assert continued.content == "Once upon a time" + FakeModel.reply
     assert continued.completion_tokens == 4 + turn.finished.usage.completion_tokens
     assert [m.id for m in chats.store.messages(cid)] == [chats.store.messages(cid)[0].id, answer_id]
+
+
+def test_version_sets_name_every_message_with_other_versions(chats: ChatService) -> None:
+    cid = chats.new_conversation().id
+    answer = _answered(chats, cid, "hello")
+    assert chats.version_sets(cid) == {}
+    second = chats.regenerate(cid).wait()
+    third = chats.regenerate(cid).wait()
+    assert second is not None and third is not None
+    ids = [answer, second.id, third.id]
+    assert chats.version_sets(cid) == {i: ids for i in ids}

@@ -1,0 +1,91 @@
+"""A message's versions pager (‹ 2/3 ›) and its "more" menu (continue, edit, branch, delete).
+
+Regenerating an answer or editing a question keeps what was there as another version of
+that message (engine: the message tree); the pager pages through them, and the menu holds
+the actions a person needs less often than Copy and Regenerate.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QMenu, QToolButton, QWidget
+
+NEXT, PREVIOUS = 1, -1
+
+
+class VersionPager(QWidget):
+    """‹ n/m ›: hidden while a message has one version."""
+
+    version_chosen = Signal(int)  # the id of the version to show
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("VersionPager")
+        self.ids: list[int] = []
+        self.position = 0
+        row = QHBoxLayout(self)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.setSpacing(0)
+        self.previous = self._arrow("‹", "Previous version", PREVIOUS)
+        self.label = QLabel("", self)
+        self.label.setObjectName("Stats")
+        self.next = self._arrow("›", "Next version", NEXT)
+        row.addWidget(self.previous)
+        row.addWidget(self.label)
+        row.addWidget(self.next)
+        self.hide()
+
+    def _arrow(self, text: str, tip: str, step: int) -> QToolButton:
+        button = QToolButton(self)
+        button.setObjectName("MessageAction")
+        button.setText(text)
+        button.setToolTip(tip)
+        button.setCursor(Qt.CursorShape.PointingHandCursor)
+        button.clicked.connect(lambda: self._step(step))
+        return button
+
+    def set_versions(self, ids: list[int], current: int) -> None:
+        """Show ``current``'s place among ``ids`` (every version of the message)."""
+        self.ids = list(ids)
+        self.position = self.ids.index(current) if current in self.ids else 0
+        many = len(self.ids) > 1
+        self.setVisible(many)
+        if many:
+            self.label.setText(f"{self.position + 1}/{len(self.ids)}")
+            self.previous.setEnabled(self.position > 0)
+            self.next.setEnabled(self.position < len(self.ids) - 1)
+
+    def _step(self, step: int) -> None:
+        target = self.position + step
+        if 0 <= target < len(self.ids):
+            self.version_chosen.emit(self.ids[target])
+
+
+class MoreMenu(QToolButton):
+    """"⋯": the actions on one message that are not buttons of their own."""
+
+    continue_requested = Signal()
+    edit_text_requested = Signal()
+    branch_requested = Signal()
+    delete_requested = Signal()
+
+    def __init__(self, role: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("MessageAction")
+        self.setText("⋯")
+        self.setToolTip("More actions")
+        self.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        menu = QMenu(self)
+        self.continue_action = menu.addAction("Continue", self.continue_requested.emit)
+        self.continue_action.setToolTip("Write more of this answer, from where it stopped")
+        self.continue_action.setVisible(False)
+        if role != "user":  # a question is edited in its bubble, and answered again
+            menu.addAction("Edit text…", self.edit_text_requested.emit)
+        menu.addAction("Branch from here", self.branch_requested.emit)
+        menu.addSeparator()
+        menu.addAction("Delete this message", self.delete_requested.emit)
+        self.setMenu(menu)
+
+    def set_can_continue(self, can: bool) -> None:
+        self.continue_action.setVisible(can)
