@@ -26,7 +26,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "CrashGuard", "DoctorReport", "Engine", "LastCrash", "SelfTest", "attach_rpc_workers", "collect",
         "open_engine", "start_rpc_host",
     ),
-    "chat": ("ChatService", "ConversationSearch", "Turn", "title_from"),
+    "chat": ("Assistant", "AssistantLibrary", "ChatService", "ConversationSearch", "Turn", "title_from"),
     "scheduling": ("LoadPlan", "Scheduler"),
     "base": (
         "AdapterError", "Chunk", "ContextLengthExceeded", "ConversationNotFound", "DownloadError",
@@ -101,7 +101,8 @@ if TYPE_CHECKING:
         human_size as human_size, read_gguf as read_gguf,
     )
     from .chat import (
-        ChatService as ChatService, ConversationSearch as ConversationSearch, Turn as Turn,
+        Assistant as Assistant, AssistantLibrary as AssistantLibrary, ChatService as ChatService,
+        ConversationSearch as ConversationSearch, Turn as Turn,
         title_from as title_from,
     )
     from .core import (

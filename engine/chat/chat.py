@@ -24,6 +24,7 @@ from ..remote import SEPARATOR, RemoteAnswer, RemoteCatalogue
 from ..scheduling import Scheduler
 from ..store import Conversation, Message, PrefixCache, Store
 from ..usage import TERMINAL, WINDOW, ReasoningCount, UsageRecorder
+from .assistants import AssistantLibrary
 from .titles import title_from
 
 if TYPE_CHECKING:
@@ -210,6 +211,8 @@ class ChatService:
         self.background: BackgroundWork | None = None
         # Models named "<engine>/<model>" are answered by a remote engine (Settings → Engines).
         self.remotes = RemoteCatalogue(store)
+        # Named presets of system prompt, sampling and model, picked when a chat starts.
+        self.assistants = AssistantLibrary(store)
 
     def new_conversation(
         self,
@@ -217,7 +220,15 @@ class ChatService:
         system_prompt: str | None = None,
         sampling: dict[str, Any] | None = None,
         title: str = "New chat",
+        assistant: str | None = None,
     ) -> Conversation:
+        """A new conversation; an ``assistant``'s system prompt, sampling and model fill in
+        what the call leaves out."""
+        if assistant is not None:
+            preset = self.assistants.get(assistant)
+            model_id = model_id or preset.model_id
+            system_prompt = system_prompt if system_prompt is not None else (preset.system_prompt or None)
+            sampling = {**preset.sampling, **(sampling or {})}
         if sampling:
             SamplingParams.from_dict(sampling)  # reject bad values before they are stored
             self.lora_for(sampling)
