@@ -51,6 +51,8 @@ class ActiveChat(QObject):
         page.view.suggestion_chosen.connect(self.send)
         page.picker.model_chosen.connect(self.choose_model)
         page.panel.changed.connect(self.save_settings)
+        page.panel.model_wanted.connect(self.choose_model)
+        page.panel.assistant.set_library(self.engine.chats.assistants)
         self.chat.answer_started.connect(self._answer_started)
         self.chat.answer_text.connect(self._answer_text)
         self.chat.answer_progress.connect(self._answer_progress)

@@ -20,7 +20,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inglenook.engine import MAX_SCALE, AdapterRecord, SamplingParams
+from inglenook.engine import MAX_SCALE, AdapterRecord, Assistant, SamplingParams
+
+from .assistant_picker import AssistantPicker
 
 
 # Presets people can pick; "Custom" is whatever the fields say.
@@ -53,6 +55,7 @@ class ChatSettingsPanel(QFrame):
     """Edits one conversation's system prompt and sampling; emits ``changed`` after a pause."""
 
     changed = Signal(int, object, object)  # (conversation id, system prompt | None, sampling dict)
+    model_wanted = Signal(str)  # an assistant that names its model was picked
     context_size_changed = Signal(int)  # the app-wide context size (llama.cpp sets it at load time)
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -78,6 +81,13 @@ class ChatSettingsPanel(QFrame):
         hint.setObjectName("PageHint")
         layout.addWidget(title)
         layout.addWidget(hint)
+        layout.addSpacing(6)
+
+        layout.addWidget(_label("ASSISTANT", body))
+        self.assistant = AssistantPicker(body)
+        self.assistant.chosen.connect(self.apply_assistant)
+        self.assistant.current_settings = lambda: (self.system_prompt.toPlainText().strip(), self.sampling())
+        layout.addWidget(self.assistant)
         layout.addSpacing(6)
 
         layout.addWidget(_label("SYSTEM PROMPT", body))
@@ -192,6 +202,16 @@ class ChatSettingsPanel(QFrame):
             self._show_adapter(sampling.get(LORA))
         finally:
             self._loading = False
+
+    def apply_assistant(self, assistant: Assistant) -> None:
+        """Fill in an assistant's system prompt and sampling (saved like an edit), and ask
+        for its model when it names one."""
+        conversation_id = self.conversation_id
+        self.load(0 if conversation_id is None else conversation_id, assistant.system_prompt, assistant.sampling)
+        self.conversation_id = conversation_id  # a new chat stays new: its first message creates it
+        self._timer.start()
+        if assistant.model_id:
+            self.model_wanted.emit(assistant.model_id)
 
     def set_adapters(self, adapters: list[AdapterRecord]) -> None:
         """The imported adapters to choose from (read on the disk lane); the choice stays."""
