@@ -66,6 +66,10 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "write_client_config",
     ),
     "api.shared": ("ApiKeyRecord", "ApiKeys", "KeyLimits"),
+    "tools": (
+        "CallRequest", "Decision", "McpError", "McpManager", "McpServerConfig", "McpServers", "McpTool",
+        "ServerState", "ToolResult", "parse_mcp_servers", "parse_pairs",
+    ),
     "lab": (
         "EvalText", "LabProgress", "LabReport", "LabResult", "LabRun", "MeasureConfig", "QuantLab",
         "Recommendation", "Variant", "VariantGroup",
@@ -144,6 +148,12 @@ if TYPE_CHECKING:
         Paths as Paths, Settings as Settings, Store as Store, disk_state as disk_state,
     )
     from .text import Split as Split, split_whole as split_whole
+    from .tools import (
+        CallRequest as CallRequest, Decision as Decision, McpError as McpError, McpManager as McpManager,
+        McpServerConfig as McpServerConfig, McpServers as McpServers, McpTool as McpTool,
+        ServerState as ServerState, ToolResult as ToolResult, parse_mcp_servers as parse_mcp_servers,
+        parse_pairs as parse_pairs,
+    )
     from .usage import (
         DEFAULT_PRICES as DEFAULT_PRICES, MachineCost as MachineCost, Price as Price,
         TokenCounts as TokenCounts, UsageReport as UsageReport, UsageSummary as UsageSummary,
