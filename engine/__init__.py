@@ -26,7 +26,10 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "CrashGuard", "DoctorReport", "Engine", "LastCrash", "SelfTest", "attach_rpc_workers", "collect",
         "open_engine", "start_rpc_host",
     ),
-    "chat": ("ChatService", "ConversationSearch", "Turn", "title_from"),
+    "chat": (
+        "CallFinished", "CallProposed", "CallRecord", "ChatService", "ConversationSearch", "RoundFinished",
+        "RoundStats", "ToolTurn", "ToolTurnEvent", "Turn", "title_from",
+    ),
     "scheduling": ("LoadPlan", "Scheduler"),
     "base": (
         "AdapterError", "Chunk", "ContextLengthExceeded", "ConversationNotFound", "DownloadError",
@@ -105,7 +108,9 @@ if TYPE_CHECKING:
         human_size as human_size, read_gguf as read_gguf,
     )
     from .chat import (
-        ChatService as ChatService, ConversationSearch as ConversationSearch, Turn as Turn,
+        CallFinished as CallFinished, CallProposed as CallProposed, CallRecord as CallRecord,
+        ChatService as ChatService, ConversationSearch as ConversationSearch, RoundFinished as RoundFinished,
+        RoundStats as RoundStats, ToolTurn as ToolTurn, ToolTurnEvent as ToolTurnEvent, Turn as Turn,
         title_from as title_from,
     )
     from .core import (

@@ -133,6 +133,10 @@ class ToolTurn:
     def cancelled(self) -> bool:
         return self._cancel.is_set()
 
+    def wait(self) -> Message | None:
+        """Run to the end (what a stopped answer's lane does): ``run``."""
+        return self.run()
+
     def run(self) -> Message | None:
         """Run every round (blocking: a worker thread's job); the final answer, saved."""
         service, conversation = self.service, self.conversation

@@ -7,12 +7,16 @@ calls are saved with the chat."""
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
 
+from inglenook.app import export
 from inglenook.engine import Engine
 from inglenook.engine.tools import DENY, IN_CHAT, CallRequest, Decision, McpServerConfig
+
+from .conftest import ROOT, served
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -47,6 +51,12 @@ def test_model_calls_a_tool_the_person_approves_and_answers(home: Path, time_ser
         roles = [m.role for m in engine.chats.open(chat.id)[1]]
         assert roles == ["user", "assistant", "tool", "assistant"]
         assert [c.call_id for c in engine.chats.tool_calls(chat.id)] == [call.call_id]  # saved with the chat
+        conversation, messages = engine.chats.open(chat.id)
+        exported = json.loads(export.to_json(conversation, messages, engine.chats.tool_calls(chat.id)))
+        assert exported["tool_calls"][0]["arguments"] == {"timezone": "Asia/Tokyo"}
+        assert "Asia/Tokyo" in exported["tool_calls"][0]["result"]["text"]
+        markdown = export.to_markdown(conversation, messages, engine.chats.tool_calls(chat.id))
+        assert "### Tool: time/get_current_time (ran)" in markdown
         first, second = turn.rounds
         assert first.calls == 1 and second.prompt_tokens > first.prompt_tokens
         # Round 2 reads round 1's prompt again from the cache: the tools and the question.
@@ -83,3 +93,22 @@ def test_a_denied_call_goes_back_as_a_refusal_and_chat_permission_is_remembered(
         with pytest.raises(StopIteration):  # another chat asks again (and the iterator is spent)
             engine.chats.send_with_tools(other.id, "Time?", approver, tool_choice="required", max_rounds=1,
                                          **SETTINGS).run()
+
+
+def test_stop_ends_a_running_call(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)  # the test server runs as python -m tests.mcp.servers
+    turns = []
+
+    def approver(_request: CallRequest) -> Decision:
+        threading.Timer(1.0, turns[0].cancel).start()  # the person presses Stop while the call runs
+        return Decision()
+
+    with Engine() as engine:
+        engine.chats.tools.servers.add(served("tests", "ok"))
+        chat = engine.chats.new_conversation()
+        engine.chats.set_chat_tools(chat.id, ["tests"])
+        turn = engine.chats.send_with_tools(chat.id, "Wait for me.", approver, tool_choice="hang", **SETTINGS)
+        turns.append(turn)
+        turn.run()
+        assert turn.cancelled and len(turn.rounds) == 1
+        assert turn.calls[0].status == "failed" and "stopped" in turn.calls[0].result.text
