@@ -121,6 +121,7 @@ class ToolTurn:
     calls: list[CallRecord] = field(default_factory=list)
     message: Message | None = None  # the last answer
     tool_seconds: float = 0.0  # time in tools, shown apart from the model's
+    then_choice: str = "auto"  # the rounds after the first (but the last, which answers in words)
     _cancel: threading.Event = field(default_factory=threading.Event)
     _turn: Turn | None = None
 
@@ -151,7 +152,7 @@ class ToolTurn:
             if self.cancelled:
                 break
             final = index > 0 and index == self.max_rounds - 1
-            choice = (self.tool_choice or "auto") if index == 0 else "auto"
+            choice = (self.tool_choice or "auto") if index == 0 else self.then_choice
             plan = plan_tools(offered, _choice(choice), abilities)
             turn = self._round(model_id, abilities, plan, answer_only=final)
             calls: list[ResponseToolCall] = []
