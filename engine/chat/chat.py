@@ -294,6 +294,11 @@ class ChatService:
         for message in self.store.messages(conversation.id):
             if message.status == "error":
                 continue
+            if message.role == "tool":
+                # A tool's result from a turn with tools (tool_turn.py), read in a turn without
+                # them: plain text, which every template renders (some refuse a "tool" role).
+                messages.append({"role": "user", "content": f"Result of a tool call: {message.content}"})
+                continue
             messages.append({"role": message.role, "content": message.content})
         return messages
 
