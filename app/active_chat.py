@@ -13,12 +13,14 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QGuiApplication
 
-from inglenook.engine import Conversation, Engine, Message, ModelNotFound, PromptProgress
+from inglenook.engine import CallRecord, CallRequest, Conversation, Engine, Message, ModelNotFound, PromptProgress
 
 from . import errors as actions
 from .chat_controller import ChatController
 from .chat_page import ChatPage
 from .model_list import ModelList
+from .tool_call_widget import ToolCallWidget
+from .tools_page import ChatToolsBox
 from .workers import Workers
 
 log = logging.getLogger(__name__)
@@ -40,6 +42,11 @@ class ActiveChat(QObject):
         self.conversation: Conversation | None = None
         self.draft_model: str | None = None  # the model picked before the first message
         self.errors: dict[int, BaseException] = {}  # the last failure of each conversation
+        # The chat's tool switches (Settings → Tools holds the servers), and the blocks of
+        # calls in flight by call id (a result finds its block).
+        self.tools_box = ChatToolsBox(engine.chats, workers, page.panel)
+        page.panel.add_section("TOOLS", self.tools_box)
+        self.call_blocks: dict[str, ToolCallWidget] = {}
         self._connect()
 
     def _connect(self) -> None:
@@ -58,6 +65,9 @@ class ActiveChat(QObject):
         self.chat.answer_progress.connect(self._answer_progress)
         self.chat.answer_finished.connect(self._answer_finished)
         self.chat.answer_failed.connect(self._answer_failed)
+        self.chat.tool_call_asked.connect(self._tool_call_asked)
+        self.chat.tool_call_done.connect(self._tool_call_done)
+        self.chat.tool_round_done.connect(self._tool_round_done)
         self.models.changed.connect(self._models_changed)
 
     def model_for(self, conversation: Conversation | None) -> str | None:
@@ -83,6 +93,7 @@ class ActiveChat(QObject):
         page.composer.set_streaming(False)
         page.panel.load(0, None, {})
         page.panel.conversation_id = None
+        self.tools_box.load(None)
         page.picker.set_current(self.model_for(None))
         page.composer.input.setFocus()
 
@@ -92,8 +103,8 @@ class ActiveChat(QObject):
         self.page.panel.flush()
         self.current_id = conversation_id
         chats = self.engine.chats
-        self.workers.disk.run(lambda: (*chats.open(conversation_id), chats.version_sets(conversation_id)),
-                              self._loaded, self.show_error)
+        self.workers.disk.run(lambda: (*chats.open(conversation_id), chats.version_sets(conversation_id),
+                                       chats.tool_calls(conversation_id)), self._loaded, self.show_error)
 
     def reload(self) -> None:
         """Read the open conversation again (after a failure saved part of an answer)."""
@@ -102,14 +113,16 @@ class ActiveChat(QObject):
         if conversation_id is not None:
             self.open(conversation_id)
 
-    def _loaded(self, loaded: tuple[Conversation, list[Message], dict[int, list[int]]]) -> None:
-        conversation, messages, versions = loaded
+    def _loaded(self, loaded: tuple[Conversation, list[Message], dict[int, list[int]], list[CallRecord]]) -> None:
+        conversation, messages, versions, calls = loaded
         if conversation.id != self.current_id:
             return  # the user moved on while it loaded
         page = self.page
         self.conversation = conversation
         page.title_label.setText(conversation.title or "New chat")
-        page.view.set_messages(messages, versions)
+        answered = {call.result_message_id: call for call in calls}
+        page.view.set_messages(messages, versions, lambda m: _saved_block(answered.get(m.id)))
+        self.tools_box.load(conversation.id)
         streaming = self.chat.is_streaming(conversation.id)
         if streaming:
             page.view.begin_answer(self.model_for(conversation) or "")
@@ -190,6 +203,7 @@ class ActiveChat(QObject):
             self.conversation = conversation
             self._set_current(conversation.id)
             page.panel.load(conversation.id, conversation.system_prompt, conversation.sampling)
+            self.tools_box.load(conversation.id)
             self.chat.send(conversation.id, text)
             self.conversation_changed.emit()
 
@@ -273,6 +287,36 @@ class ActiveChat(QObject):
             self.page.view.finish_answer(message)
             self.page.composer.set_streaming(False)
 
+    # == tool calls =====================================================================
+
+    def _tool_call_asked(self, conversation_id: int, request: CallRequest, pending: Any) -> None:
+        """A call waits for the person: its block, with Approve / Deny, in the conversation."""
+        block = ToolCallWidget(request)
+        block.decided.connect(pending.answer)
+        self.call_blocks[request.call_id] = block
+        if conversation_id == self.current_id:
+            self.page.view.add_tool_call(block)
+        else:  # another chat's call waits for when the person opens it
+            log.info("a tool call waits for approval in conversation %d", conversation_id)
+
+    def _tool_call_done(self, conversation_id: int, record: CallRecord) -> None:
+        block = self.call_blocks.pop(record.call_id, None)
+        if block is None and conversation_id == self.current_id:
+            block = _saved_block(record)  # not asked (allowed before): shown as it ran
+            if block is not None:
+                self.page.view.add_tool_call(block)
+            return
+        if block is not None:
+            block.show_result(record)
+
+    def _tool_round_done(self, conversation_id: int, message: Message | None) -> None:
+        """The round that called is saved; the next round's answer streams into a new bubble."""
+        if conversation_id != self.current_id:
+            return
+        view = self.page.view
+        view.finish_answer(message)
+        view.begin_answer(self.model_for(self.conversation) or "")
+
     def _answer_failed(self, conversation_id: int, exc: BaseException) -> None:
         self.errors[conversation_id] = exc
         if conversation_id == self.current_id:
@@ -314,3 +358,12 @@ class ActiveChat(QObject):
     def clear_error(self) -> None:
         if self.current_id is not None:
             self.errors.pop(self.current_id, None)
+
+
+def _saved_block(record: CallRecord | None) -> ToolCallWidget | None:
+    """A finished call's block, as a saved conversation shows it."""
+    if record is None:
+        return None
+    block = ToolCallWidget(CallRequest(record.call_id, record.server, record.tool, record.arguments, "", 0))
+    block.show_result(record)
+    return block

@@ -27,8 +27,11 @@ from dataclasses import dataclass, field
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from inglenook.engine import Engine, Message, PromptProgress, Turn
+from inglenook.engine import (
+    CallFinished, Engine, Message, PromptProgress, RoundFinished, ToolTurn, ToolTurnEvent, Turn,
+)
 
+from .tool_call_widget import ApprovalBridge
 from .workers import Lane, Wakeups
 
 log = logging.getLogger(__name__)
@@ -42,9 +45,9 @@ class AnswerControl:
     def __init__(self) -> None:
         self._cancel = threading.Event()
         self._lock = threading.Lock()
-        self._turn: Turn | None = None
+        self._turn: Turn | ToolTurn | None = None
 
-    def cancel(self) -> Turn | None:
+    def cancel(self) -> Turn | ToolTurn | None:
         """Stop the answer; returns its turn when one was attached before (else the lane
         thread that attaches it sees the stop, and ends the turn itself)."""
         with self._lock:
@@ -53,7 +56,7 @@ class AnswerControl:
                 self._turn.cancel()
             return self._turn
 
-    def attach(self, turn: Turn) -> bool:
+    def attach(self, turn: Turn | ToolTurn) -> bool:
         """Hold ``turn``; True when the answer was stopped before it (it is cancelled now)."""
         with self._lock:
             self._turn = turn
@@ -92,6 +95,11 @@ class ChatController(QObject):
     answer_finished = Signal(int, object)  # (conversation id, Message | None)
     answer_failed = Signal(int, object)  # (conversation id, exception)
     streams_changed = Signal()  # an answer started or ended: ``streams`` changed
+    # A chat with tools (tool_turn.py): a call waits for the person, a call ended, a round
+    # that called ended (its answer is saved; the next round's text is a new answer).
+    tool_call_asked = Signal(int, object, object)  # (conversation id, CallRequest, pending: .answer(Decision))
+    tool_call_done = Signal(int, object)  # (conversation id, CallRecord)
+    tool_round_done = Signal(int, object)  # (conversation id, Message | None)
 
     def __init__(self, engine: Engine, lane: Lane, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -103,12 +111,27 @@ class ChatController(QObject):
         self._flush_timer.setSingleShot(True)
         self._flush_timer.setInterval(FLUSH_MS)
         self._flush_timer.timeout.connect(self._flush)
+        self.approvals = ApprovalBridge(self)
+        # For a chat with tools: a first-round choice ("required" or a tool's name forces a
+        # call; None lets the model choose) and the rounds per answer (None: the engine's).
+        self.tool_choice: str | None = None
+        self.tool_rounds: int | None = None
+        self.approvals.asked.connect(lambda request, pending: self.tool_call_asked.emit(
+            request.conversation_id, request, pending))
 
     # -- commands ---------------------------------------------------------------------
 
     def send(self, conversation_id: int, text: str) -> bool:
-        chats = self.engine.chats
-        return self._start(conversation_id, lambda: chats.send(conversation_id, text))
+        chats, approvals = self.engine.chats, self.approvals
+        choice, rounds = self.tool_choice, self.tool_rounds
+
+        def start() -> Turn | ToolTurn:
+            """A chat with tools switched on answers in tool rounds (on the lane: a store read)."""
+            if chats.chat_tools(conversation_id):
+                return chats.send_with_tools(conversation_id, text, approvals, tool_choice=choice, max_rounds=rounds)
+            return chats.send(conversation_id, text)
+
+        return self._start(conversation_id, start)
 
     def regenerate(self, conversation_id: int) -> bool:
         chats = self.engine.chats
@@ -127,14 +150,16 @@ class ChatController(QObject):
         if state is None:
             return False
         state.control.cancel()  # the job ends within a step; its end arrives as usual
+        self.approvals.cancel(conversation_id)  # a call waiting for the person is not run
         return True
 
     def stop_all(self) -> None:
         """Stop every answer, and have lane threads read what is left of each and save it:
         at shutdown the GUI thread waits for the lanes and reads no more events itself."""
+        self.approvals.cancel()
         for state in list(self.streams.values()):
             turn = state.control.cancel()
-            if turn is None or state.phase not in (Phase.STARTING, Phase.POLLING):
+            if turn is None or isinstance(turn, ToolTurn) or state.phase not in (Phase.STARTING, Phase.POLLING):
                 continue  # not attached yet (its lane thread ends it), or already ending
             state.phase = Phase.HANDED_OFF
             cid = state.conversation_id
@@ -153,7 +178,7 @@ class ChatController(QObject):
 
     # -- plumbing ---------------------------------------------------------------------
 
-    def _start(self, conversation_id: int, start: Callable[[], Turn]) -> bool:
+    def _start(self, conversation_id: int, start: Callable[[], Turn | ToolTurn]) -> bool:
         if conversation_id in self.streams:
             return False  # one answer at a time per conversation
         cid = conversation_id
@@ -162,7 +187,7 @@ class ChatController(QObject):
         self.streams_changed.emit()
         messages_of = self.engine.messages
 
-        def begin() -> tuple[Turn, list[Message]] | _Ended:
+        def begin() -> tuple[Turn | ToolTurn, list[Message]] | _Ended:
             """On the answers lane: commit the message and submit the job (both quick)."""
             turn = start()
             if control.attach(turn):
@@ -172,7 +197,7 @@ class ChatController(QObject):
         self.lane.run(begin, functools.partial(self._begun, state), functools.partial(self._on_failed, cid))
         return True
 
-    def _begun(self, state: StreamState, begun: tuple[Turn, list[Message]] | _Ended) -> None:
+    def _begun(self, state: StreamState, begun: tuple[Turn | ToolTurn, list[Message]] | _Ended) -> None:
         cid = state.conversation_id
         if isinstance(begun, _Ended):
             self._on_finished(cid, begun.message)
@@ -183,6 +208,9 @@ class ChatController(QObject):
         self._on_started(cid, messages)
         if state.phase is not Phase.STARTING:
             return  # stop_all handed it to a lane thread meanwhile
+        if isinstance(turn, ToolTurn):
+            self._tools_on_lane(state, turn)
+            return
         if not turn.pollable:
             self._stream_on_lane(state, turn)
             return
@@ -206,6 +234,26 @@ class ChatController(QObject):
 
         state.phase = Phase.HANDED_OFF  # stop_all has nothing to hand off: it streams on the lane
         self.lane.run(stream, functools.partial(self._on_finished, cid), functools.partial(self._on_failed, cid))
+
+    def _tools_on_lane(self, state: StreamState, turn: ToolTurn) -> None:
+        """A turn with tools runs its rounds on a lane thread (it waits for the person between
+        them); its events come back to the GUI thread as queued calls."""
+        cid = state.conversation_id
+        turn.on_event = self.lane.relay(functools.partial(self._on_tool_event, cid))
+        state.phase = Phase.HANDED_OFF
+        self.lane.run(turn.run, functools.partial(self._on_finished, cid), functools.partial(self._on_failed, cid))
+
+    def _on_tool_event(self, conversation_id: int, event: ToolTurnEvent) -> None:
+        state = self.streams.get(conversation_id)
+        if isinstance(event, CallFinished):
+            self.tool_call_done.emit(conversation_id, event.record)
+        elif isinstance(event, RoundFinished) and event.stats.calls and state is not None:
+            # The round's answer is saved; what the model writes next is a new answer.
+            state.parts.clear()
+            state.text, state.dirty = "", False
+            self.tool_round_done.emit(conversation_id, event.message)
+        elif hasattr(event, "text"):
+            self._on_chunk(conversation_id, event.text)
 
     def _woken(self, states: list[StreamState]) -> None:
         for state in states:

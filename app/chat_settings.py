@@ -104,6 +104,7 @@ class ChatSettingsPanel(QFrame):
         layout.addSpacing(6)
         self._build_numbers(body, layout)
         self._build_adapter(body, layout)
+        self._sections = layout  # add_section puts more (the chat's tools) above the stretch
         layout.addStretch(1)
         scroll.setWidget(body)
         outer.addWidget(scroll)
@@ -177,6 +178,10 @@ class ChatSettingsPanel(QFrame):
         self._context_timer.setInterval(600)
         self._context_timer.timeout.connect(lambda: self.context_size_changed.emit(self.context_size.value()))
         self.context_size.valueChanged.connect(lambda _v: None if self._loading else self._context_timer.start())
+
+    def add_section(self, title: str, widget: QWidget) -> None:
+        self._sections.insertWidget(self._sections.count() - 1, _label(title, self))
+        self._sections.insertWidget(self._sections.count() - 1, widget)
 
     def set_context_size(self, tokens: int) -> None:
         self._loading = True

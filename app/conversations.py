@@ -149,7 +149,9 @@ class ConversationList(QObject):
 
         def write() -> Path:
             conversation, messages = chats.open(conversation_id)
-            body = export.to_markdown(conversation, messages) if markdown else export.to_json(conversation, messages)
+            calls = chats.tool_calls(conversation_id)
+            body = (export.to_markdown(conversation, messages, calls) if markdown
+                    else export.to_json(conversation, messages, calls))
             atomic_write_text(target, body)
             return target
 

@@ -8,6 +8,8 @@ the moment they scroll up; scrolling back to the bottom resumes it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from inglenook.engine import Message, PromptProgress
 from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QScrollArea, QVBoxLayout, QWidget
@@ -95,6 +97,7 @@ class ConversationView(QScrollArea):
         self.empty.suggestion_chosen.connect(self.suggestion_chosen)
         self._layout.insertWidget(0, self.empty)
         self.widgets: list[MessageWidget] = []
+        self.tool_calls: list[QWidget] = []  # tool call blocks between the messages (tool_call_widget.py)
         self.follow = True
         self._moving = False
         bar = self.verticalScrollBar()
@@ -125,20 +128,36 @@ class ConversationView(QScrollArea):
     # -- content ----------------------------------------------------------------------
 
     def clear(self) -> None:
-        for widget in self.widgets:
+        for widget in [*self.widgets, *self.tool_calls]:
             widget.hide()
             widget.deleteLater()
         self.widgets = []
+        self.tool_calls = []
         self.empty.show()
 
-    def set_messages(self, messages: list[Message], versions: dict[int, list[int]] | None = None) -> None:
-        """Show ``messages``; ``versions`` gives, for a message with several, all their ids."""
+    def add_tool_call(self, widget: QWidget) -> None:
+        """A tool call block, after what is shown so far (it is not a message: editing and
+        regenerating count messages only)."""
+        self.empty.hide()
+        widget.setParent(self.column)
+        self._layout.insertWidget(self._layout.count() - 1, widget)
+        self.tool_calls.append(widget)
+        self.scroll_to_bottom()
+
+    def set_messages(self, messages: list[Message], versions: dict[int, list[int]] | None = None,
+                     tool_block: Callable[[Message], QWidget | None] | None = None) -> None:
+        """Show ``messages``; ``versions`` gives, for a message with several, all their ids;
+        ``tool_block`` makes the block of a ``tool`` message's call."""
         self.setUpdatesEnabled(False)
         try:
             self.clear()
             for message in messages:
                 if message.role in ("user", "assistant"):
                     self.add_message(message).set_versions((versions or {}).get(message.id, []))
+                elif message.role == "tool" and tool_block is not None:
+                    block = tool_block(message)
+                    if block is not None:
+                        self.add_tool_call(block)
         finally:
             self.setUpdatesEnabled(True)
         self.scroll_to_bottom()

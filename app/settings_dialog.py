@@ -2,7 +2,7 @@
 
 Pages: General (models folders, default model, background work), Performance (threads, context, GPU
 layers), Models & context (aliases, per-model context), API server (with the coding agents'
-settings), Team keys (named API keys), Engines (remote engines, RPC workers), Appearance,
+settings), Team keys (named API keys), Engines (remote engines, RPC workers), Tools (MCP servers), Appearance,
 Cache, Quantization (the lab), and About (the doctor
 report: versions, CPU variant, backends, GPUs, a self-test).
 ``Save`` emits the changed fields; the window applies them off the GUI thread.
@@ -51,6 +51,7 @@ from .formatting import human_count, human_size
 from .keys_page import KeysPage
 from .model_names_page import ModelNamesPage
 from .settings_background import BackgroundCard
+from .tools_page import ToolsPage
 from .workers import Workers
 
 if TYPE_CHECKING:
@@ -98,8 +99,8 @@ def cache_usage_text(usage: CacheUsage) -> str:
 
 class SettingsDialog(QDialog):
     saved = Signal(dict)  # the changed Settings fields
-    PAGES = ("General", "Performance", "Models & context", "API server", "Team keys", "Engines", "Appearance", "Cache",
-             "Quantization", "About")
+    PAGES = ("General", "Performance", "Models & context", "API server", "Team keys", "Engines", "Tools", "Appearance",
+             "Cache", "Quantization", "About")
 
     def __init__(
         self,
@@ -136,7 +137,7 @@ class SettingsDialog(QDialog):
         self.stack.setObjectName("SettingsStack")
         self.about_page: AboutPage | None = None
         for builder in (self._general, self._performance, self._model_names, self._api, self._team_keys, self._engines,
-                        self._appearance, self._cache, self._lab_placeholder, self._about):
+                        self._tools, self._appearance, self._cache, self._lab_placeholder, self._about):
             page = builder()
             scroll = QScrollArea(self.stack)
             scroll.setWidgetResizable(True)
@@ -488,6 +489,16 @@ class SettingsDialog(QDialog):
         )
         self.engines_page = EnginesPage(self.engine.chats.remotes, self.original, self.workers, page)
         layout.addWidget(self.engines_page, 1)
+        return page
+
+    def _tools(self) -> QWidget:
+        page, layout = _page(
+            "Tools",
+            "MCP servers whose tools a chat may call (switch them on in a chat's settings). Every call waits for "
+            "your Approve. Tool descriptions are written by the server's authors and read by the model.",
+        )
+        self.tools_page = ToolsPage(self.engine.chats.tools, self.workers, page)
+        layout.addWidget(self.tools_page, 1)
         return page
 
     def changes(self) -> dict[str, Any]:

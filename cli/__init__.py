@@ -47,6 +47,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "lab": ("lab",),
     "hub": ("pull", "search", "files", "import"),
     "adapters": ("adapters",),
+    "mcp": ("mcp",),
 }
 
 

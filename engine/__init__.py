@@ -26,7 +26,10 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "CrashGuard", "DoctorReport", "Engine", "LastCrash", "SelfTest", "attach_rpc_workers", "collect",
         "open_engine", "start_rpc_host",
     ),
-    "chat": ("Assistant", "AssistantLibrary", "ChatService", "ConversationSearch", "Turn", "title_from"),
+    "chat": (
+        "Assistant", "AssistantLibrary", "CallFinished", "CallProposed", "CallRecord", "ChatService",
+        "ConversationSearch", "RoundFinished", "RoundStats", "ToolTurn", "ToolTurnEvent", "Turn", "title_from",
+    ),
     "scheduling": ("LoadPlan", "Scheduler"),
     "base": (
         "AdapterError", "Chunk", "ContextLengthExceeded", "ConversationNotFound", "DownloadError",
@@ -66,6 +69,10 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "write_client_config",
     ),
     "api.shared": ("ApiKeyRecord", "ApiKeys", "KeyLimits"),
+    "tools": (
+        "CallRequest", "Decision", "McpError", "McpManager", "McpServerConfig", "McpServers", "McpTool",
+        "ServerState", "ToolResult", "parse_mcp_servers", "parse_pairs",
+    ),
     "lab": (
         "EvalText", "LabProgress", "LabReport", "LabResult", "LabRun", "MeasureConfig", "QuantLab",
         "Recommendation", "Variant", "VariantGroup",
@@ -101,8 +108,10 @@ if TYPE_CHECKING:
         human_size as human_size, read_gguf as read_gguf,
     )
     from .chat import (
-        Assistant as Assistant, AssistantLibrary as AssistantLibrary, ChatService as ChatService,
-        ConversationSearch as ConversationSearch, Turn as Turn,
+        Assistant as Assistant, AssistantLibrary as AssistantLibrary,
+        CallFinished as CallFinished, CallProposed as CallProposed, CallRecord as CallRecord,
+        ChatService as ChatService, ConversationSearch as ConversationSearch, RoundFinished as RoundFinished,
+        RoundStats as RoundStats, ToolTurn as ToolTurn, ToolTurnEvent as ToolTurnEvent, Turn as Turn,
         title_from as title_from,
     )
     from .core import (
@@ -145,6 +154,12 @@ if TYPE_CHECKING:
         Paths as Paths, Settings as Settings, Store as Store, disk_state as disk_state,
     )
     from .text import Split as Split, split_whole as split_whole
+    from .tools import (
+        CallRequest as CallRequest, Decision as Decision, McpError as McpError, McpManager as McpManager,
+        McpServerConfig as McpServerConfig, McpServers as McpServers, McpTool as McpTool,
+        ServerState as ServerState, ToolResult as ToolResult, parse_mcp_servers as parse_mcp_servers,
+        parse_pairs as parse_pairs,
+    )
     from .usage import (
         DEFAULT_PRICES as DEFAULT_PRICES, MachineCost as MachineCost, Price as Price,
         TokenCounts as TokenCounts, UsageReport as UsageReport, UsageSummary as UsageSummary,

@@ -1,7 +1,7 @@
 """Conversations: the chat service a front end talks to, background work (titles, summaries,
 the meaning index) and conversation search.
 
-May import: base, models, remote, scheduling, store, usage.
+May import: base, models, remote, runtime, scheduling, store, text, tools, usage.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "background": ("BackgroundWork",),
     "chat": ("ChatService", "ConversationSearch", "Turn"),
     "titles": ("title_from",),
+    "tool_turn": ("CallFinished", "CallProposed", "CallRecord", "RoundFinished", "RoundStats", "TextPiece",
+                  "ToolTurn", "ToolTurnEvent"),
 }
 
 __all__, __getattr__, __dir__ = lazy_door(__name__, _EXPORTS)
@@ -26,3 +28,8 @@ if TYPE_CHECKING:
     from .background import BackgroundWork as BackgroundWork
     from .chat import ChatService as ChatService, ConversationSearch as ConversationSearch, Turn as Turn
     from .titles import title_from as title_from
+    from .tool_turn import (
+        CallFinished as CallFinished, CallProposed as CallProposed, CallRecord as CallRecord,
+        RoundFinished as RoundFinished, RoundStats as RoundStats, TextPiece as TextPiece, ToolTurn as ToolTurn,
+        ToolTurnEvent as ToolTurnEvent,
+    )

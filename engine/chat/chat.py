@@ -17,18 +17,20 @@ from typing import TYPE_CHECKING, Any
 
 from ..base import (
     EMPTY, ENDED, NO_LORA, AdapterError, Chunk, ConversationNotFound, Finished, GenerateJob, InglenookError,
-    InvalidRequest, JobHandle, LoraSet, PromptProgress, SamplingParams,
+    InvalidRequest, JobHandle, LoraSet, ModelRecord, PromptProgress, SamplingParams,
 )
 from ..models import AdapterRegistry
 from ..remote import SEPARATOR, RemoteAnswer, RemoteCatalogue
 from ..scheduling import Scheduler
 from ..store import Conversation, Message, PrefixCache, Store
+from ..tools import Approver, McpManager
 from ..usage import TERMINAL, WINDOW, ReasoningCount, UsageRecorder
 from .assistants import AssistantLibrary
 from .titles import title_from
 
 if TYPE_CHECKING:
     from .background import BackgroundWork
+    from .tool_turn import CallRecord, ToolTurn, ToolTurnEvent
 
 log = logging.getLogger(__name__)
 
@@ -213,6 +215,10 @@ class ChatService:
         self.remotes = RemoteCatalogue(store)
         # Named presets of system prompt, sampling and model, picked when a chat starts.
         self.assistants = AssistantLibrary(store)
+        # Tools from MCP servers for the chats that switch them on (tool_turn.py); the Engine
+        # sets ``resolve`` (model id -> record) so a turn knows its template's tool format.
+        self.tools = McpManager(store)
+        self.resolve: Callable[[str], ModelRecord] | None = None
 
     def new_conversation(
         self,
@@ -311,8 +317,55 @@ class ChatService:
         for message in self.store.messages(conversation.id):
             if message.status == "error":
                 continue
+            if message.role == "tool":
+                # A tool's result from a turn with tools (tool_turn.py), read in a turn without
+                # them: plain text, which every template renders (some refuse a "tool" role).
+                messages.append({"role": "user", "content": f"Result of a tool call: {message.content}"})
+                continue
             messages.append({"role": message.role, "content": message.content})
         return messages
+
+    def default_model_id(self) -> str:
+        return str(self._default_model())
+
+    def sampling_for(self, settings: dict[str, Any]) -> SamplingParams:
+        return SamplingParams.from_dict(settings)
+
+    def chat_tools(self, conversation_id: int) -> list[str]:
+        """The MCP servers whose tools this chat offers its model."""
+        return self.tools.servers.chat_servers(conversation_id)
+
+    def set_chat_tools(self, conversation_id: int, servers: list[str]) -> None:
+        self.store.get_conversation(conversation_id)  # ConversationNotFound before anything is written
+        self.tools.servers.set_chat_servers(conversation_id, servers)
+
+    def tool_calls(self, conversation_id: int) -> list[CallRecord]:
+        """Every tool call of a conversation with its result, in order (display, export)."""
+        from .tool_turn import saved_calls  # noqa: PLC0415 — tool_turn imports this module
+
+        return saved_calls(self.store, conversation_id)
+
+    def send_with_tools(self, conversation_id: int, text: str, approver: Approver, tool_choice: str | None = None,
+                        max_rounds: int | None = None, use_cache: bool = True,
+                        on_event: Callable[[ToolTurnEvent], None] | None = None,
+                        **sampling_overrides: Any) -> ToolTurn:
+        """Commit the user's message; the returned ``ToolTurn`` answers it with the chat's
+        tools when ``run`` (blocking: call it on a worker thread). ``approver`` decides each call."""
+        from .tool_turn import DEFAULT_MAX_ROUNDS, ToolTurn  # noqa: PLC0415
+
+        if not text.strip():
+            raise InvalidRequest("the message is empty", param="content")
+        conversation = self.store.get_conversation(conversation_id)
+        model_id = conversation.model_id or self.default_model_id()
+        if SEPARATOR in model_id and self.remotes.owner(model_id) is not None:
+            raise InvalidRequest(f"tools run with local models only; {model_id} is answered by a remote engine")
+        rounds = DEFAULT_MAX_ROUNDS if max_rounds is None else max_rounds
+        if rounds < 1:
+            raise InvalidRequest("a tool turn needs at least one round", param="max_rounds")
+        if not self.store.messages(conversation_id) and conversation.title in ("", "New chat"):
+            conversation = self.store.update_conversation(conversation_id, title=title_from(text))
+        self.store.add_message(conversation_id, "user", text)
+        return ToolTurn(self, conversation, approver, tool_choice, rounds, use_cache, on_event, sampling_overrides)
 
     def send(self, conversation_id: int, text: str, use_cache: bool = True, **sampling_overrides: Any) -> Turn:
         """Commit the user's message, then start the answer. ``use_cache=False`` prefills

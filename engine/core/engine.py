@@ -100,6 +100,7 @@ class Engine:
         # Titles on the smallest chat model, only while nothing else runs.
         self.background = BackgroundWork(self.scheduler, self.store, lambda: self.settings, self.chat_models)
         self.chats.background = self.background
+        self.chats.resolve = self.registry.resolve  # a tool turn reads the model's template
         self.cache.prune_conversations({c.id for c in self.store.list_conversations()})
 
     def _record_load_outcome(self, model_id: str, state: str, detail: object) -> None:
@@ -314,6 +315,7 @@ class Engine:
         raise ModelNotFound("no models are installed; `inglenook pull REPO` downloads one")
 
     def close(self) -> None:
+        self.chats.tools.close()  # MCP servers' processes end with the engine
         self.background.close()
         self.scheduler.close()
         self.usage.close()  # the last answers' counts reach the store before it closes

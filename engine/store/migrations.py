@@ -224,6 +224,43 @@ def m011_kv_cache_auto(db: sqlite_utils.Database) -> None:
                     ('"auto"', '"f16"'))
 
 
+def m012_mcp_servers(db: sqlite_utils.Database) -> None:
+    """MCP tool servers (engine/tools), what the person allowed of them, and the calls made.
+
+    Secrets are never here: ``env_keys``/``header_keys`` name the variables and headers whose
+    values are in the system keyring (or the owner-only secrets file where there is none).
+    ``mcp_permissions`` remembers "always allow" (conversation 0) and "allow in this chat";
+    ``mcp_chat_servers`` the servers a chat has enabled; ``mcp_tool_calls`` each call made in a
+    chat, with the assistant message that asked and the tool message that answered.
+    """
+    table_named(db, "mcp_servers").create(
+        {"name": str, "transport": str, "command": str, "args": str, "cwd": str, "url": str,
+         "env_keys": str, "header_keys": str, "secrets_in": str, "enabled": int, "disabled_tools": str,
+         "timeout_s": float, "allow_api": int, "created_at": float},
+        pk="name",
+    )
+    table_named(db, "mcp_permissions").create(
+        {"server": str, "tool": str, "conversation_id": int, "created_at": float},
+        pk=("server", "tool", "conversation_id"),
+    )
+    table_named(db, "mcp_chat_servers").create({"conversation_id": int, "server": str},
+                                               pk=("conversation_id", "server"))
+    table_named(db, "mcp_tool_calls").create(
+        {"id": int, "conversation_id": int, "message_id": int, "result_message_id": int, "call_id": str,
+         "server": str, "tool": str, "arguments": str, "status": str, "result": str, "duration_s": float,
+         "created_at": float},
+        pk="id",
+    )
+    table_named(db, "mcp_tool_calls").create_index(["conversation_id", "message_id"])
+    # A call goes with the message that made it (regenerate, trim, delete), and a chat's
+    # switches with the chat: SQLite may give a later row the same id again.
+    db.conn.execute("CREATE TRIGGER mcp_tool_calls_follow_messages AFTER DELETE ON messages "
+                    "BEGIN DELETE FROM mcp_tool_calls WHERE message_id = OLD.id; END")
+    db.conn.execute("CREATE TRIGGER mcp_chat_follow_conversations AFTER DELETE ON conversations BEGIN "
+                    "DELETE FROM mcp_chat_servers WHERE conversation_id = OLD.id; "
+                    "DELETE FROM mcp_permissions WHERE conversation_id = OLD.id; END")
+
+
 def m015_message_tree(db: sqlite_utils.Database) -> None:
     """Messages form a tree, so regenerating or editing keeps what was there.
 
@@ -254,5 +291,6 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     m009_conversation_summaries,
     m010_message_embeddings,
     m011_kv_cache_auto,
+    m012_mcp_servers,
     m015_message_tree,
 ]

@@ -1,0 +1,273 @@
+"""Settings → Tools: the MCP servers, their state and their tools; and the per-chat switches.
+
+Servers are added (by form or by pasting the ``mcpServers`` JSON other apps use) and removed
+at once: their secrets go to the keyring, which must not wait for the dialog's Save. Starting
+a server runs on the network lane; the list shows "starting", "ready · N tools" or "failed"
+with the server's own stderr lines. Each tool has a switch and its description, which is text
+a stranger wrote that the model will read, so it is shown in full.
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+from typing import Any
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QPushButton,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from inglenook.engine import ChatService, InglenookError, McpManager, McpServerConfig, parse_mcp_servers
+
+from .workers import Workers
+
+log = logging.getLogger(__name__)
+
+NAME_ROLE = Qt.ItemDataRole.UserRole
+TOOL_ROLE = Qt.ItemDataRole.UserRole + 1
+
+
+def state_words(state: Any) -> str:
+    if state.state == "ready":
+        return f"ready · {len(state.tools)} tools"
+    if state.state == "failed":
+        return f"failed: {state.error}"
+    return {"stopped": "not started", "starting": "starting…", "closed": "not started"}.get(state.state, state.state)
+
+
+class ToolsPage(QWidget):
+    def __init__(self, manager: McpManager, workers: Workers, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.manager = manager
+        self.workers = workers
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        self.tree = QTreeWidget(self)
+        self.tree.setObjectName("ToolsTree")
+        self.tree.setHeaderLabels(["Server / tool", "State / description"])
+        self.tree.setColumnWidth(0, 220)
+        self.tree.setWordWrap(True)
+        self.tree.setMinimumHeight(200)
+        self.tree.itemChanged.connect(self._tool_switched)
+        layout.addWidget(self.tree, 1)
+        row = QHBoxLayout()
+        self.start = QPushButton("Start and list tools", self)
+        self.start.clicked.connect(self._start_selected)
+        self.remove = QPushButton("Remove", self)
+        self.remove.clicked.connect(self._remove_selected)
+        row.addWidget(self.start)
+        row.addWidget(self.remove)
+        row.addStretch(1)
+        layout.addLayout(row)
+
+        form = QHBoxLayout()
+        self.name = QLineEdit(self)
+        self.name.setPlaceholderText("name, e.g. time")
+        self.target = QLineEdit(self)
+        self.target.setPlaceholderText("command (uvx mcp-server-time) or URL (https://…/mcp)")
+        self.add = QPushButton("Add", self)
+        self.add.clicked.connect(self._add_form)
+        form.addWidget(self.name)
+        form.addWidget(self.target, 2)
+        form.addWidget(self.add)
+        layout.addLayout(form)
+        self.pasted = QPlainTextEdit(self)
+        self.pasted.setPlaceholderText('Or paste an mcpServers JSON: {"mcpServers": {"time": {"command": "uvx", '
+                                       '"args": ["mcp-server-time"]}}}')
+        self.pasted.setFixedHeight(90)
+        layout.addWidget(self.pasted)
+        self.add_json = QPushButton("Add from JSON", self)
+        self.add_json.clicked.connect(self._add_pasted)
+        layout.addWidget(self.add_json, 0, Qt.AlignmentFlag.AlignLeft)
+        self.message = QLabel("", self)
+        self.message.setObjectName("PageHint")
+        self.message.setWordWrap(True)
+        layout.addWidget(self.message)
+        self._filling = False
+        self.refresh()
+
+    # -- the list --------------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        manager = self.manager
+
+        def read() -> list[tuple[McpServerConfig, Any]]:
+            return [(config, manager.state(config.name)) for config in manager.servers.all()]
+
+        self.workers.disk.run(read, self._fill, self._failed)
+
+    def _fill(self, found: list[tuple[McpServerConfig, Any]]) -> None:
+        self._filling = True
+        try:
+            self.tree.clear()
+            for config, state in found:
+                item = QTreeWidgetItem([config.name, state_words(state)])
+                item.setData(0, NAME_ROLE, config.name)
+                item.setToolTip(0, config.target)
+                self.tree.addTopLevelItem(item)
+                for tool in state.tools:
+                    child = QTreeWidgetItem([tool.name, tool.description])
+                    child.setData(0, NAME_ROLE, config.name)
+                    child.setData(0, TOOL_ROLE, tool.name)
+                    child.setFlags(child.flags() | Qt.ItemFlag.ItemIsUserCheckable)
+                    on = tool.name not in config.disabled_tools
+                    child.setCheckState(0, Qt.CheckState.Checked if on else Qt.CheckState.Unchecked)
+                    child.setToolTip(1, tool.description)
+                    item.addChild(child)
+                for line in state.stderr if state.state == "failed" else ():
+                    item.addChild(QTreeWidgetItem(["stderr", line]))
+                item.setExpanded(True)
+        finally:
+            self._filling = False
+
+    def item_named(self, name: str) -> QTreeWidgetItem | None:
+        for index in range(self.tree.topLevelItemCount()):
+            item = self.tree.topLevelItem(index)
+            if item is not None and item.data(0, NAME_ROLE) == name:
+                return item
+        return None
+
+    # -- actions ---------------------------------------------------------------------------
+
+    def _selected_server(self) -> str | None:
+        item = self.tree.currentItem()
+        return None if item is None else item.data(0, NAME_ROLE)
+
+    def start_server(self, name: str) -> None:
+        item = self.item_named(name)
+        if item is not None:
+            item.setText(1, "starting…")
+        manager = self.manager
+
+        def start() -> None:
+            try:
+                manager.connection(name)
+            except InglenookError as exc:  # the state holds the reason and its stderr
+                log.info("MCP server %s did not start: %s", name, exc)
+
+        self.workers.network.run(start, lambda _: self.refresh(), self._failed)
+
+    def _start_selected(self) -> None:
+        name = self._selected_server()
+        if name:
+            self.start_server(name)
+
+    def _remove_selected(self) -> None:
+        name = self._selected_server()
+        if not name:
+            return
+        manager = self.manager
+
+        def remove() -> None:
+            manager.stop(name)
+            manager.servers.remove(name)
+
+        self.workers.disk.run(remove, lambda _: self._done(f"Removed {name}."), self._failed)
+
+    def _add_form(self) -> None:
+        name, target = self.name.text().strip(), self.target.text().strip()
+        try:
+            if target.startswith(("http://", "https://")):
+                config = McpServerConfig(name, "http", url=target)
+            else:
+                words = shlex.split(target)
+                config = McpServerConfig(name, command=words[0] if words else "", args=tuple(words[1:]))
+        except (InglenookError, ValueError) as exc:
+            self._failed(exc)
+            return
+        servers = self.manager.servers
+        self.workers.disk.run(lambda: servers.add(config), lambda _: self._added([name]), self._failed)
+
+    def _add_pasted(self) -> None:
+        try:
+            configs = parse_mcp_servers(self.pasted.toPlainText())
+        except InglenookError as exc:
+            self._failed(exc)
+            return
+        servers = self.manager.servers
+        self.workers.disk.run(lambda: servers.import_json(configs), lambda r: self._added(r[0], r[1]), self._failed)
+
+    def _added(self, names: list[str], skipped: list[str] | None = None) -> None:
+        self.name.clear()
+        self.target.clear()
+        self.pasted.clear()
+        words = f"Added {', '.join(names)}." if names else "Nothing added."
+        if skipped:
+            words += f" Skipped {', '.join(skipped)}: those names are taken."
+        self._done(words)
+        for name in names:
+            self.start_server(name)
+
+    def _tool_switched(self, item: QTreeWidgetItem, column: int) -> None:
+        tool = item.data(0, TOOL_ROLE)
+        if self._filling or column != 0 or not tool:
+            return
+        server, on = item.data(0, NAME_ROLE), item.checkState(0) == Qt.CheckState.Checked
+        servers = self.manager.servers
+        self.workers.disk.run(lambda: servers.set_tool_enabled(server, tool, on), None, self._failed)
+
+    def _done(self, words: str) -> None:
+        self.message.setText(words)
+        self.refresh()
+
+    def _failed(self, exc: BaseException) -> None:
+        self.message.setText(str(exc))
+
+
+class ChatToolsBox(QWidget):
+    """The chat settings panel's switches: which servers' tools this chat offers its model."""
+
+    def __init__(self, chats: ChatService, workers: Workers, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.chats = chats
+        self.workers = workers
+        self.conversation_id: int | None = None
+        self._layout = QVBoxLayout(self)
+        self._layout.setContentsMargins(0, 0, 0, 0)
+        self.boxes: dict[str, QCheckBox] = {}
+        self.hint = QLabel("No tool servers yet: Settings → Tools adds them.", self)
+        self.hint.setObjectName("PageHint")
+        self.hint.setWordWrap(True)
+        self._layout.addWidget(self.hint)
+
+    def load(self, conversation_id: int | None) -> None:
+        self.conversation_id = conversation_id
+        chats = self.chats
+
+        def read() -> tuple[list[str], list[str]]:
+            names = [c.name for c in chats.tools.servers.all() if c.enabled]
+            return names, chats.chat_tools(conversation_id) if conversation_id is not None else []
+
+        self.workers.disk.run(read, self._fill)
+
+    def _fill(self, found: tuple[list[str], list[str]]) -> None:
+        names, chosen = found
+        for box in self.boxes.values():
+            box.deleteLater()
+        self.boxes = {}
+        for name in names:
+            box = QCheckBox(f"Tools of {name}", self)
+            box.setChecked(name in chosen)
+            box.setEnabled(self.conversation_id is not None)
+            box.toggled.connect(self._changed)
+            self._layout.addWidget(box)
+            self.boxes[name] = box
+        self.hint.setVisible(not names)
+
+    def _changed(self, _on: bool) -> None:
+        cid = self.conversation_id
+        if cid is None:
+            return
+        chosen = [name for name, box in self.boxes.items() if box.isChecked()]
+        chats = self.chats
+        self.workers.disk.run(lambda: chats.set_chat_tools(cid, chosen))

@@ -1,0 +1,127 @@
+"""``inglenook mcp``: MCP tool servers: add (stdio or Streamable HTTP), import an
+``mcpServers`` JSON, list, remove, and test (start it and list its tools)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from inglenook.cli.terminal import print_table
+from inglenook.engine import Paths
+
+
+def add_commands(commands: Any) -> None:
+    mcp = commands.add_parser(
+        "mcp",
+        help="MCP tool servers: add, import, list, remove, test",
+        description="Tool servers (Model Context Protocol) that chats may call. Environment and header "
+        "values are kept in the system keyring, never in the database.",
+    )
+    actions = mcp.add_subparsers(dest="mcp_action", metavar="ACTION", required=True)
+    add = actions.add_parser("add", help="add a server: NAME -- COMMAND [ARGS...] or NAME --url URL",
+                             description="inglenook mcp add time -- uvx mcp-server-time\n"
+                             "inglenook mcp add docs --url https://example.com/mcp --header 'Authorization=Bearer …'",
+                             formatter_class=argparse.RawDescriptionHelpFormatter)
+    add.add_argument("name", metavar="NAME")
+    add.add_argument("command", metavar="COMMAND", nargs="*", help="after --: the command that starts it")
+    add.add_argument("--url", help="a Streamable HTTP server's URL")
+    add.add_argument("--header", action="append", default=[], metavar="K=V", help="an HTTP header (repeatable)")
+    add.add_argument("--env", action="append", default=[], metavar="K=V", help="an environment variable (repeatable)")
+    add.add_argument("--cwd", default="", help="the folder a stdio server starts in")
+    add.add_argument("--timeout", type=float, metavar="SECONDS", help="how long a call may take (default 60)")
+    imported = actions.add_parser("import", help="add the servers of an mcpServers JSON file (- reads stdin)")
+    imported.add_argument("file", metavar="FILE")
+    actions.add_parser("list", help="show the servers")
+    remove = actions.add_parser("remove", help="remove a server and its secrets")
+    remove.add_argument("name", metavar="NAME")
+    test = actions.add_parser("test", help="start a server and list its tools")
+    test.add_argument("name", metavar="NAME")
+    mcp.set_defaults(handler=cmd_mcp, parser=add)
+
+
+def cmd_mcp(args: argparse.Namespace, paths: Paths) -> int:
+    from inglenook.engine import McpServers, Store  # noqa: PLC0415 — keeps --help fast
+
+    store = Store(paths.database)
+    try:
+        servers = McpServers(store)
+        if args.mcp_action == "add":
+            return _add(args, servers)
+        if args.mcp_action == "import":
+            return _import(args.file, servers)
+        if args.mcp_action == "list":
+            return _list(servers)
+        if args.mcp_action == "remove":
+            servers.remove(args.name)
+            print(f"Removed the MCP server {args.name}.")
+            return 0
+        return _test(args.name, servers, store)
+    finally:
+        store.close()
+
+
+def _add(args: argparse.Namespace, servers: Any) -> int:
+    from inglenook.engine import McpServerConfig, parse_pairs  # noqa: PLC0415
+
+    if bool(args.url) == bool(args.command):
+        args.parser.error("give either -- COMMAND [ARGS...] (stdio) or --url URL (Streamable HTTP)")
+    extra: dict[str, Any] = {} if args.timeout is None else {"timeout_s": args.timeout}
+    if args.url:
+        if args.env or args.cwd:
+            args.parser.error("--env and --cwd are for stdio servers")
+        config = McpServerConfig(args.name, "http", url=args.url, headers=parse_pairs(args.header, "header"), **extra)
+    else:
+        if args.header:
+            args.parser.error("--header is for --url servers")
+        config = McpServerConfig(args.name, "stdio", command=args.command[0], args=tuple(args.command[1:]),
+                                 env=parse_pairs(args.env, "env"), cwd=args.cwd, **extra)
+    servers.add(config)
+    print(f"Added the MCP server {config.name} ({config.target}). Try it: inglenook mcp test {config.name}")
+    return 0
+
+
+def _import(file: str, servers: Any) -> int:
+    from inglenook.engine import McpError, parse_mcp_servers  # noqa: PLC0415
+
+    try:
+        text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise McpError(f"cannot read {file}: {getattr(exc, 'strerror', None) or exc}") from None
+    added, skipped = servers.import_json(parse_mcp_servers(text))
+    for name in added:
+        print(f"Added {name}")
+    for name in skipped:
+        print(f"Skipped {name}: there is already a server with that name")
+    return 0
+
+
+def _list(servers: Any) -> int:
+    found = servers.all()
+    if not found:
+        print("No MCP servers. `inglenook mcp add NAME -- COMMAND` or `inglenook mcp import FILE` adds them.")
+        return 0
+    rows = [["NAME", "TRANSPORT", "ON", "TARGET", "SECRETS"]]
+    for config in found:
+        secrets = ", ".join([*sorted(config.env), *sorted(config.headers)]) or "-"
+        rows.append([config.name, config.transport, "yes" if config.enabled else "no", config.target, secrets])
+    print_table(rows)
+    return 0
+
+
+def _test(name: str, servers: Any, store: Any) -> int:
+    from inglenook.engine import McpError, McpManager  # noqa: PLC0415
+
+    config = servers.get(name)
+    try:
+        connection = McpManager(store).test(config)
+    except McpError as exc:
+        print(f"inglenook: error: {exc}", file=sys.stderr)
+        return 1
+    try:
+        for tool in connection.tools:
+            print(tool.name)
+    finally:
+        connection.close()
+    return 0

@@ -1,0 +1,39 @@
+"""Tools from MCP servers: their configs (SQLite, secrets in the keyring), live connections
+through the official ``mcp`` SDK, results cut to fit, and the person's approvals.
+
+May import: base, store.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..base import lazy_door
+
+# Which module defines each name other packages (or the front door) use. Keep in step with
+# the TYPE_CHECKING block below, which is what type checkers read (a test compares them).
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "approval": ("ALWAYS", "APPROVE", "DENY", "IN_CHAT", "ONCE", "Approver", "CallRequest", "Decision",
+                 "Permissions", "approve_all"),
+    "config": ("HTTP", "STDIO", "McpError", "McpServerConfig", "parse_mcp_servers", "parse_pairs"),
+    "connection": ("McpConnection", "McpTool"),
+    "manager": ("McpManager", "ServerState", "ToolSet"),
+    "registry": ("McpServers",),
+    "results": ("ToolResult", "error_result"),
+}
+
+__all__, __getattr__, __dir__ = lazy_door(__name__, _EXPORTS)
+
+if TYPE_CHECKING:
+    from .approval import (
+        ALWAYS as ALWAYS, APPROVE as APPROVE, DENY as DENY, IN_CHAT as IN_CHAT, ONCE as ONCE, Approver as Approver,
+        CallRequest as CallRequest, Decision as Decision, Permissions as Permissions, approve_all as approve_all,
+    )
+    from .config import (
+        HTTP as HTTP, STDIO as STDIO, McpError as McpError, McpServerConfig as McpServerConfig,
+        parse_mcp_servers as parse_mcp_servers, parse_pairs as parse_pairs,
+    )
+    from .connection import McpConnection as McpConnection, McpTool as McpTool
+    from .manager import McpManager as McpManager, ServerState as ServerState, ToolSet as ToolSet
+    from .registry import McpServers as McpServers
+    from .results import ToolResult as ToolResult, error_result as error_result

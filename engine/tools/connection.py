@@ -1,0 +1,228 @@
+"""One live MCP server: started (stdio) or reached (Streamable HTTP) with the official ``mcp``
+SDK, its tools listed, calls made with a timeout, ended on close.
+
+The SDK is async; the rest of Inglenook is threads. Each connection runs its own asyncio loop
+on a daemon thread, and ``call`` hands it a coroutine and waits with a cancel event, so one
+stuck server never blocks another, the scheduler or the GUI thread. A stdio server's stderr
+goes to a temporary file whose last lines explain a failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from .config import HTTP, McpError, McpServerConfig
+from .results import MAX_RESULT_CHARS, ToolResult, tool_result
+
+log = logging.getLogger(__name__)
+
+STARTING, READY, FAILED, CLOSED = "starting", "ready", "failed", "closed"
+#: How long starting a server and its ``initialize`` may take (``npx`` fetching a package is slow).
+CONNECT_TIMEOUT_S = 30.0
+STDERR_LINES = 20
+
+
+@dataclass(frozen=True)
+class McpTool:
+    server: str
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+class McpConnection:
+    def __init__(self, config: McpServerConfig, connect_timeout_s: float | None = None,
+                 max_result_chars: int = MAX_RESULT_CHARS) -> None:
+        self.config = config
+        self.connect_timeout_s = CONNECT_TIMEOUT_S if connect_timeout_s is None else connect_timeout_s
+        self.max_result_chars = max_result_chars
+        self.state = STARTING
+        self.error = ""
+        self.tools: list[McpTool] = []
+        self._stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")  # noqa: SIM115
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._client: Any = None
+        self._stop: asyncio.Event | None = None
+        self._settled = threading.Event()  # ready or failed
+        self._done = threading.Event()  # the loop has ended (the process is gone)
+        self._thread = threading.Thread(target=self._run, name=f"mcp-{config.name}", daemon=True)
+
+    # -- life ------------------------------------------------------------------------------
+
+    def start(self) -> McpConnection:
+        self._thread.start()
+        return self
+
+    def wait_ready(self, timeout: float | None = None) -> McpConnection:
+        """Wait until the server is ready; ``McpError`` with its own words when it failed."""
+        self._settled.wait(self.connect_timeout_s + 5 if timeout is None else timeout)
+        if self.state != READY:
+            raise McpError(self.problem())
+        return self
+
+    def problem(self) -> str:
+        """One line: why the server is not ready (with its last stderr line when it has one)."""
+        if self.state == STARTING:
+            return f"MCP server {self.config.name!r} is still starting"
+        last = self.stderr_lines()[-1:] or [""]
+        tail = f" (it said: {last[0]})" if last[0] and last[0] not in self.error else ""
+        return f"MCP server {self.config.name!r}: {self.error or self.state}{tail}"
+
+    def stderr_lines(self) -> list[str]:
+        try:
+            self._stderr.flush()
+            self._stderr.seek(0)
+            lines = [line.rstrip() for line in self._stderr.read().splitlines() if line.strip()]
+        except (OSError, ValueError):  # closed
+            return []
+        return lines[-STDERR_LINES:]
+
+    def close(self, timeout: float = 10.0) -> None:
+        """End the session and, for stdio, the server's process (the SDK terminates the
+        process tree, then kills it)."""
+        loop, stop = self._loop, self._stop
+        if loop is not None and stop is not None and not self._done.is_set():
+            loop.call_soon_threadsafe(stop.set)
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+        if self.state != FAILED:
+            self.state = CLOSED
+        self._stderr.close()
+
+    # -- calls -----------------------------------------------------------------------------
+
+    def call(self, tool: str, arguments: dict[str, Any], timeout_s: float | None = None,
+             cancel: threading.Event | None = None) -> ToolResult:
+        """Run ``tool``; a server error comes back as an error result, a timeout, a crash or a
+        cancel as ``McpError`` (the caller tells the model)."""
+        if self.state != READY or self._loop is None:
+            raise McpError(self.problem())
+        limit = self.config.timeout_s if timeout_s is None else timeout_s
+        future = asyncio.run_coroutine_threadsafe(self._call(tool, arguments), self._loop)
+        deadline = time.monotonic() + limit
+        while True:
+            if cancel is not None and cancel.is_set():
+                future.cancel()
+                raise McpError(f"the call to {tool} was stopped")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                future.cancel()
+                raise McpError(f"{self.config.name}/{tool} did not answer within {limit:g} s")
+            if self._done.is_set() and not future.done():
+                raise McpError(self.problem())
+            try:
+                result = future.result(timeout=min(0.1, left))
+            except concurrent.futures.TimeoutError:
+                continue
+            except concurrent.futures.CancelledError:
+                raise McpError(f"the call to {tool} was stopped") from None
+            except McpError:
+                raise
+            except Exception as exc:
+                raise McpError(f"{self.config.name}/{tool} failed: {_one_line(exc)}") from exc
+            return tool_result(result, self.max_result_chars)
+
+    async def _call(self, tool: str, arguments: dict[str, Any]) -> Any:
+        return await self._client.call_tool(tool, arguments)
+
+    # -- the loop thread -------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._main())
+        except BaseException as exc:  # noqa: BLE001 — anything the SDK raises ends this server only
+            self._fail(_one_line(exc))
+        finally:
+            if self.state == READY:
+                self.state = FAILED if self._stop is None or not self._stop.is_set() else CLOSED
+                if self.state == FAILED and not self.error:
+                    self.error = "the server ended the connection"
+            self._done.set()
+            self._settled.set()
+
+    async def _main(self) -> None:
+        import anyio  # noqa: PLC0415 — with the SDK, only when a server starts
+
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        ready = anyio.Event()
+
+        async def watchdog(scope: anyio.CancelScope) -> None:
+            with anyio.move_on_after(self.connect_timeout_s):
+                await ready.wait()
+                return
+            self._fail(f"did not finish starting within {self.connect_timeout_s:g} s (no answer to initialize)")
+            scope.cancel()
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(watchdog, group.cancel_scope)
+            try:
+                await self._session(ready)
+            except Exception as exc:  # noqa: BLE001
+                if self.state != FAILED:
+                    self._fail(_one_line(exc))
+            group.cancel_scope.cancel()
+
+    async def _session(self, ready: Any) -> None:
+        from contextlib import AsyncExitStack  # noqa: PLC0415
+
+        from mcp import Client  # noqa: PLC0415
+        from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: PLC0415
+
+        async with AsyncExitStack() as stack:
+            if self.config.transport == HTTP:
+                from mcp.client.streamable_http import streamable_http_client  # noqa: PLC0415
+                from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: PLC0415
+
+                http = await stack.enter_async_context(create_mcp_http_client(headers=self.config.headers or None))
+                transport: Any = streamable_http_client(self.config.url, http_client=http)
+            else:
+                params = StdioServerParameters(command=self.config.command, args=list(self.config.args),
+                                               env=self.config.env or None, cwd=self.config.cwd or None)
+                transport = stdio_client(params, errlog=self._stderr)
+            client = Client(transport)
+            self._client = await stack.enter_async_context(client)
+            listed = await self._list_tools()
+            self.tools = listed
+            self.state = READY
+            self._settled.set()
+            ready.set()
+            log.info("MCP server %r ready with %d tools", self.config.name, len(listed))
+            assert self._stop is not None
+            await self._stop.wait()
+
+    async def _list_tools(self) -> list[McpTool]:
+        tools: list[McpTool] = []
+        cursor: str | None = None
+        for _ in range(100):  # a paginator that never ends cannot hang the start
+            page = await self._client.list_tools(cursor=cursor)
+            tools += [McpTool(self.config.name, t.name, t.description or "", dict(t.input_schema or {}))
+                      for t in page.tools]
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        return tools
+
+    def _fail(self, message: str) -> None:
+        if self.state in (READY, STARTING):
+            self.state = FAILED
+            self.error = message
+            log.info("MCP server %r failed: %s", self.config.name, message)  # the caller shows it
+        self._settled.set()
+
+
+def _one_line(exc: BaseException) -> str:
+    """An exception in one line; an exception group by its first leaf (anyio wraps them)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, FileNotFoundError):
+        return f"cannot start it: {text}"
+    return text[:300]

@@ -1,0 +1,127 @@
+"""The running MCP servers of one engine: started on first use, one connection per server,
+all ended when the engine closes (and at interpreter exit: no orphaned processes)."""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+from ..store import Store
+from .config import McpError, McpServerConfig
+from .connection import FAILED, READY, McpConnection, McpTool
+from .registry import McpServers
+
+log = logging.getLogger(__name__)
+
+_LIVE: weakref.WeakSet[McpManager] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_everything() -> None:
+    for manager in list(_LIVE):
+        manager.close()
+
+
+@dataclass(frozen=True)
+class ServerState:
+    """What Settings → Tools and ``mcp list`` show of a server."""
+
+    name: str
+    state: str  # "stopped", "starting", "ready", "failed"
+    tools: tuple[McpTool, ...]
+    error: str
+    stderr: tuple[str, ...]
+
+
+class McpManager:
+    def __init__(self, store: Store) -> None:
+        self.servers = McpServers(store)
+        self._connections: dict[str, McpConnection] = {}
+        self._lock = threading.Lock()
+        _LIVE.add(self)
+
+    def connection(self, name: str, wait: bool = True) -> McpConnection:
+        """The running connection to ``name``, started now if it is not (or failed before)."""
+        config = self.servers.get(name)
+        with self._lock:
+            found = self._connections.get(name)
+            if found is None or found.state not in (READY, "starting") or found.config != config:
+                if found is not None:
+                    found.close()
+                found = McpConnection(config).start()
+                self._connections[name] = found
+        return found.wait_ready() if wait else found
+
+    def test(self, config: McpServerConfig) -> McpConnection:
+        """Start ``config`` apart from the running ones, wait until ready (or ``McpError``);
+        the caller closes it."""
+        connection = McpConnection(config).start()
+        try:
+            return connection.wait_ready()
+        except McpError:
+            connection.close()
+            raise
+
+    def state(self, name: str) -> ServerState:
+        with self._lock:
+            found = self._connections.get(name)
+        if found is None:
+            return ServerState(name, "stopped", (), "", ())
+        return ServerState(name, found.state, tuple(found.tools), found.error if found.state == FAILED else "",
+                           tuple(found.stderr_lines()))
+
+    def stop(self, name: str) -> None:
+        with self._lock:
+            found = self._connections.pop(name, None)
+        if found is not None:
+            found.close()
+
+    def close(self) -> None:
+        with self._lock:
+            connections = list(self._connections.values())
+            self._connections.clear()
+        for connection in connections:
+            connection.close()
+
+    # -- tools for a chat ------------------------------------------------------------------
+
+    def tools_for(self, names: list[str]) -> ToolSet:
+        """The enabled tools of servers ``names``, started as needed; a server that fails is
+        left out (its state says why) and the others are offered."""
+        offered: dict[str, McpTool] = {}
+        problems: list[str] = []
+        for name in names:
+            try:
+                config = self.servers.get(name)
+                if not config.enabled:
+                    continue
+                connection = self.connection(name)
+            except McpError as exc:
+                problems.append(str(exc))
+                continue
+            for tool in connection.tools:
+                if tool.name in config.disabled_tools:
+                    continue
+                key = tool.name if tool.name not in offered else f"{name}__{tool.name}"
+                offered[key[:64]] = tool
+        return ToolSet(offered, problems)
+
+
+@dataclass(frozen=True)
+class ToolSet:
+    """Tools offered to a model, by the name the model sees (a clash is ``server__tool``)."""
+
+    tools: dict[str, McpTool]
+    problems: list[str]
+
+    def definitions(self) -> list[dict[str, Any]]:
+        """OpenAI-shaped function tools, as the engine's templates and grammars take them."""
+        return [
+            {"type": "function", "function": {"name": key, "description": tool.description[:2000],
+                                              "parameters": tool.input_schema or {"type": "object", "properties": {}}}}
+            for key, tool in self.tools.items()
+        ]

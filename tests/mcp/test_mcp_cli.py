@@ -1,0 +1,71 @@
+"""``inglenook mcp``: add (stdio and URL), import, list, remove, and test on a good server and
+on each failing one (one clear line, non-zero)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from inglenook.cli import main
+
+from .conftest import ROOT
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(["mcp", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_add_list_test_remove(capsys: pytest.CaptureFixture[str], time_server_command: list[str],
+                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    assert run(capsys, "add", "time", "--", *time_server_command)[0] == 0
+    code, out, _ = run(capsys, "add", "web", "--url", "http://127.0.0.1:9/mcp", "--header", "Authorization=Bearer xyz")
+    assert code == 0
+    code, out, _ = run(capsys, "list")
+    assert "time" in out and "mcp-server-time" in out and "Authorization" in out and "xyz" not in out
+    code, out, err = run(capsys, "test", "time")
+    assert code == 0, err
+    assert out.split() == sorted(out.split()) or "get_current_time" in out.splitlines()
+    assert set(out.split()) >= {"get_current_time", "convert_time"}
+    code, out, err = run(capsys, "test", "web")  # nothing listens on port 9
+    assert code == 1 and len(err.strip().splitlines()) == 1 and "web" in err
+    assert run(capsys, "remove", "time")[0] == 0
+    code, _, err = run(capsys, "test", "time")
+    assert code == 1 and "no MCP server named 'time'" in err
+
+
+@pytest.mark.parametrize("mode, words", [
+    ("fail_start", "cannot open the database"),
+    ("hang_init", "initialize"),
+])
+def test_test_on_a_failing_server_is_one_clear_line(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch, mode: str, words: str) -> None:
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr("inglenook.engine.tools.connection.CONNECT_TIMEOUT_S", 3.0)
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"bad": {"command": sys.executable,
+                                                          "args": ["-m", "tests.mcp.servers", mode]}}}))
+    code, out, _ = run(capsys, "import", str(config))
+    assert code == 0 and "Added bad" in out
+    code, out, err = run(capsys, "import", str(config))
+    assert "Skipped bad" in out
+    code, out, err = run(capsys, "test", "bad")
+    assert code == 1 and len(err.strip().splitlines()) == 1 and words in err, err
+
+
+def test_bad_arguments(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    with pytest.raises(SystemExit):
+        main(["mcp", "add", "x"])  # neither a command nor a URL
+    capsys.readouterr()
+    code, _, err = run(capsys, "import", str(tmp_path / "missing.json"))
+    assert code == 1 and "cannot read" in err
+    (tmp_path / "bad.json").write_text("{oops")
+    code, _, err = run(capsys, "import", str(tmp_path / "bad.json"))
+    assert code == 1 and "not JSON" in err
