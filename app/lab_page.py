@@ -266,7 +266,15 @@ class LabPage(QWidget):
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
             item.setCheckState(Qt.CheckState.Checked)
         for quant in self.group.creatable():
-            item = QListWidgetItem(f"{quant}   create from {self.group.reference.quantization}", self.variant_list)
+            source = self.group.reference.quantization
+            label = f"{quant}   create from {source}"
+            if self.group.gains_nothing(quant):
+                # Re-encoding a coarser file finely gains nothing; it is offered only as a reference copy.
+                label = f"{quant}   from {source}: no better than {source}"
+            item = QListWidgetItem(label, self.variant_list)
+            if self.group.gains_nothing(quant):
+                item.setToolTip(f"{quant} made from {source} keeps {source}'s detail and adds none: it is larger, "
+                                "not better. Useful only as a reference that matches the source closely.")
             item.setData(Qt.ItemDataRole.UserRole, quant)
             item.setData(KIND_ROLE, "create")
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
