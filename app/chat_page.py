@@ -26,6 +26,7 @@ from .model_state import ModelStateHub
 MIN_CHAT_WIDTH = 520  # narrower than this, the settings panel floats over the chat instead
 COMPACT_HEADER_WIDTH = 640  # narrower than this, the settings button shows its icon alone
 HEADER_HEIGHT = 58
+PICKER_MAX_WIDTH = 340
 
 
 class ChatPage(QWidget):
@@ -73,6 +74,7 @@ class ChatPage(QWidget):
         self.title_label = ElidedLabel("New chat", header)
         self.title_label.setObjectName("ChatTitle")
         self.picker = ModelPicker(hub, header)
+        self.picker.setMaximumWidth(PICKER_MAX_WIDTH)  # a long model label must not push the title to "N…"
         self.settings_toggle = QToolButton(header)
         self.settings_toggle.setObjectName("HeaderButton")
         self.settings_toggle.setText(" Chat settings")

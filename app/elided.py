@@ -51,10 +51,11 @@ class ElidedLabel(QLabel):
 class ElidedButton(QPushButton):
     """A push button whose text ends in "…" when the button is narrower than it."""
 
-    def __init__(self, text: str = "", parent: QWidget | None = None, min_width: int = 120) -> None:
+    def __init__(self, text: str = "", parent: QWidget | None = None, min_width: int = 120, keep: str = "") -> None:
         super().__init__(text, parent)
         self.setProperty("elided", True)
         self._min_width = min_width
+        self._keep = keep  # an ending that stays whole (the picker's "▾"): the text before it is shortened
 
     def minimumSizeHint(self) -> QSize:  # noqa: N802
         hint = super().minimumSizeHint()
@@ -65,6 +66,12 @@ class ElidedButton(QPushButton):
         self.initStyleOption(option)
         contents = self.style().subElementRect(QStyle.SubElement.SE_PushButtonContents, option, self)
         room = contents.width() - (option.iconSize.width() + 4 if not option.icon.isNull() else 0)
-        option.text = self.fontMetrics().elidedText(self.text(), Qt.TextElideMode.ElideRight, max(0, room))
+        text, metrics = self.text(), self.fontMetrics()
+        if metrics.horizontalAdvance(text) > room:
+            keep = self._keep if self._keep and text.endswith(self._keep) else ""
+            head = text[: len(text) - len(keep)] if keep else text
+            room -= metrics.horizontalAdvance(keep)
+            text = metrics.elidedText(head.rstrip(), Qt.TextElideMode.ElideRight, max(0, room)) + keep
+        option.text = text
         painter = QStylePainter(self)
         painter.drawControl(QStyle.ControlElement.CE_PushButton, option)

@@ -29,6 +29,7 @@ RECORD_ROLE = Qt.ItemDataRole.UserRole + 1
 STATE_ROLE = Qt.ItemDataRole.UserRole + 2
 PLAN_ROLE = Qt.ItemDataRole.UserRole + 3  # the LoadPlan: memory and context before loading
 BASE_ROLE = Qt.ItemDataRole.UserRole + 4  # True for a model without a chat template
+ARROW = "   ▾"  # the button's ending, kept whole when the name is shortened
 
 
 class _ModelDelegate(QStyledItemDelegate):
@@ -144,7 +145,7 @@ class ModelPicker(ElidedButton):
     base_model_shown = Signal(str)
 
     def __init__(self, hub: ModelStateHub, parent: QWidget | None = None) -> None:
-        super().__init__("", parent, min_width=140)  # a narrow header shortens the name with "…"
+        super().__init__("", parent, min_width=140, keep=ARROW)  # a narrow header shortens the name with "…"
         self.setObjectName("ModelButton")
         self.setCursor(Qt.CursorShape.PointingHandCursor)
         self.hub = hub
@@ -240,6 +241,6 @@ class ModelPicker(ElidedButton):
         self.setToolTip(BASE_MODEL_TIP if base else "")
         self.base_model_shown.emit(model_label(record) if base and record is not None else "")
         dot = "●" if self.current and self.hub.loaded == self.current else "○"
-        self.setText(f"{dot}  {label}   ▾")
+        self.setText(f"{dot}  {label}{ARROW}")
         if self.popup.isVisible():
             self._fill_popup()
