@@ -123,3 +123,17 @@ def test_the_check_finds_clipping_squeezing_and_overlap(qtbot) -> None:
     root.show()
     kinds = {p.kind for p in problems(root)}
     assert {"clipped", "squeezed", "overlap"} <= kinds
+
+
+@pytest.mark.parametrize("page", ["Quantization", "Models & context"])
+def test_settings_pages_fit_their_dialog_without_scrolling_sideways(qtbot, window, page) -> None:
+    from PySide6.QtWidgets import QScrollArea
+
+    dialog = window.open_settings(page)
+    qtbot.waitUntil(lambda: dialog.isVisible())
+    qtbot.wait(200)  # the lab lists its models on a worker; their names set the picker's width
+    sideways = [area for area in dialog.findChildren(QScrollArea)
+                if area.isVisible() and area.horizontalScrollBar().isVisible()]
+    assert not sideways
+    assert not _problems_once_settled(qtbot, dialog)
+    dialog.reject()
