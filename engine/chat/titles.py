@@ -4,9 +4,10 @@ model's answer is not a usable title.
 
 Small models answer "Write a title" with preambles ("Here's a possible title for the
 conversation:"), numbered lists ("1. Sleep tips"), quotes and Markdown, or a whole sentence.
-The prompt asks for the title alone and a grammar keeps the answer to one line of at most
-``TITLE_WORDS`` words; ``clean_title`` then strips what is left of those habits and refuses
-what is still not a title, and ``title_for`` falls back to the question.
+The prompt asks for the title alone and a grammar keeps the answer to one line of a few words
+(no colons, quotes or line breaks); ``clean_title`` then strips what is left of those habits,
+cuts to ``TITLE_WORDS`` words and refuses what is still not a title, and ``title_for`` falls
+back to the question.
 """
 
 from __future__ import annotations
