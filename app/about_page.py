@@ -7,6 +7,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, 
 
 from inglenook.engine import DoctorReport, Engine, collect
 
+from .welcome import NETWORK_PROMISE
 from .workers import Lane
 
 
@@ -26,7 +27,7 @@ class AboutPage(QWidget):
         hint = QLabel("What this installation runs. Paste it into a bug report; "
                       "`inglenook doctor` in a terminal prints the same.", self)
         # The network promise, where people look for it (README and the welcome say it too).
-        network = QLabel("Nothing is contacted over the network unless you search for or download a model.", self)
+        network = QLabel(NETWORK_PROMISE, self)
         network.setObjectName("AboutNetwork")
         network.setWordWrap(True)
         hint.setObjectName("PageHint")

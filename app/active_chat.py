@@ -145,7 +145,7 @@ class ActiveChat(QObject):
             self.show_error(ModelNotFound(f"{conversation.model_id} is not installed"))
 
     def _models_changed(self) -> None:
-        self.page.picker.set_models(self.models.models, self.models.plans)
+        self.page.picker.set_models(self.models.models, self.models.plans, self.models.base_models)
         self.page.picker.set_current(self.model_for(self.conversation))
         self._check_missing_model()
 

@@ -15,6 +15,7 @@ MAX_LINES = 8
 
 class ComposerInput(QPlainTextEdit):
     submitted = Signal()
+    recall_requested = Signal()  # Up in an empty box: the last question again, to edit or resend
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -27,6 +28,9 @@ class ComposerInput(QPlainTextEdit):
         self._grow()
 
     def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802
+        if event.key() == Qt.Key.Key_Up and not self.toPlainText() and not event.modifiers():
+            self.recall_requested.emit()
+            return
         if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
             if event.modifiers() & Qt.KeyboardModifier.ShiftModifier:
                 self.insertPlainText("\n")
@@ -91,6 +95,7 @@ class Composer(QWidget):
         self.hint = QLabel("Enter to send  ·  Shift+Enter for a new line  ·  Esc to stop", self)
         self.hint.setObjectName("ComposerHint")
         self.hint.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.hint.setWordWrap(True)  # a narrow window wraps it rather than cutting it
         outer.addWidget(self.hint)
         self.input.textChanged.connect(self._update_send)
         self._update_send()

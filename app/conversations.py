@@ -22,6 +22,7 @@ from .workers import Workers
 log = logging.getLogger(__name__)
 
 UNDO_DELETE_MS = 6000
+INDEXING_RECHECK_MS = 1500
 
 
 class ConversationList(QObject):
@@ -42,6 +43,11 @@ class ConversationList(QObject):
         self.current_id: int | None = None  # the open conversation, set by ``ActiveChat``
         self.search_text = ""
         self.pending_deletes: dict[int, QTimer] = {}
+        # While search by meaning is still indexing, the results are read again now and then.
+        self._reindex_timer = QTimer(self)
+        self._reindex_timer.setSingleShot(True)
+        self._reindex_timer.setInterval(INDEXING_RECHECK_MS)
+        self._reindex_timer.timeout.connect(lambda: self.refresh() if self.search_text else None)
         sidebar.search_changed.connect(self.search)
         sidebar.rename_requested.connect(self.rename)
         sidebar.delete_requested.connect(self.delete)
@@ -64,15 +70,20 @@ class ConversationList(QObject):
         engine, chats, search = self.engine, self.engine.chats, self.search_text
         hidden = set(self.pending_deletes)
 
-        def read() -> tuple[ConversationSearch, dict[int, str]]:
+        def read() -> tuple[ConversationSearch, dict[int, str], bool]:
             # A search embeds its text on the small model: off the GUI thread, like every read.
             found = chats.search(search) if search else ConversationSearch(chats.conversations(), [])
-            return found, engine.conversation_summaries()
+            return found, engine.conversation_summaries(), bool(search) and engine.search_indexing()
 
-        def shown(found: tuple[ConversationSearch, dict[int, str]]) -> None:
+        def shown(found: tuple[ConversationSearch, dict[int, str], bool]) -> None:
+            if search != self.search_text:
+                return  # an older search's answer: a newer one is on its way
             conversations = [c for c in found[0].matches if c.id not in self.pending_deletes and c.id not in hidden]
             related = [c for c in found[0].related if c.id not in self.pending_deletes and c.id not in hidden]
-            self.sidebar.set_conversations(conversations, self.current_id, set(self.chat.streams), found[1], related)
+            self.sidebar.set_conversations(conversations, self.current_id, set(self.chat.streams), found[1], related,
+                                           indexing=found[2])
+            if found[2]:  # messages are still being embedded: search again when some more are
+                self._reindex_timer.start()
             self.listed.emit(conversations)
             if open_latest and self.current_id is None and conversations:
                 self.latest.emit(conversations[0].id)

@@ -15,7 +15,7 @@ from inglenook.engine import find_starter_model
 
 from .resources import resource_path
 from .tray import TrayController
-from .welcome import WelcomeDialog, WelcomeFacts
+from .welcome import FAILED, LOADING, READY, WelcomeDialog, WelcomeFacts
 from .window import MainWindow
 
 log = logging.getLogger(__name__)
@@ -90,8 +90,21 @@ def maybe_welcome(window: MainWindow) -> WelcomeDialog | None:
         window.composer.input.setFocus()
         return None
     dialog = WelcomeDialog(welcome_facts(window), window)
+    hub = window.hub
+
+    def model_state(*_args: object) -> None:
+        if hub.loaded:
+            dialog.set_model_state(READY)
+        elif hub.loading:
+            dialog.set_model_state(LOADING, hub.progress)
+        elif hub.failed:
+            dialog.set_model_state(FAILED)
+
+    model_state()
+    hub.changed.connect(model_state)
 
     def done(_result: int) -> None:
+        hub.changed.disconnect(model_state)
         window.saver.apply({"welcome_shown": True})
         window.new_chat()
         window.activateWindow()

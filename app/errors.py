@@ -170,6 +170,7 @@ def _explain_download(exc: BaseException, detail: str) -> Explanation:
         EntryNotFoundError,
         GatedRepoError,
         HfHubHTTPError,
+        OfflineModeIsEnabled,
         RepositoryNotFoundError,
         RevisionNotFoundError,
     )
@@ -187,9 +188,18 @@ def _explain_download(exc: BaseException, detail: str) -> Explanation:
     if any(isinstance(c, OSError) and c.errno == errno.ENOSPC for c in causes):
         return Explanation("The disk is full", "The download stopped because the disk filled up. Free some "
                            "space, then resume it from the Downloads list.", [(DISMISS, "OK")], detail)
+    if any(isinstance(c, OfflineModeIsEnabled) for c in causes):
+        return Explanation("Offline mode is on", "Inglenook is set to stay offline (the HF_HUB_OFFLINE "
+                           "environment variable), so it does not contact Hugging Face. Installed models "
+                           "keep working; unset it to search and download.", [(DISMISS, "OK")], detail)
+    if any(isinstance(c, httpx.TimeoutException) for c in causes):
+        return Explanation("Hugging Face did not answer", "Hugging Face took too long to answer. The network "
+                           "may be slow or the site busy; try again in a moment.", [(RETRY, "Try again")], detail)
     if any(isinstance(c, httpx.HTTPError) for c in causes):
-        return Explanation("Hugging Face cannot be reached", sentence + " Check the network connection.",
-                           [(RETRY, "Try again")], detail)
+        # The exception's own words ("ConnectError: [Errno -2] …") go to the details, not the sentence.
+        return Explanation("Hugging Face cannot be reached", "This computer could not connect to Hugging Face: "
+                           "it may be offline, or a firewall or proxy may block it. Installed models keep "
+                           "working.", [(RETRY, "Try again")], detail)
     return Explanation("The download did not finish", sentence, [(RETRY, "Try again")], detail)
 
 

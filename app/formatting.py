@@ -29,3 +29,15 @@ def model_label(record) -> str:  # noqa: ANN001 — a ModelRecord
     if quant and name.lower().endswith(quant.lower()):
         name = name[: -len(quant)]
     return re.sub(r"[-_.\s]+", " ", name).strip() or record.id
+
+
+# A model whose file carries no chat template (engine.base_models): the words the picker, the
+# Models page and a new chat use for it.
+BASE_MODEL = "base model (no chat template)"
+BASE_MODEL_TIP = ("This model was trained to continue text, not to chat: its file has no chat template. "
+                  "Chats with it use a generic template (ChatML) it never saw, so answers may ramble "
+                  "or show markers like <|im_end|>.")
+BASE_MODEL_NOTE = ("{name} is a base model (no chat template): it continues text rather than answering. "
+                   "Your messages will be wrapped in a generic chat template (ChatML) it was not trained on, "
+                   "so expect rambling answers or stray markers. For a conversation, pick an instruct or "
+                   "chat model in the header.")

@@ -1,14 +1,15 @@
 """The window's menu bar: the Inglenook menu (desktop behaviours) and Help.
 
-Inglenook: New chat, Settings…, Keep running in the tray when closed, Start at login, Quit.
-Help: About Inglenook (Settings → About: versions and the doctor report), Open logs folder,
-Open data folder.
+Inglenook: New chat, the window's other shortcuts (search, chat list, copy), Settings…, Keep
+running in the tray when closed, Start at login, Quit; each item shows its shortcut.
+Help: Keyboard shortcuts (the whole list), About Inglenook (Settings → About: versions and the
+doctor report), Open logs folder, Open data folder.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,8 @@ from PySide6.QtCore import QUrl
 from PySide6.QtGui import QAction, QDesktopServices, QKeySequence
 from PySide6.QtWidgets import QMainWindow, QMenuBar
 
-from . import autostart
+from . import autostart, shortcuts
+from .shortcuts import Shortcut, ShortcutsDialog, menu_text
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +28,8 @@ class AppMenus:
 
     def __init__(self, window: QMainWindow, *, settings: Callable[[], Any], save: Callable[[dict[str, Any]], None],
                  folders: dict[str, Path], new_chat: Callable[[], None], open_settings: Callable[[str], object],
-                 quit_app: Callable[[], None], notice: Callable[[str], None]) -> None:
+                 quit_app: Callable[[], None], notice: Callable[[str], None],
+                 more: Sequence[tuple[Shortcut, Callable[[], None]]] = ()) -> None:
         self.window = window
         self.settings = settings
         self.save = save
@@ -34,8 +37,10 @@ class AppMenus:
         self.notice = notice
         bar: QMenuBar = window.menuBar()
         app_menu = bar.addMenu("&Inglenook")
-        self._add(app_menu, "New chat", new_chat)
-        self._add(app_menu, "Settings…", lambda: open_settings("General"))
+        self._add(app_menu, menu_text("New chat", shortcuts.NEW_CHAT), new_chat)
+        for shortcut, slot in more:
+            self._add(app_menu, menu_text(shortcut.what, shortcut), slot)
+        self._add(app_menu, menu_text("Settings…", shortcuts.SETTINGS), lambda: open_settings("General"))
         app_menu.addSeparator()
         self.tray_action = self._add(app_menu, "Keep running in the tray when closed", self._toggle_tray)
         self.tray_action.setCheckable(True)
@@ -45,6 +50,8 @@ class AppMenus:
         quit_action = self._add(app_menu, "Quit", quit_app)
         quit_action.setShortcut(QKeySequence.StandardKey.Quit)
         help_menu = bar.addMenu("&Help")
+        self.shortcuts_action = self._add(help_menu, "Keyboard shortcuts", self.show_shortcuts)
+        self.shortcuts_dialog: ShortcutsDialog | None = None
         self.about_action = self._add(help_menu, "About Inglenook", lambda: open_settings("About"))
         self._add(help_menu, "Open logs folder", lambda: self.open_folder("logs"))
         self._add(help_menu, "Open data folder", lambda: self.open_folder("data"))
@@ -63,6 +70,13 @@ class AppMenus:
         for key, action in (("close_to_tray", self.tray_action), ("start_at_login", self.login_action)):
             if key in values:
                 action.setChecked(bool(values[key]))
+
+    def show_shortcuts(self) -> ShortcutsDialog:
+        if self.shortcuts_dialog is None:
+            self.shortcuts_dialog = ShortcutsDialog(self.window)
+        self.shortcuts_dialog.show()
+        self.shortcuts_dialog.raise_()
+        return self.shortcuts_dialog
 
     def open_folder(self, key: str) -> bool:
         folder = self.folders[key]

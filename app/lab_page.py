@@ -48,6 +48,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from .elided import ElidedLabel
 from .errors import explain
 from .lab_charts import make_chart, plot
 from .lab_table import LabTableModel
@@ -115,11 +116,14 @@ class LabPage(QWidget):
         top = QHBoxLayout()
         top.addWidget(QLabel("Model", self))
         self.model_picker = QComboBox(self)
-        self.model_picker.setMinimumWidth(260)
+        # Narrow enough for the Settings dialog (its page had a sideways scroll bar); the list
+        # that drops down is as wide as its longest name.
+        self.model_picker.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.model_picker.setMinimumContentsLength(18)
         self.model_picker.currentIndexChanged.connect(self._model_changed)
         top.addWidget(self.model_picker, 1)
         top.addSpacing(12)
-        self.eval_label = QLabel("Evaluation text: bundled essays", self)
+        self.eval_label = ElidedLabel("Evaluation text: bundled essays", self)
         self.eval_label.setObjectName("PageHint")
         top.addWidget(self.eval_label)
         choose = QPushButton("Choose text…", self)
@@ -134,7 +138,7 @@ class LabPage(QWidget):
         left.addWidget(QLabel("Variants to measure", self))
         self.variant_list = QListWidget(self)
         self.variant_list.setMinimumWidth(210)
-        self.variant_list.setMaximumWidth(250)
+        self.variant_list.setMaximumWidth(300)
         left.addWidget(self.variant_list, 1)
         buttons = QHBoxLayout()
         self.run_button = QPushButton("Run", self)
@@ -187,7 +191,7 @@ class LabPage(QWidget):
         self.progress.setMaximumHeight(10)
         self.status = QLabel("", self)
         self.status.setObjectName("PageHint")
-        self.status.setMinimumWidth(340)
+        self.status.setWordWrap(True)  # long statuses wrap instead of widening the page
         progress_row.addWidget(self.progress, 1)
         progress_row.addWidget(self.status)
         return progress_row
@@ -266,7 +270,15 @@ class LabPage(QWidget):
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
             item.setCheckState(Qt.CheckState.Checked)
         for quant in self.group.creatable():
-            item = QListWidgetItem(f"{quant}   create from {self.group.reference.quantization}", self.variant_list)
+            source = self.group.reference.quantization
+            label = f"{quant}   create from {source}"
+            if self.group.gains_nothing(quant):
+                # Re-encoding a coarser file finely gains nothing; it is offered only as a reference copy.
+                label = f"{quant}   from {source}: gains nothing"
+            item = QListWidgetItem(label, self.variant_list)
+            if self.group.gains_nothing(quant):
+                item.setToolTip(f"{quant} made from {source} keeps {source}'s detail and adds none: it is larger, "
+                                "not better. Useful only as a reference that matches the source closely.")
             item.setData(Qt.ItemDataRole.UserRole, quant)
             item.setData(KIND_ROLE, "create")
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)

@@ -44,6 +44,13 @@ class EmptyState(QWidget):
         hint.setAlignment(Qt.AlignmentFlag.AlignCenter)
         layout.addWidget(title)
         layout.addWidget(hint)
+        # Said before the first message when the chat's model has no chat template.
+        self.model_note = QLabel("", self)
+        self.model_note.setObjectName("Notice")
+        self.model_note.setWordWrap(True)
+        self.model_note.hide()
+        layout.addSpacing(8)
+        layout.addWidget(self.model_note)
         layout.addSpacing(18)
         grid = QVBoxLayout()
         grid.setSpacing(8)
@@ -59,6 +66,11 @@ class EmptyState(QWidget):
         holder.addStretch(1)
         layout.addLayout(holder)
         layout.addStretch(1)
+
+
+    def set_model_note(self, text: str) -> None:
+        self.model_note.setText(text)
+        self.model_note.setVisible(bool(text))
 
 
 class ConversationView(QScrollArea):
@@ -235,6 +247,12 @@ class ConversationView(QScrollArea):
             if widget.message is not None and widget.message.id == message_id:
                 return index
         return None
+
+    def last_question_text(self) -> str:
+        for widget in reversed(self.widgets):
+            if widget.role == "user" and widget.text:
+                return widget.text
+        return ""
 
     def last_answer_text(self) -> str:
         for widget in reversed(self.widgets):

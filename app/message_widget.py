@@ -37,9 +37,10 @@ def _action(text: str, parent: QWidget, tip: str) -> QToolButton:
 
 
 def first_token_text(ms: float) -> str:
-    """Milliseconds while they read at a glance; seconds, then minutes, past that."""
-    if ms < 10_000:
-        return f"{ms:.0f} ms"
+    """Seconds with one decimal, whatever the wait (answers side by side compare at a glance:
+    "0.4 s" beside "17.7 s", never "9102 ms"); minutes past a minute."""
+    if ms < 50:
+        return "< 0.1 s"
     if ms < 60_000:
         return f"{ms / 1000:.1f} s"
     return human_duration(ms / 1000)

@@ -31,24 +31,27 @@ class ModelList(QObject):
         # What loading each installed model would take (context, cache, memory), shown
         # before it loads: read with the list, off the GUI thread (it reads headers).
         self.plans: dict[str, LoadPlan] = {}
+        # Installed models without a chat template (base models): marked in the picker and on
+        # the Models page, and a new chat with one says what will happen.
+        self.base_models: set[str] = set()
 
     def refresh(self) -> None:
         engine = self.engine
 
-        def read() -> tuple[list[ModelRecord], str | None, dict[str, LoadPlan]]:
+        def read() -> tuple[list[ModelRecord], str | None, dict[str, LoadPlan], set[str]]:
             try:
                 default = engine.default_model_id()
             except ModelNotFound:
                 default = None  # nothing installed yet: the picker says so
-            return engine.models(), default, engine.load_plans()
+            return engine.models(), default, engine.load_plans(), engine.base_models()
 
         self.workers.disk.run(read, self._read, self.failed.emit)
         # Remote engines answer over the network, which must not hold up the local list.
         self.workers.network.run(engine.chats.remotes.records, self._remote_read,
                                  lambda exc: log.warning("remote engines: %s", exc))
 
-    def _read(self, result: tuple[list[ModelRecord], str | None, dict[str, LoadPlan]]) -> None:
-        local, self.default_model, self.plans = result
+    def _read(self, result: tuple[list[ModelRecord], str | None, dict[str, LoadPlan], set[str]]) -> None:
+        local, self.default_model, self.plans, self.base_models = result
         self.models = [*local, *self.remote_models]
         self.changed.emit()
         self.local_read.emit()

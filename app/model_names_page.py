@@ -72,6 +72,8 @@ class ModelNamesPage(QWidget):
         self.contexts.setObjectName("ContextTable")
         self.contexts.setHorizontalHeaderLabels(["Model", "Context size"])
         self.contexts.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        # As wide as its spin boxes: a narrower column scrolled "Same as all models" to "ıs all models".
+        self.contexts.horizontalHeader().setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
         self.contexts.verticalHeader().setVisible(False)
         self.context_boxes: dict[str, QSpinBox] = {}
         for row, record in enumerate(models):

@@ -21,12 +21,15 @@ from PySide6.QtWidgets import (
 from inglenook.engine import REMOTE_SOURCE, LoadPlan, ModelRecord
 
 from . import theme
-from .formatting import human_count, human_size, model_label
+from .elided import ElidedButton
+from .formatting import BASE_MODEL, BASE_MODEL_TIP, human_count, human_size, model_label
 from .model_state import ModelStateHub
 
 RECORD_ROLE = Qt.ItemDataRole.UserRole + 1
 STATE_ROLE = Qt.ItemDataRole.UserRole + 2
 PLAN_ROLE = Qt.ItemDataRole.UserRole + 3  # the LoadPlan: memory and context before loading
+BASE_ROLE = Qt.ItemDataRole.UserRole + 4  # True for a model without a chat template
+ARROW = "   ▾"  # the button's ending, kept whole when the name is shortened
 
 
 class _ModelDelegate(QStyledItemDelegate):
@@ -73,6 +76,8 @@ class _ModelDelegate(QStyledItemDelegate):
                 painter.setPen(QColor(colors["danger"]))
         if remote:
             detail = f"remote  ·  {record.source.partition(':')[2]}"
+        if index.data(BASE_ROLE):
+            detail = f"{BASE_MODEL}  ·  {detail}"  # first, so eliding never hides it
         bottom = QRect(rect.left(), rect.top() + rect.height() // 2, rect.width(), rect.height() // 2)
         painter.drawText(bottom, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
                          painter.fontMetrics().elidedText(detail, Qt.TextElideMode.ElideRight, bottom.width()))
@@ -131,19 +136,22 @@ class ModelPopup(QFrame):
         self.manage_requested.emit()
 
 
-class ModelPicker(QPushButton):
+class ModelPicker(ElidedButton):
     """The header button showing the chat's model; opens the popup."""
 
     model_chosen = Signal(str)
     manage_requested = Signal()
+    # The model on the button is a base model (no chat template): its display name, else "".
+    base_model_shown = Signal(str)
 
     def __init__(self, hub: ModelStateHub, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
+        super().__init__("", parent, min_width=140, keep=ARROW)  # a narrow header shortens the name with "…"
         self.setObjectName("ModelButton")
         self.setCursor(Qt.CursorShape.PointingHandCursor)
         self.hub = hub
         self.records: list[ModelRecord] = []
         self.plans: dict[str, LoadPlan] = {}
+        self.base_models: set[str] = set()
         self.current: str | None = None
         self.missing = False
         self.popup = ModelPopup(self)
@@ -153,9 +161,11 @@ class ModelPicker(QPushButton):
         hub.changed.connect(self._refresh)
         self._refresh()
 
-    def set_models(self, records: list[ModelRecord], plans: dict[str, LoadPlan] | None = None) -> None:
+    def set_models(self, records: list[ModelRecord], plans: dict[str, LoadPlan] | None = None,
+                   base_models: set[str] | None = None) -> None:
         self.records = list(records)
         self.plans = dict(plans or {})
+        self.base_models = set(base_models or ())
         self._refresh()
 
     def set_current(self, model_id: str | None) -> None:
@@ -197,6 +207,9 @@ class ModelPicker(QPushButton):
             if plan is not None:
                 item.setData(PLAN_ROLE, plan)
                 item.setToolTip(f"Loads with {plan.label}")
+            if record.id in self.base_models:
+                item.setData(BASE_ROLE, True)
+                item.setToolTip(f"{BASE_MODEL_TIP}\n\n{item.toolTip()}".strip())
             self.popup.list.addItem(item)
             if record.id == self.current:
                 item.setSelected(True)
@@ -219,10 +232,15 @@ class ModelPicker(QPushButton):
             label = f"{model_label(record)}  ·  {record.quantization}"
             if record.source.startswith(REMOTE_SOURCE):
                 label = f"{model_label(record)}  ·  remote ({record.source.partition(':')[2]})"
+            if record.id in self.base_models:
+                label += "  ·  base model"
             state = self.state_of(record.id)
             if state and state != "Loaded":
                 label += f"  ·  {state if state != 'Failed' else 'failed to load'}"
+        base = record is not None and record.id in self.base_models
+        self.setToolTip(BASE_MODEL_TIP if base else "")
+        self.base_model_shown.emit(model_label(record) if base and record is not None else "")
         dot = "●" if self.current and self.hub.loaded == self.current else "○"
-        self.setText(f"{dot}  {label}   ▾")
+        self.setText(f"{dot}  {label}{ARROW}")
         if self.popup.isVisible():
             self._fill_popup()

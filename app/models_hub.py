@@ -38,6 +38,8 @@ log = logging.getLogger(__name__)
 
 SORTS = (("Most downloads", "downloads"), ("Most likes", "likes"), ("Recently updated", "updated"))
 REPO_ROLE = Qt.ItemDataRole.UserRole + 1
+DISCOVER_NOTE = ("Discover asks Hugging Face (huggingface.co) for models: opening it lists the most "
+                 "downloaded ones, and each search or model you open is another request. Your chats are never sent.")
 
 
 class ElidedLabel(QLabel):
@@ -132,6 +134,11 @@ class HubBrowser(QWidget):
         search_row.addWidget(self.sort)
         search_row.addWidget(self.search_button)
         layout.addLayout(search_row)
+        # Said where it happens: this tab is the one place that goes online without a download.
+        self.network_note = QLabel(DISCOVER_NOTE, self)
+        self.network_note.setObjectName("PageHint")
+        self.network_note.setWordWrap(True)
+        layout.addWidget(self.network_note)
 
         split = QHBoxLayout()
         split.setSpacing(14)

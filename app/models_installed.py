@@ -12,7 +12,9 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QScrollA
 
 from inglenook.engine import LoadPlan, ModelRecord
 
-from .formatting import human_count, human_size, model_label
+from .elided import ElidedLabel
+from .flow_layout import FlowLayout
+from .formatting import BASE_MODEL, BASE_MODEL_TIP, human_count, human_size, model_label
 
 
 def _badge(text: str, parent: QWidget, muted: bool = False) -> QLabel:
@@ -25,7 +27,7 @@ class ModelRow(QFrame):
     delete_requested = Signal(str)
 
     def __init__(self, record: ModelRecord, loaded: bool, parent: QWidget | None = None,
-                 plan: LoadPlan | None = None) -> None:
+                 plan: LoadPlan | None = None, base: bool = False) -> None:
         super().__init__(parent)
         self.setObjectName("ModelRow")
         self.record = record
@@ -36,10 +38,9 @@ class ModelRow(QFrame):
         text.setSpacing(4)
         name = QLabel(model_label(record), self)
         name.setObjectName("ModelName")
-        detail = QLabel(f"{record.id}  ·  {record.architecture}", self)
+        detail = ElidedLabel(f"{record.id}  ·  {record.architecture}", self)
         detail.setObjectName("PageHint")
-        badges = QHBoxLayout()
-        badges.setSpacing(6)
+        badges = FlowLayout(spacing=6)  # wraps onto a second line in a narrow window
         badges.addWidget(_badge(record.quantization, self))
         badges.addWidget(_badge(human_size(record.size_bytes), self, muted=True))
         if record.parameter_count:
@@ -51,6 +52,11 @@ class ModelRow(QFrame):
             badges.addWidget(_badge(label, self, muted=True))
         if loaded:
             badges.addWidget(_badge("● loaded", self))
+        self.base_badge: QLabel | None = None
+        if base:
+            self.base_badge = _badge(BASE_MODEL, self)
+            self.base_badge.setToolTip(BASE_MODEL_TIP)
+            badges.addWidget(self.base_badge)
         # What loading it takes, said before it loads: a line of its own, so a long estimate
         # never widens the row past the page.
         self.plan_badge: QLabel | None = None
@@ -59,7 +65,6 @@ class ModelRow(QFrame):
             self.plan_badge.setObjectName("PageHint")
             self.plan_badge.setWordWrap(True)
             self.plan_badge.setToolTip(f"Loads with {plan.label}")
-        badges.addStretch(1)
         text.addWidget(name)
         text.addWidget(detail)
         text.addLayout(badges)
@@ -78,8 +83,12 @@ class ModelRow(QFrame):
         delete.setEnabled(record.source != "starter")
         delete.setToolTip("The bundled starter model cannot be deleted" if record.source == "starter" else "Remove this model")
         delete.clicked.connect(lambda: self.delete_requested.emit(record.id))
-        row.addWidget(reveal)
-        row.addWidget(delete)
+        buttons = QVBoxLayout()  # stacked, so the row needs little width beside the text
+        buttons.setSpacing(6)
+        buttons.addWidget(reveal)
+        buttons.addWidget(delete)
+        buttons.addStretch(1)
+        row.addLayout(buttons)
 
     def reveal(self) -> None:
         QDesktopServices.openUrl(QUrl.fromLocalFile(str(self.record.path.parent)))
@@ -111,13 +120,14 @@ class InstalledList(QScrollArea):
         self.rows: list[ModelRow] = []
 
     def set_models(self, records: list[ModelRecord], loaded: str | None,
-                   plans: dict[str, LoadPlan] | None = None) -> None:
+                   plans: dict[str, LoadPlan] | None = None, base_models: set[str] | None = None) -> None:
         for row in self.rows:
             row.hide()
             row.deleteLater()
         self.rows = []
         for record in records:
-            row = ModelRow(record, record.id == loaded, self.widget(), (plans or {}).get(record.id))
+            row = ModelRow(record, record.id == loaded, self.widget(), (plans or {}).get(record.id),
+                           base=record.id in (base_models or set()))
             row.delete_requested.connect(self.delete_requested)
             self.rows_layout.addWidget(row)
             self.rows.append(row)

@@ -104,8 +104,9 @@ class ModelsPage(QWidget):
         self.show_tab(self.INSTALLED)
         self.downloads.refresh_pending()
 
-    def _build_header(self) -> QHBoxLayout:
-        header = QHBoxLayout()
+    def _build_header(self) -> QVBoxLayout:
+        """The title and hint, then the buttons on a row of their own (so a narrow window keeps them)."""
+        header = QVBoxLayout()
         header.setSpacing(8)
         text = QVBoxLayout()
         text.setSpacing(2)
@@ -117,7 +118,9 @@ class ModelsPage(QWidget):
         hint.setWordWrap(True)
         text.addWidget(title)
         text.addWidget(hint)
-        header.addLayout(text, 1)
+        header.addLayout(text)
+        buttons = QHBoxLayout()
+        buttons.setSpacing(8)
         self.import_button = QPushButton("Import file or folder…", self)
         self.import_button.setCursor(Qt.CursorShape.PointingHandCursor)
         menu = QMenu(self.import_button)
@@ -129,8 +132,10 @@ class ModelsPage(QWidget):
         self.find_button.setToolTip("Look in the Hugging Face cache, LM Studio and Ollama; "
                                     "models are used where they are, nothing is copied")
         self.find_button.clicked.connect(self.find_other_apps)
-        header.addWidget(self.import_button, 0, Qt.AlignmentFlag.AlignTop)
-        header.addWidget(self.find_button, 0, Qt.AlignmentFlag.AlignTop)
+        buttons.addWidget(self.import_button)
+        buttons.addWidget(self.find_button)
+        buttons.addStretch(1)
+        header.addLayout(buttons)
         return header
 
     def _build_tabs(self) -> QHBoxLayout:
@@ -162,9 +167,9 @@ class ModelsPage(QWidget):
     # -- installed ----------------------------------------------------------------------------
 
     def set_models(self, records: list[ModelRecord], loaded: str | None,
-                   plans: dict[str, LoadPlan] | None = None) -> None:
+                   plans: dict[str, LoadPlan] | None = None, base_models: set[str] | None = None) -> None:
         self.records = list(records)
-        self.installed.set_models(records, loaded, plans or {})
+        self.installed.set_models(records, loaded, plans or {}, base_models or set())
         self.installed_tab.setText(f"Installed  {len(records)}")
         self._update_states()
 

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
     QStyle,
     QStyledItemDelegate,
     QStyleOptionViewItem,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -24,6 +25,7 @@ from PySide6.QtWidgets import (
 from inglenook.engine import Conversation
 
 from . import icons, theme
+from .elided import ElidedLabel
 from .formatting import relative_time
 from .resources import resource_path
 
@@ -32,13 +34,22 @@ TIME_ROLE = Qt.ItemDataRole.UserRole + 2
 STREAMING_ROLE = Qt.ItemDataRole.UserRole + 3
 TITLE_ROLE = Qt.ItemDataRole.UserRole + 4  # the saved title, to tell a rename from other item changes
 SUMMARY_ROLE = Qt.ItemDataRole.UserRole + 5  # a long conversation's summary ("" when it has none)
+ROW_HEIGHT = 38
+AGES_REFRESH_MS = 30_000  # "now", "5m", "2h" are painted from the clock: repaint them now and then
 
 
 class _ConversationDelegate(QStyledItemDelegate):
     """A title and its last activity; a dot while an answer streams in."""
 
     def sizeHint(self, option: QStyleOptionViewItem, index) -> QSize:  # noqa: ANN001, N802
-        return QSize(option.rect.width(), 38)
+        return QSize(option.rect.width(), ROW_HEIGHT)
+
+    def updateEditorGeometry(self, editor: QWidget, option: QStyleOptionViewItem, index) -> None:  # noqa: ANN001, N802
+        # The whole row, not the style's text rectangle: that one is the row less the item's
+        # padding, too short for a line edit's own padding, and the letters were cut.
+        height = max(editor.sizeHint().height(), ROW_HEIGHT - 6)
+        rect = option.rect.adjusted(4, 0, -4, 0)
+        editor.setGeometry(rect.left(), rect.center().y() - height // 2 + 1, rect.width(), height)
 
     def paint(self, painter: QPainter, option: QStyleOptionViewItem, index) -> None:  # noqa: ANN001
         opt = QStyleOptionViewItem(option)
@@ -78,12 +89,18 @@ class Sidebar(QFrame):
     export_requested = Signal(int, str)  # (conversation id, "markdown" | "json")
     undo_requested = Signal()
     page_requested = Signal(str)  # "chat" | "models" | "usage" | "settings"
+    collapsed_changed = Signal(bool)
+
+    WIDTH = 268
+    RAIL_WIDTH = 56  # collapsed: a rail of icons (toggle, new chat, pages), no list
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("Sidebar")
-        self.setFixedWidth(268)
+        self.setFixedWidth(self.WIDTH)
+        self.collapsed = False
         layout = QVBoxLayout(self)
+        self._layout = layout
         layout.setContentsMargins(12, 14, 12, 10)
         layout.setSpacing(8)
         self._filling = False  # True while the list is refilled: its signals are not the user's
@@ -102,9 +119,17 @@ class Sidebar(QFrame):
             logo.setPixmap(QIcon(str(icon_path)).pixmap(24, 24))
         brand = QLabel("Inglenook", self)
         brand.setObjectName("Brand")
+        self.collapse_button = QToolButton(self)
+        self.collapse_button.setObjectName("HeaderButton")
+        icons.set_icon(self.collapse_button, "sidebar", "muted")
+        self.collapse_button.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.collapse_button.clicked.connect(self.toggle_collapsed)
+        self._brand_parts = (logo, brand)
         brand_row.addWidget(logo)
         brand_row.addWidget(brand)
         brand_row.addStretch(1)
+        brand_row.addWidget(self.collapse_button)
+        self._update_collapse_tip()
         return brand_row
 
     def _build_conversations(self, layout: QVBoxLayout) -> None:
@@ -128,7 +153,7 @@ class Sidebar(QFrame):
         self.search.textChanged.connect(lambda _t: self._search_timer.start())
         layout.addWidget(self.search)
 
-        self.section = QLabel("RECENT", self)
+        self.section = ElidedLabel("RECENT", self)
         self.section.setObjectName("SectionLabel")
         layout.addWidget(self.section)
 
@@ -136,12 +161,18 @@ class Sidebar(QFrame):
         self.list.setObjectName("ConversationList")
         self.list.setItemDelegate(_ConversationDelegate(self.list))
         self.list.setVerticalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)  # titles elide instead
         self.list.setEditTriggers(QAbstractItemView.EditTrigger.EditKeyPressed)
         self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.list.customContextMenuRequested.connect(self._menu)
         self.list.currentItemChanged.connect(self._current_changed)
         self.list.itemChanged.connect(self._item_edited)
         layout.addWidget(self.list, 1)
+        # Ages are computed when a row is painted; without a repaint "1m" would still show an hour later.
+        self.ages_timer = QTimer(self)
+        self.ages_timer.setInterval(AGES_REFRESH_MS)
+        self.ages_timer.timeout.connect(self.list.viewport().update)
+        self.ages_timer.start()
 
     def _build_toast(self, layout: QVBoxLayout) -> None:
         """"Chat deleted" with its Undo button, shown for a few seconds after a delete."""
@@ -160,8 +191,10 @@ class Sidebar(QFrame):
 
     def _build_nav(self, layout: QVBoxLayout) -> None:
         self.nav_buttons: dict[str, QPushButton] = {}
-        for key, label in (("chat", "Chats"), ("models", "Models"), ("usage", "Usage"), ("settings", "Settings")):
+        self._nav_labels = {"chat": "Chats", "models": "Models", "usage": "Usage", "settings": "Settings"}
+        for key, label in self._nav_labels.items():
             button = QPushButton("  " + label, self)
+            button.setToolTip(label)
             icons.set_icon(button, key, "muted")
             button.setObjectName("NavButton")
             button.setCursor(Qt.CursorShape.PointingHandCursor)
@@ -172,13 +205,55 @@ class Sidebar(QFrame):
         self.nav_buttons["chat"].setChecked(True)
         self.nav_buttons["settings"].setToolTip("Settings (Ctrl+,)")
 
+    def clear_search(self) -> None:
+        """Empty the search box and show every chat again at once (no typing pause to wait for)."""
+        self._search_timer.stop()
+        if self.search.text():
+            self.search.blockSignals(True)
+            self.search.clear()
+            self.search.blockSignals(False)
+            self.search_changed.emit("")
+
+    # -- collapsing -------------------------------------------------------------------
+
+    def toggle_collapsed(self) -> None:
+        self.set_collapsed(not self.collapsed)
+
+    def set_collapsed(self, collapsed: bool) -> None:
+        """Fold into a rail of icons (more room for the chat in a narrow window), or unfold."""
+        if collapsed == self.collapsed:
+            return
+        self.collapsed = collapsed
+        for widget in (*self._brand_parts, self.search, self.section, self.list):
+            widget.setVisible(not collapsed)
+        if collapsed:
+            self.toast.hide()
+        self._layout.setContentsMargins(*((8, 14, 8, 10) if collapsed else (12, 14, 12, 10)))
+        self.new_button.setText("" if collapsed else "  New chat")
+        for key, button in self.nav_buttons.items():
+            button.setText("" if collapsed else "  " + self._nav_labels[key])
+        if collapsed:
+            self._layout.insertStretch(self._layout.indexOf(self.toast), 1)
+        else:
+            stretch = self._layout.itemAt(self._layout.indexOf(self.toast) - 1)
+            if stretch is not None and stretch.spacerItem() is not None:
+                self._layout.removeItem(stretch)
+        self.setFixedWidth(self.RAIL_WIDTH if collapsed else self.WIDTH)
+        self._update_collapse_tip()
+        self.collapsed_changed.emit(collapsed)
+
+    def _update_collapse_tip(self) -> None:
+        self.collapse_button.setToolTip(("Show" if self.collapsed else "Hide") + " the chat list (Ctrl+B)")
+
     # -- content ----------------------------------------------------------------------
 
     def set_conversations(self, conversations: list[Conversation], current: int | None, streaming: set[int],
-                          summaries: dict[int, str] | None = None, related: list[Conversation] | None = None) -> None:
+                          summaries: dict[int, str] | None = None, related: list[Conversation] | None = None,
+                          indexing: bool = False) -> None:
         """List ``conversations``; a long one's ``summaries`` entry (written in the background)
         shows under its title in the tooltip. While searching, ``related`` (close in meaning,
-        sharing no word with the search) follow in italics."""
+        sharing no word with the search) follow in italics; ``indexing`` says that messages are
+        still being made searchable by meaning, so more may turn up."""
         summaries = summaries or {}
         related = related or []
         related_ids = {c.id for c in related}
@@ -211,6 +286,10 @@ class Sidebar(QFrame):
                 self.section.setText(f"RESULTS · {len(related)} RELATED" if conversations else "RELATED BY MEANING")
             if searching and not conversations and not related:
                 self.section.setText("NO MATCHES")
+            if searching and indexing:
+                self.section.setText(self.section.text() + " · INDEXING…")
+            self.section.setToolTip("Messages are still being made searchable by meaning; more results may appear"
+                                    if searching and indexing else "")
         finally:
             self._filling = False
 

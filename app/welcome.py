@@ -8,13 +8,17 @@ new chat with the composer focused.
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QVBoxLayout, QWidget
 
-NETWORK_PROMISE = "Nothing is contacted over the network unless you search for or download a model."
+NETWORK_PROMISE = ("Nothing is contacted over the network unless you open Discover on the Models page "
+                   "(it lists models from Hugging Face), search for or download a model.")
+
+# The starter model's state, as the welcome tells it: it says "ready" only once the model is.
+LOADING, READY, FAILED = "loading", "ready", "failed"
 
 
 @dataclass(frozen=True)
@@ -22,12 +26,25 @@ class WelcomeFacts:
     starter_model: str | None  # the starter model's name, None when this install has none
     database: Path  # where chats are stored
     api_url: str | None  # None when the API is off in the settings
+    model_state: str = LOADING  # LOADING, READY or FAILED
+    progress: float = 0.0  # how far loading has come, 0..1
+
+
+def _model_sentence(facts: WelcomeFacts) -> str:
+    name = f"<b>{html.escape(facts.starter_model or '')}</b>, a small model that comes with Inglenook,"
+    if facts.model_state == READY:
+        return f"{name} is ready: ask it something now, offline. Find bigger models under <b>Models</b>."
+    if facts.model_state == FAILED:
+        return (f"{name} could not be loaded; the chat will say why. Find other models under "
+                "<b>Models</b>.")
+    done = f" ({int(facts.progress * 100)}%)" if facts.progress > 0 else ""
+    return (f"{name} is loading{done}. You can type your first question meanwhile; the answer "
+            "starts once loading ends, offline. Find bigger models under <b>Models</b>.")
 
 
 def welcome_html(facts: WelcomeFacts) -> str:
     if facts.starter_model:
-        model = (f"<b>{html.escape(facts.starter_model)}</b>, a small model that comes with Inglenook, "
-                 "is ready: ask it something now, offline. Find bigger models under <b>Models</b>.")
+        model = _model_sentence(facts)
     else:
         model = "This installation has no starter model: add one under <b>Models</b> (search, download or import)."
     if facts.api_url:
@@ -49,6 +66,7 @@ class WelcomeDialog(QDialog):
     def __init__(self, facts: WelcomeFacts, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("WelcomeDialog")
+        self.facts = facts
         self.setWindowTitle("Welcome to Inglenook")
         layout = QVBoxLayout(self)
         layout.setContentsMargins(24, 20, 24, 16)
@@ -67,3 +85,8 @@ class WelcomeDialog(QDialog):
         layout.addWidget(self.body)
         layout.addWidget(buttons)
         self.setMinimumWidth(520)
+
+    def set_model_state(self, state: str, progress: float = 0.0) -> None:
+        """The starter model's load state changed: say it (``LOADING``, ``READY``, ``FAILED``)."""
+        self.facts = replace(self.facts, model_state=state, progress=progress)
+        self.body.setText(welcome_html(self.facts))

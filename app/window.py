@@ -26,7 +26,7 @@ from PySide6.QtWidgets import QApplication, QHBoxLayout, QMainWindow, QStackedWi
 from inglenook.engine import Conversation, Engine, LastCrash, ModelRecord
 
 from . import errors as actions
-from . import icons, markdown, theme
+from . import icons, markdown, shortcuts, theme
 from .active_chat import ActiveChat
 from .message_history import MessageHistory
 from .app_settings import API_FIELDS, SettingsSaver
@@ -61,7 +61,7 @@ class MainWindow(QMainWindow):
         if icon is not None:
             self.setWindowIcon(QIcon(str(icon)))
         self.resize(1280, 800)
-        self.setMinimumSize(900, 560)
+        self.setMinimumSize(800, 560)  # half of a 1600 px screen; every page fits (tests/gui/test_layout.py)
         self.settings_dialog: SettingsDialog | None = None
         self.last_crash: LastCrash | None = None
         self.closed = False
@@ -86,7 +86,10 @@ class MainWindow(QMainWindow):
         self.menus = AppMenus(self, settings=lambda: engine.settings, save=self.saver.apply,
                               folders={"logs": engine.paths.logs, "data": engine.paths.data},
                               new_chat=self.new_chat, open_settings=self.open_settings, quit_app=self.quit_app,
-                              notice=lambda text: self.statusBar().showMessage(text, 8000))
+                              notice=lambda text: self.statusBar().showMessage(text, 8000),
+                              more=((shortcuts.SEARCH, self.focus_search),
+                                    (shortcuts.TOGGLE_SIDEBAR, self.sidebar.toggle_collapsed),
+                                    (shortcuts.COPY_ANSWER, self.copy_last_answer)))
 
         self.model_list.refresh()
         self.conversations.refresh(open_latest=True)
@@ -152,13 +155,14 @@ class MainWindow(QMainWindow):
 
     def _shortcuts(self) -> None:
         for keys, slot in (
-            ("Ctrl+N", self.new_chat),
-            ("Ctrl+F", self.focus_search),
-            ("Esc", self.active.stop),
-            ("Ctrl+,", self.open_settings),
-            ("Ctrl+Shift+C", self.copy_last_answer),
+            (shortcuts.NEW_CHAT, self.new_chat),
+            (shortcuts.SEARCH, self.focus_search),
+            (shortcuts.ESCAPE, self.escape),
+            (shortcuts.SETTINGS, self.open_settings),
+            (shortcuts.COPY_ANSWER, self.copy_last_answer),
+            (shortcuts.TOGGLE_SIDEBAR, self.sidebar.toggle_collapsed),
         ):
-            shortcut = QShortcut(QKeySequence(keys), self)
+            shortcut = QShortcut(QKeySequence(keys.keys), self)
             shortcut.setContext(Qt.ShortcutContext.WindowShortcut)
             shortcut.activated.connect(slot)
 
@@ -183,6 +187,7 @@ class MainWindow(QMainWindow):
     # == reacting =======================================================================
 
     def new_chat(self) -> None:
+        self.sidebar.clear_search()  # leaving search: a new chat must not hide behind "NO MATCHES"
         self.show_page("chat")
         self.active.new_chat()
 
@@ -204,12 +209,22 @@ class MainWindow(QMainWindow):
         self.sidebar.search.setFocus()
         self.sidebar.search.selectAll()
 
+    def escape(self) -> None:
+        """Esc: clears the search while typing in it, closes the floating chat settings, else
+        stops the answer (Esc is Stop everywhere else)."""
+        if self.sidebar.search.hasFocus():
+            self.sidebar.clear_search()
+            return
+        if self.chat_page.close_overlay():
+            return
+        self.active.stop()
+
     def copy_last_answer(self) -> None:
         if self.active.copy_last_answer():
             self.statusBar().showMessage("Copied the last answer", 2000)
 
     def _show_models(self) -> None:
-        self.models_page.set_models(self.models, self.hub.loaded, self.model_list.plans)
+        self.models_page.set_models(self.models, self.hub.loaded, self.model_list.plans, self.model_list.base_models)
 
     def _model_state(self, model_id: str, state: str, detail: object) -> None:
         self.status_line.show_model_state(model_id, state, detail)
@@ -246,6 +261,8 @@ class MainWindow(QMainWindow):
             self.open_settings()
             return
         pages = {"models": self.models_page, "usage": self.usage_page}
+        if key in pages:
+            self.sidebar.clear_search()  # leaving the chats leaves their search too
         self.pages.setCurrentWidget(pages.get(key, self.chat_page))
         self.sidebar.set_page(key)
         if key == "models":

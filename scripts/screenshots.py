@@ -184,10 +184,15 @@ def main() -> int:
 
     shoot_search(app, window, out, wait, settle)
 
+    from layout_shot import NAMES as LAYOUT_NAMES  # 800×560 and 1920×1080, light and dark
+    from layout_shot import shoot_layout
+
+    shoot_layout(app, window, out, wait, settle)
+
     window.shutdown()
     engine.close()
     for name in ("main-light.png", "main-dark.png", "model-picker.png", "settings.png", "about.png", "models.png", "usage.png",
-                 "search.png"):
+                 "search.png", *LAYOUT_NAMES):
         print(out / name)
     return 0
 

@@ -34,15 +34,15 @@ from ..store import Settings, Store
 from ..usage import BACKGROUND_PREFIX, WINDOW
 from .search import MeaningSearch
 from .summaries import ConversationSummaries
-from .titles import title_from
+from .titles import TITLE_GRAMMAR, TITLE_PROMPT, clean_title, title_for, title_from
+
+__all__ = ["TITLE_CLIENT", "BackgroundWork", "clean_summary", "clean_title"]
 
 log = logging.getLogger(__name__)
 
 TITLE_CLIENT = BACKGROUND_PREFIX + "title"
-TITLE_MAX_TOKENS = 16
+TITLE_MAX_TOKENS = 24  # six words, some of several tokens; the grammar ends the answer sooner
 MAX_ATTEMPTS = 3
-TITLE_PROMPT = ("Write a title of at most six words for a conversation that begins with the message below. "
-                "Answer with the title alone.\n\nMessage: {text}")
 # Titles are written from the first message only, and at most this much of it.
 MAX_SOURCE_CHARS = 1500
 
@@ -110,16 +110,6 @@ def clean_summary(raw: str) -> str:
     return line.strip(" \"'*#`“”‘’")[:300]
 
 
-def clean_title(raw: str) -> str:
-    """The model's answer as a title: its first line, without a "Title:" label or quotes."""
-    line = next((part.strip() for part in raw.strip().splitlines() if part.strip()), "")
-    if line.lower().startswith("title:"):
-        line = line[len("title:"):].strip()
-    marks = " \"'*#`“”‘’"
-    line = line.strip(marks).rstrip(".").strip(marks)
-    return title_from(line) if line else ""
-
-
 class BackgroundWork:
     """Queues background tasks and runs them when the scheduler has nothing else to do."""
 
@@ -135,6 +125,7 @@ class BackgroundWork:
         self.search = MeaningSearch(store, lambda model_id: is_encoder(models, model_id))
         self._tasks: queue.Queue[TitleTask | SummaryTask | IndexTask | None] = queue.Queue()
         self._index_queued = threading.Event()
+        self._index_active = threading.Event()  # an index task is queued or running
         self._running: JobHandle | None = None
         self._lock = threading.Lock()
         self._listeners: list[TitleListener] = []
@@ -167,8 +158,15 @@ class BackgroundWork:
     def request_index(self) -> None:
         """Embed the messages not yet searchable by meaning, once the machine is idle."""
         if self._settings().background_search and not self._closed.is_set() and not self._index_queued.is_set():
-            self._index_queued.set()
+            with self._lock:
+                self._index_queued.set()
+                self._index_active.set()
             self._tasks.put(IndexTask())
+
+    @property
+    def indexing(self) -> bool:
+        """True from a request to index until the messages it found are embedded (or it gave up)."""
+        return self._index_active.is_set()
 
     def search_model(self) -> str | None:
         return search_model_id(self._settings(), self.models)
@@ -256,9 +254,9 @@ class BackgroundWork:
             if model_id is None or not self._wait_until_idle():
                 return
             task.attempts += 1
-            text, finished = self._generate(model_id, TITLE_PROMPT.format(text=task.text))
+            text, finished = self._generate(model_id, TITLE_PROMPT.format(text=task.text), grammar=TITLE_GRAMMAR)
             if finished is not None and finished.finish_reason != "cancelled":
-                self._apply(task, clean_title(text))
+                self._apply(task, title_for(text, task.text))
                 return
             log.debug("a title gave way to a person's answer; trying again when idle")
 
@@ -284,6 +282,14 @@ class BackgroundWork:
 
     def _index(self, task: IndexTask) -> None:
         self._index_queued.clear()  # messages saved from now on are picked up by this run or the next
+        try:
+            self._index_batches(task)
+        finally:
+            with self._lock:
+                if not self._index_queued.is_set():  # no other run queued meanwhile: indexing is over
+                    self._index_active.clear()
+
+    def _index_batches(self, task: IndexTask) -> None:
         while task.attempts < MAX_ATTEMPTS and self._settings().background_search:
             model_id = self.search_model()
             if model_id is None or not self._wait_until_idle():
@@ -323,10 +329,10 @@ class BackgroundWork:
             time.sleep(self.poll_s)
 
     def _generate(self, model_id: str, prompt: str, client: str = TITLE_CLIENT,
-                  max_tokens: int = TITLE_MAX_TOKENS) -> tuple[str, Finished | None]:
+                  max_tokens: int = TITLE_MAX_TOKENS, grammar: str | None = None) -> tuple[str, Finished | None]:
         job = GenerateJob(
             model_id=model_id, messages=[{"role": "user", "content": prompt}],
-            sampling=SamplingParams(temperature=0.0, max_tokens=max_tokens), use_cache=False,
+            sampling=SamplingParams(temperature=0.0, max_tokens=max_tokens, grammar=grammar), use_cache=False,
             client=client, priority=BACKGROUND,
         )
         handle = self.scheduler.submit(job)
@@ -343,11 +349,9 @@ class BackgroundWork:
                 self._running = None
 
     def _apply(self, task: TitleTask, title: str) -> None:
-        if not title:
-            return
         conversation = self.store.get_conversation(task.conversation_id)
-        if conversation.title != title_from(task.text):
-            return  # renamed by the person meanwhile: theirs stays
+        if not title or title == conversation.title or conversation.title != title_from(task.text):
+            return  # nothing new, or renamed by the person meanwhile: theirs stays
         self.store.update_conversation(task.conversation_id, title=title)
         self._tell(self._listeners, task.conversation_id, title)
 

@@ -131,6 +131,13 @@ class Engine:
                 log.info("no load plan for %s: %s", record.id, exc)
         return plans
 
+    def base_models(self) -> set[str]:
+        """Installed models whose file carries no chat template (base models, trained to continue
+        text): a chat with one is rendered with the fallback template (ChatML,
+        ``text/chat_template.py``), which the model never saw. Reads headers (cached per file version): not on a GUI thread."""
+        return {record.id for record in self.registry.list()
+                if record.usable and not self.chat_models.can_chat(record)}
+
     def load_options(self) -> LoadOptions:
         s = self.settings
         return LoadOptions(
@@ -300,6 +307,10 @@ class Engine:
     def request_index(self) -> None:
         """Make the messages not yet searchable by meaning searchable, once the machine is idle."""
         self.background.request_index()
+
+    def search_indexing(self) -> bool:
+        """True while messages are being made searchable by meaning (a search may miss them)."""
+        return self.background.indexing
 
     def default_model_id(self) -> str:
         """The configured default, else the starter model, else the first installed model."""

@@ -57,6 +57,12 @@ class VariantGroup:
         # but it holds the source's weights almost exactly, a fair reference for coarser ones.
         return [q for q in CREATABLE if q not in present and (CREATABLE[q] < top or q == "Q8_0")]
 
+    def gains_nothing(self, quantization: str) -> bool:
+        """Whether making ``quantization`` from the reference cannot be better than the reference:
+        as many bits as it has, or more (Q8_0 from a 4-bit file holds the same 4-bit detail)."""
+        top = SOURCE_RANK.get(self.reference.quantization.upper(), self.reference.bits_per_weight)
+        return CREATABLE.get(quantization.upper(), 0.0) >= top
+
 
 def _base_name(metadata: dict[str, Any]) -> str | None:
     """The model's own name from its metadata, quant suffix stripped; None when it has none.

@@ -11,8 +11,10 @@ def answer(ttft_ms: float) -> Message:
                    ttft_ms=ttft_ms, tokens_per_s=58.9)
 
 
-def test_a_quick_first_token_is_in_milliseconds() -> None:
-    assert stats_text(answer(429)) == "12 tokens  ·  58.9 tok/s  ·  first token 429 ms"
+def test_a_quick_first_token_is_in_seconds_too() -> None:
+    assert stats_text(answer(429)) == "12 tokens  ·  58.9 tok/s  ·  first token 0.4 s"
+    assert "first token 9.1 s" in stats_text(answer(9102))  # the "9102 ms" beside "17.7 s"
+    assert "first token < 0.1 s" in stats_text(answer(12))
 
 
 def test_a_long_wait_is_in_seconds_then_minutes() -> None:

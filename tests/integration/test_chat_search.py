@@ -25,8 +25,10 @@ def test_search_finds_conversations_by_meaning(home: Path, smollm2_path: Path) -
             conversation = engine.store.create_conversation(f"Chat {n + 1}")
             engine.store.add_message(conversation.id, "user", text)
             ids[topic] = conversation.id
-        engine.background.request_index()
+        engine.request_index()
+        assert engine.search_indexing()  # said from the request on, so the window shows "indexing…"
         assert engine.background.wait_idle(300)
+        assert not engine.search_indexing()
         assert engine.background.search.indexed(STARTER) == len(CHATS)
         assert engine.background.search.pending(STARTER) == []
 

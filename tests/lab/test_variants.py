@@ -63,3 +63,16 @@ def test_a_file_not_from_the_hub_says_why_there_is_no_listing(variant_files: dic
     finally:
         engine.close()
     assert group.hub_files == [] and "not downloaded" in group.hub_note
+
+
+def test_a_finer_file_made_from_a_coarser_one_is_said_to_gain_nothing(tmp_path: Path) -> None:
+    from inglenook.engine import ModelRecord
+    from inglenook.engine.lab.variants import Variant, VariantGroup
+
+    record = ModelRecord(id="m:q4_k_m", path=tmp_path / "m.gguf", name="m", architecture="llama",
+                         quantization="Q4_K_M", parameter_count=1, context_length=None, size_bytes=1,
+                         fingerprint="f", source="import")
+    group = VariantGroup(("m",), "m", [Variant(record, 4.85)])
+    assert "Q8_0" in group.creatable()  # still offered, as a reference copy
+    assert group.gains_nothing("Q8_0") and group.gains_nothing("q4_k_m")
+    assert not group.gains_nothing("Q2_K") and not group.gains_nothing("Q4_0")

@@ -34,7 +34,11 @@ def test_the_first_launch_welcomes_then_lands_in_a_new_chat_with_the_composer_fo
     dialog = maybe_welcome(window)
     assert dialog is not None and dialog.isVisible()
     text = dialog.body.text()
-    assert "SmolLM2-135M-Instruct" in text and "is ready" in text
+    assert "SmolLM2-135M-Instruct" in text and "is loading" in text  # "ready" only once it is loaded
+    qtbot.waitUntil(lambda: bool(window.model_list.default_model), timeout=30_000)
+    window.model_list.load(window.model_list.default_model)
+    qtbot.waitUntil(lambda: "is ready" in dialog.body.text(), timeout=120_000)
+    text = dialog.body.text()
     assert str(window.engine.paths.database) in text
     assert "http://127.0.0.1:8484/v1" in text and "Settings → API server" in text
     assert NETWORK_PROMISE in text
@@ -59,7 +63,13 @@ def test_help_menu_and_desktop_settings(qtbot, window, tmp_path, monkeypatch) ->
     titles = [action.text() for action in window.menuBar().actions()]
     assert titles == ["&Inglenook", "&Help"]
     help_items = [a.text() for a in window.menuBar().actions()[1].menu().actions()]
-    assert help_items == ["About Inglenook", "Open logs folder", "Open data folder"]
+    assert help_items == ["Keyboard shortcuts", "About Inglenook", "Open logs folder", "Open data folder"]
+    app_items = [a.text() for a in window.menuBar().actions()[0].menu().actions() if a.text()]
+    assert app_items[:5] == ["New chat\tCtrl+N", "Search chats\tCtrl+F", "Hide or show the chat list\tCtrl+B",
+                             "Copy the last answer\tCtrl+Shift+C", "Settings…\tCtrl+,"]  # each with its shortcut
+    sheet = menus.show_shortcuts()
+    assert sheet.isVisible() and "Ctrl+B" in sheet.body.text() and "the last question again" in sheet.body.text()
+    sheet.close()
     menus.about_action.trigger()
     assert window.settings_dialog is not None and window.settings_dialog.isVisible()
     window.settings_dialog.close()

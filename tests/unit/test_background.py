@@ -59,8 +59,9 @@ def test_a_background_job_waits_behind_interactive_and_api_jobs(parts) -> None:
     assert order == ["window", "terminal", "api:x", "background:title"]
 
 
-def test_a_title_waits_for_the_answer_then_uses_the_small_model(parts) -> None:
+def test_a_title_waits_for_the_answer_then_uses_the_small_model(parts, monkeypatch) -> None:
     chats, background, _scheduler, finished, small = parts
+    monkeypatch.setattr(FakeModel, "reply", "Tides on Other Planets .")  # a title, not the fake's sentence
     seen: list[tuple[int, str]] = []
     background.add_title_listener(lambda cid, title: seen.append((cid, title)))
     models: list[str] = []
@@ -71,13 +72,15 @@ def test_a_title_waits_for_the_answer_then_uses_the_small_model(parts) -> None:
     clients = [client for client, _ in sorted(finished, key=lambda item: item[1])]
     assert clients == ["window", TITLE_CLIENT]  # the person's answer first, the title after it
     assert models == ["big:q4_0", small.id]
-    expected = clean_title(FakeModel.reply)
+    expected = clean_title(FakeModel.reply, "How do tides work on other planets?")
+    assert expected == "Tides on Other Planets"
     assert seen == [(conversation.id, expected)]
     assert chats.store.get_conversation(conversation.id).title == expected
 
 
-def test_a_title_gives_way_to_a_person_and_is_written_later(parts) -> None:
+def test_a_title_gives_way_to_a_person_and_is_written_later(parts, monkeypatch) -> None:
     chats, background, scheduler, finished, _small = parts
+    monkeypatch.setattr(FakeModel, "reply", "First question answered .")
     FakeModel.step_delay_s = 0.1  # a slow title, so the person's message lands while it runs
     conversation = chats.new_conversation()
     chats.send(conversation.id, "First question").wait()
@@ -93,7 +96,7 @@ def test_a_title_gives_way_to_a_person_and_is_written_later(parts) -> None:
     done = [client for client, _ in sorted(finished, key=lambda item: item[1])]
     # The interrupted title ended (cancelled) before the person's answer; the retry after it.
     assert done[-2:] == ["window", TITLE_CLIENT]
-    assert chats.store.get_conversation(conversation.id).title == clean_title(FakeModel.reply)
+    assert chats.store.get_conversation(conversation.id).title == "First question answered"
     assert chats.store.get_conversation(other.id).title == "Mine"  # a person's own title: no task
 
 
