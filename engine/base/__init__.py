@@ -18,7 +18,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "remove_stale_temporaries",
     ),
     "errors": (
-        "ContextLengthExceeded", "ConversationNotFound", "DownloadError", "InglenookError",
+        "ContextLengthExceeded", "ConversationNotFound", "DocumentError", "DownloadError", "InglenookError",
         "InvalidRequest", "JobCancelled", "ModelLoadError", "ModelNotFound", "ModelTooLarge", "PortInUse",
         "QueueFull", "ServerError", "StateFileInvalid", "StorageUnavailable", "StoreError",
         "UnsupportedCpu",
@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     )
     from .errors import (
         ContextLengthExceeded as ContextLengthExceeded, ConversationNotFound as ConversationNotFound,
-        DownloadError as DownloadError, InglenookError as InglenookError, InvalidRequest as InvalidRequest,
+        DocumentError as DocumentError, DownloadError as DownloadError, InglenookError as InglenookError, InvalidRequest as InvalidRequest,
         JobCancelled as JobCancelled, ModelLoadError as ModelLoadError, ModelNotFound as ModelNotFound,
         ModelTooLarge as ModelTooLarge, PortInUse as PortInUse, QueueFull as QueueFull,
         ServerError as ServerError, StateFileInvalid as StateFileInvalid,

@@ -29,6 +29,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "text": ("base",),
     "runtime": ("base", "text"),
     "store": ("base",),
+    "documents": ("base",),
     "models": ("base", "runtime", "store"),
     "scheduling": ("base", "models", "runtime", "store"),
     "usage": ("base", "store", "text"),

@@ -1,0 +1,27 @@
+"""Documents: files into text for a model (PDF, DOCX, PPTX, XLSX, CSV, HTML, Markdown, text and
+source code, told apart by their bytes), converted in a worker process under limits on
+time, memory and size, and placed whole before a conversation in a stable block.
+
+May import: base.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..base import lazy_door
+
+# Which module defines each name other packages (or the front door) use. Keep in step with
+# the TYPE_CHECKING block below, which is what type checkers read (a test compares them).
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "document": ("Document", "Limits"),
+    "prompt": ("documents_block", "with_documents"),
+    "worker": ("convert_bytes_safely", "convert_file"),
+}
+
+__all__, __getattr__, __dir__ = lazy_door(__name__, _EXPORTS)
+
+if TYPE_CHECKING:
+    from .document import Document as Document, Limits as Limits
+    from .prompt import documents_block as documents_block, with_documents as with_documents
+    from .worker import convert_bytes_safely as convert_bytes_safely, convert_file as convert_file
