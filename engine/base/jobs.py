@@ -43,6 +43,11 @@ class GenerateJob:
     # A chat turn's conversation: its saved state is keyed by it. Jobs without one (the
     # HTTP API) use the content-addressed prefix cache instead.
     conversation_id: int | None = None
+    # How many leading ``messages`` every conversation with the same documents starts with
+    # (their stable block, documents.with_documents): their tokens are also kept as a
+    # content-addressed prefix that any conversation starting with them restores, so a
+    # document is read once, not once per chat.
+    shared_messages: int = 0
     # Values the chat template reads besides the messages, e.g. ``enable_thinking``.
     template_options: dict[str, Any] = field(default_factory=dict)
     # Who asked ("window", "terminal", "api:<key or user agent>"): counted in usage, never

@@ -12,12 +12,14 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base import (
     EMPTY, ENDED, NO_LORA, AdapterError, Chunk, ConversationNotFound, Finished, GenerateJob, InglenookError,
     InvalidRequest, JobHandle, LoraSet, PromptProgress, SamplingParams,
 )
+from ..documents import Added, CollectionFile, Document, DocumentLibrary, convert_file, with_documents
 from ..models import AdapterRegistry
 from ..remote import SEPARATOR, RemoteAnswer, RemoteCatalogue
 from ..scheduling import Scheduler
@@ -198,6 +200,8 @@ class ChatService:
         self.background: BackgroundWork | None = None
         # Models named "<engine>/<model>" are answered by a remote engine (Settings → Engines).
         self.remotes = RemoteCatalogue(store)
+        # Documents attached to conversations (placed whole, first, in every turn's prompt).
+        self.documents = DocumentLibrary(store)
 
     def new_conversation(
         self,
@@ -280,6 +284,32 @@ class ChatService:
             self.store.delete_oldest_messages(conversation_id, count)
         return self.store.messages(conversation_id)
 
+    def attach_documents(self, conversation_id: int, documents: list[Document]) -> list[Document]:
+        """Attach converted documents to a conversation (each once); returns all it has now."""
+        self.store.get_conversation(conversation_id)  # ConversationNotFound before anything is kept
+        self.documents.attach(conversation_id, documents)
+        return self.documents.for_conversation(conversation_id)
+
+    def attached_documents(self, conversation_id: int) -> list[Document]:
+        return self.documents.for_conversation(conversation_id)
+
+    def detach_document(self, conversation_id: int, sha256: str) -> None:
+        self.documents.detach(conversation_id, sha256)
+
+    def add_to_collection(self, collection: str, paths: list[Path]) -> list[Added]:
+        """Add files to a named collection (created if new), converting only changed ones."""
+        return self.documents.add_files(collection, paths, convert_file)
+
+    def collections(self) -> dict[str, list[CollectionFile]]:
+        return self.documents.collections()
+
+    def collection_documents(self, collection: str) -> list[Document]:
+        return self.documents.collection_documents(collection)
+
+    def remove_from_collection(self, collection: str, paths: list[Path] | None = None) -> int:
+        """Remove files from a collection, or the whole collection when ``paths`` is empty."""
+        return self.documents.remove(collection, paths or [])
+
     def history(self, conversation: Conversation) -> list[dict[str, str]]:
         """The messages a model sees: the system prompt, then every kept message."""
         messages: list[dict[str, str]] = []
@@ -332,12 +362,16 @@ class ChatService:
         lora = self.lora_for(settings)
         if lora and SEPARATOR in model_id and self.remotes.owner(model_id) is not None:
             raise AdapterError(f"LoRA adapters run on local models only; {model_id} is answered by a remote engine")
+        # Attached documents go first, in a block that depends on them alone: every chat with
+        # the same documents starts with the same tokens, which the prefix cache keeps once.
+        messages, shared = with_documents(self.history(conversation), self.documents.for_conversation(conversation.id))
         job = GenerateJob(
             model_id=model_id,
             sampling=sampling,
-            messages=self.history(conversation),
+            messages=messages,
             use_cache=use_cache,
             conversation_id=conversation.id,
+            shared_messages=shared,
             client=self.client,
             lora=lora,
         )

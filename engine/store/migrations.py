@@ -224,6 +224,34 @@ def m011_kv_cache_auto(db: sqlite_utils.Database) -> None:
                     ('"auto"', '"f16"'))
 
 
+def m013_documents(db: sqlite_utils.Database) -> None:
+    """Documents attached to conversations and kept in named collections (issue 30).
+
+    ``documents``: each converted file once, keyed by the SHA-256 of its bytes (the same file
+    attached twice, or to two chats, is one row). ``conversation_documents``: a conversation's
+    attachments in order (a trigger removes them with their conversation). ``document_collections``
+    and ``collection_files``: a named library and the files in it, by path, with the hash and
+    modification time they were converted at, so a file is converted again only when its
+    hash changed.
+    """
+    table_named(db, "documents").create(
+        {"sha256": str, "name": str, "kind": str, "size": int, "text": str, "pages": str, "notes": str,
+         "created_at": float},
+        pk="sha256",
+    )
+    table_named(db, "conversation_documents").create(
+        {"conversation_id": int, "sha256": str, "position": int},
+        pk=("conversation_id", "sha256"),
+    )
+    db.conn.execute("CREATE TRIGGER conversation_documents_follow_conversations AFTER DELETE ON conversations "
+                    "BEGIN DELETE FROM conversation_documents WHERE conversation_id = OLD.id; END")
+    table_named(db, "document_collections").create({"name": str, "created_at": float}, pk="name")
+    table_named(db, "collection_files").create(
+        {"collection": str, "path": str, "sha256": str, "size": int, "mtime": float, "added_at": float},
+        pk=("collection", "path"),
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     m001_initial,
     m003_lab_results,
@@ -235,4 +263,5 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     m009_conversation_summaries,
     m010_message_embeddings,
     m011_kv_cache_auto,
+    m013_documents,
 ]
