@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from inglenook.engine.base.generation_events import Usage
 from inglenook.engine.core.engine import Engine
 from inglenook.engine.documents import Document, convert_file, documents_block
 from inglenook.engine.runtime.slots import FA_TILE_ROWS, PREFILL_ALIGN
@@ -23,7 +24,7 @@ def block_tokens(engine: Engine, document: Document) -> int:
     return len(model.chat_tokens([{"role": "system", "content": documents_block([document])}]))
 
 
-def ask(engine: Engine, document: Document, question: str, use_cache: bool = True):  # noqa: ANN201
+def ask(engine: Engine, document: Document, question: str, use_cache: bool = True) -> tuple[str, Usage]:
     conversation = engine.chats.new_conversation(system_prompt="Answer in a few words.")
     engine.chats.attach_documents(conversation.id, [document])
     turn = engine.chats.send(conversation.id, question, use_cache=use_cache, **SETTINGS)
