@@ -17,6 +17,8 @@ from ..base import lazy_door
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "document": ("Document", "Limits"),
     "library": ("Added", "CollectionFile", "DocumentLibrary"),
+    "passage_index": ("FoundPassage", "PassageIndex"),
+    "passages": ("Passage", "split_passages"),
     "prompt": ("documents_block", "with_documents"),
     "worker": ("convert_bytes_safely", "convert_file"),
 }
@@ -26,5 +28,7 @@ __all__, __getattr__, __dir__ = lazy_door(__name__, _EXPORTS)
 if TYPE_CHECKING:
     from .document import Document as Document, Limits as Limits
     from .library import Added as Added, CollectionFile as CollectionFile, DocumentLibrary as DocumentLibrary
+    from .passage_index import FoundPassage as FoundPassage, PassageIndex as PassageIndex
+    from .passages import Passage as Passage, split_passages as split_passages
     from .prompt import documents_block as documents_block, with_documents as with_documents
     from .worker import convert_bytes_safely as convert_bytes_safely, convert_file as convert_file

@@ -204,6 +204,12 @@ class DocumentLibrary:
             else:
                 removed = conn.execute("DELETE FROM collection_files WHERE collection = ?", (name,)).rowcount
                 conn.execute("DELETE FROM document_collections WHERE name = ?", (name,))
-            conn.execute("DELETE FROM documents WHERE sha256 NOT IN (SELECT sha256 FROM collection_files) "
-                         "AND sha256 NOT IN (SELECT sha256 FROM conversation_documents)")
+        self.remove_unused()
         return removed
+
+    def remove_unused(self) -> int:
+        """Delete documents in no collection and no conversation (their passages, keyword
+        entries and vectors follow by trigger); returns how many went."""
+        with self.store.writing() as conn:
+            return conn.execute("DELETE FROM documents WHERE sha256 NOT IN (SELECT sha256 FROM collection_files) "
+                                "AND sha256 NOT IN (SELECT sha256 FROM conversation_documents)").rowcount

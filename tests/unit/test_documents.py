@@ -164,3 +164,18 @@ def test_documents_go_first_in_a_block_of_their_own(tmp_path: Path) -> None:
     assert messages[1:] == chat
     assert 'name="lease.docx"' in messages[0]["content"]
     assert with_documents(chat, []) == (chat, 0)
+
+
+def test_passages_follow_pages_and_headings_and_stay_short() -> None:
+    from inglenook.engine.documents import Document, split_passages
+
+    long_paragraph = "The mill turned all night. " * 80  # ~2,100 characters: cut at sentence ends
+    text = (f"## Page 1\n\nIntro line.\n\nSecond paragraph.\n\n## Page 2\n\n{long_paragraph}\n\n"
+            "# Clause 7: Pets\n\nOne cat.")
+    passages = split_passages(Document("d.pdf", "pdf", "0" * 64, 1, text), max_chars=1000)
+    labels = [p.label for p in passages]
+    assert labels[0] == "page 1" and passages[0].text == "Intro line.\n\nSecond paragraph."
+    assert labels.count("page 2") == 3 and all(len(p.text) <= 1000 for p in passages)
+    assert all(p.text.endswith("night.") for p in passages if p.label == "page 2")
+    assert passages[-1].label == "Clause 7: Pets" and "One cat." in passages[-1].text
+    assert [p.ordinal for p in passages] == list(range(len(passages)))
