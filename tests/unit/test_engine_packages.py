@@ -37,7 +37,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "chat": ("base", "documents", "models", "remote", "scheduling", "store", "usage"),
     "lab": ("base", "models", "runtime", "store"),
     "core": ("base", "chat", "documents", "models", "remote", "runtime", "scheduling", "store", "usage"),
-    "api.shared": ("base", "core", "models", "runtime", "scheduling", "store", "text", "usage"),
+    "api.shared": ("base", "core", "documents", "models", "runtime", "scheduling", "store", "text", "usage"),
     "api.openai": ("api.shared", "base", "core", "models", "store", "text"),
     "api.responses": ("api.shared", "base", "store", "text"),
     "api.anthropic": ("api.shared", "base", "text"),
