@@ -29,6 +29,7 @@ from . import errors as actions
 from . import icons, markdown, theme
 from .active_chat import ActiveChat
 from .app_settings import API_FIELDS, SettingsSaver
+from .attachments_controller import Attachments
 from .chat_controller import ChatController
 from .chat_page import ChatPage
 from .conversations import ConversationList
@@ -74,6 +75,7 @@ class MainWindow(QMainWindow):
         self._build()
         self.conversations = ConversationList(engine, self.workers, self.sidebar, self.chat, self)
         self.active = ActiveChat(engine, self.workers, self.chat_page, self.chat, self.model_list, self)
+        self.attachments = Attachments(engine, self.workers, self.chat_page.composer.attachments, self.active, self)
         self._connect()
         self._shortcuts()
         # A title written in the background (engine/chat/background.py) shows in the sidebar.

@@ -326,6 +326,12 @@ class ChatService:
         self.passages_used[conversation.id] = found
         return [{"role": "system", "content": passages_block(found)}, *history], 0
 
+    def document_placement(self, documents: list[Document], model_id: str | None) -> str:
+        """"whole" when ``documents`` go into a chat with ``model_id`` whole, else "searched"."""
+        if not documents or self._fits_whole(documents, model_id or self._default_model()):
+            return "whole"
+        return "searched"
+
     def _fits_whole(self, documents: list[Document], model_id: str) -> bool:
         context = self.context_of(model_id)
         # About 3 characters a token is cautious for prose (4 is usual for English) and
