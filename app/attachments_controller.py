@@ -10,18 +10,32 @@ opens, with its documents, ready for the first question).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from PySide6.QtCore import QObject, Signal
-from PySide6.QtWidgets import QFileDialog
+from PySide6.QtGui import QDragEnterEvent, QDropEvent
+from PySide6.QtWidgets import QFileDialog, QWidget
 
 from inglenook.engine import Document, DocumentError, Engine
 
 from .active_chat import ActiveChat
 from .attachments import AttachmentBar, DocumentPreview
+from .models_installed import ModelDropFilter
 from .workers import Workers
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+def document_paths(event: QDragEnterEvent | QDropEvent) -> list[Path]:
+    """Local files in a drag that could be documents (not models, not folders)."""
+    mime = event.mimeData()
+    if not mime.hasUrls():
+        return []
+    paths = [Path(url.toLocalFile()) for url in mime.urls() if url.isLocalFile()]
+    return [p for p in paths if p.is_file() and p.suffix.lower() != ".gguf"]
 
 
 class Attachments(QObject):
@@ -38,10 +52,19 @@ class Attachments(QObject):
         self.active = active
         self.documents: list[Document] = []
         self.preview: DocumentPreview | None = None
+        # Each load or attach is numbered; only the latest one's result is drawn, so a slow
+        # load of the chat cannot redraw the bar over an attach that finished after it.
+        self._latest = 0
         bar.attach_requested.connect(self.choose_files)
         bar.preview_requested.connect(self.show_preview)
         bar.remove_requested.connect(self.remove)
         active.current_changed.connect(self.reload)
+
+    def accept_drops_on(self, widget: QWidget) -> None:
+        """Files dropped on ``widget`` (the message box) are attached, not pasted as paths;
+        model files and folders are left to the model import's filter."""
+        self._drop_filter = ModelDropFilter(document_paths, self.attach, self)
+        widget.installEventFilter(self._drop_filter)
 
     def choose_files(self) -> None:
         names, _ = QFileDialog.getOpenFileNames(self.bar, "Attach documents")
@@ -59,7 +82,7 @@ class Attachments(QObject):
             documents = chats.attached_documents(conversation_id)
             return documents, chats.document_placement(documents, model), []
 
-        self.workers.disk.run(load, self._shown, self._failed)
+        self.workers.disk.run(load, self._latest_only(self._shown), self._failed)
 
     def attach(self, paths: list[Path]) -> None:
         """Convert ``paths`` (in the conversion worker) and attach what could be read."""
@@ -95,7 +118,8 @@ class Attachments(QObject):
             else:
                 self._shown((self.documents, "whole", errors))
 
-        self.workers.models.run(convert_and_attach, done, self._failed)
+        # Superseded by a later load (the person switched chats meanwhile): read the open chat afresh.
+        self.workers.models.run(convert_and_attach, self._latest_only(done, stale=lambda: self.reload()), self._failed)
 
     def remove(self, sha256: str) -> None:
         conversation_id = self.active.current_id
@@ -110,6 +134,20 @@ class Attachments(QObject):
         if document is not None:
             self.preview = DocumentPreview(document, self.bar.window())
             self.preview.show()
+
+    def _latest_only(self, callback: Callable[[T], None], stale: Callable[[], None] | None = None) -> Callable[[T], None]:
+        self._latest += 1
+        number = self._latest
+
+        def deliver(result: T) -> None:
+            if number == self._latest:
+                callback(result)
+            elif stale is not None:
+                stale()
+            else:
+                log.debug("an older attachments result arrived after a newer one; not drawn")
+
+        return deliver
 
     def _shown(self, result: tuple[list[Document], str, list[str]]) -> None:
         documents, placement, errors = result

@@ -149,6 +149,7 @@ class MainWindow(QMainWindow):
         self.setAcceptDrops(True)  # .gguf files and folders dropped anywhere are imported
         self._drop_filter = ModelDropFilter(self.dropped_paths, self.import_dropped, self)
         self.composer.input.viewport().installEventFilter(self._drop_filter)  # it would paste the path
+        self.attachments.accept_drops_on(self.composer.input.viewport())  # other files: documents
 
     def _shortcuts(self) -> None:
         for keys, slot in (

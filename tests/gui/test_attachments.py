@@ -17,8 +17,9 @@ def test_attach_preview_and_ask(qtbot, window, tmp_path: Path) -> None:
     assert not bar.isVisible()  # no documents, no chips
     lease, report = docx_file(tmp_path / "lease.docx"), report_pdf(tmp_path / "report.pdf", n_pages=2)
     (tmp_path / "photo.txt").write_bytes(bytes(range(256)) * 32)
-    with qtbot.waitSignal(window.attachments.changed, timeout=ANSWER_TIMEOUT_MS):
-        window.attachments.attach([lease, report, tmp_path / "photo.txt"])
+    window.attachments.attach([lease, report, tmp_path / "photo.txt"])
+    # (the chat's own load may redraw the empty bar first: wait for the chips themselves)
+    qtbot.waitUntil(lambda: len(bar.chips()) == 2, timeout=ANSWER_TIMEOUT_MS)
     chips = [chip.text() for chip in bar.chips().values()]
     assert len(chips) == 2 and bar.isVisible()
     assert chips[0].startswith("lease.docx · ≈") and "whole" in chips[0]
@@ -41,3 +42,26 @@ def test_attach_preview_and_ask(qtbot, window, tmp_path: Path) -> None:
     with qtbot.waitSignal(window.attachments.changed, timeout=ANSWER_TIMEOUT_MS):
         window.open_conversation(conversation_id)
     assert len(bar.chips()) == 2
+
+
+def test_a_file_dropped_on_the_message_box_is_attached(qtbot, window, tmp_path: Path) -> None:
+    from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
+    from PySide6.QtGui import QDragEnterEvent, QDropEvent
+    from PySide6.QtWidgets import QApplication
+
+    conversation_id = new_chat(qtbot, window)
+    notes = tmp_path / "notes.md"
+    notes.write_text("# Notes\n\nThe boiler is serviced every October.\n", encoding="utf-8")
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(notes))])
+    viewport = window.composer.input.viewport()
+    enter = QDragEnterEvent(QPoint(10, 10), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
+                            Qt.KeyboardModifier.NoModifier)
+    QApplication.sendEvent(viewport, enter)
+    assert enter.isAccepted()
+    drop = QDropEvent(QPointF(10, 10), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
+                      Qt.KeyboardModifier.NoModifier)
+    QApplication.sendEvent(viewport, drop)
+    qtbot.waitUntil(lambda: len(window.composer.attachments.chips()) == 1, timeout=60_000)
+    assert window.composer.text() == ""  # not pasted as a path
+    assert [d.name for d in window.engine.chats.attached_documents(conversation_id)] == ["notes.md"]
