@@ -59,6 +59,7 @@ class Attachments(QObject):
         bar.preview_requested.connect(self.show_preview)
         bar.remove_requested.connect(self.remove)
         active.current_changed.connect(self.reload)
+        active.chat.answer_finished.connect(self._answered)
 
     def accept_drops_on(self, widget: QWidget) -> None:
         """Files dropped on ``widget`` (the message box) are attached, not pasted as paths;
@@ -148,6 +149,13 @@ class Attachments(QObject):
                 log.debug("an older attachments result arrived after a newer one; not drawn")
 
         return deliver
+
+    def _answered(self, conversation_id: int, _message: object) -> None:
+        """After an answer from searched documents, name the passages it was given."""
+        used = self.engine.chats.passages_used.get(conversation_id)
+        if used and conversation_id == self.active.current_id:
+            self.bar.show_status("Passages used: " + "  ".join(f"[{p.citation()}]" for p in used))
+            self.changed.emit()
 
     def _shown(self, result: tuple[list[Document], str, list[str]]) -> None:
         documents, placement, errors = result

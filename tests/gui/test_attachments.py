@@ -65,3 +65,16 @@ def test_a_file_dropped_on_the_message_box_is_attached(qtbot, window, tmp_path: 
     qtbot.waitUntil(lambda: len(window.composer.attachments.chips()) == 1, timeout=60_000)
     assert window.composer.text() == ""  # not pasted as a path
     assert [d.name for d in window.engine.chats.attached_documents(conversation_id)] == ["notes.md"]
+
+
+def test_documents_too_long_are_searched_and_the_passages_named(qtbot, window, tmp_path: Path) -> None:
+    conversation_id = new_chat(qtbot, window, max_tokens=4)
+    window.engine.chats.context_of = lambda _model_id: 1200  # room for ~500 characters of documents
+    bar = window.composer.attachments
+    window.attachments.attach([report_pdf(tmp_path / "report.pdf", n_pages=3)])
+    qtbot.waitUntil(lambda: len(bar.chips()) == 1, timeout=ANSWER_TIMEOUT_MS)
+    assert list(bar.chips().values())[0].text().endswith("searched  ✕")
+    type_and_send(qtbot, window, "Which region sold 1200 units?")
+    wait_answer(qtbot, window, conversation_id)
+    qtbot.waitUntil(lambda: bar.status.text().startswith("Passages used: "), timeout=ANSWER_TIMEOUT_MS)
+    assert "[report.pdf, page 2]" in bar.status.text()  # the table's page
