@@ -24,22 +24,8 @@ __all__, __getattr__, __dir__ = lazy_door(__name__, _EXPORTS)
 
 if TYPE_CHECKING:
     from .client_configs import (
-        CLIENTS as CLIENTS,
-    )
-    from .client_configs import (
-        ClientConfigError as ClientConfigError,
-    )
-    from .client_configs import (
-        ClientSetup as ClientSetup,
-    )
-    from .client_configs import (
-        Endpoint as Endpoint,
-    )
-    from .client_configs import (
-        client_setup as client_setup,
-    )
-    from .client_configs import (
-        write_client_config as write_client_config,
+        CLIENTS as CLIENTS, ClientConfigError as ClientConfigError, ClientSetup as ClientSetup,
+        Endpoint as Endpoint, client_setup as client_setup, write_client_config as write_client_config,
     )
     from .server import ApiServer as ApiServer
     from .tls import TlsFiles as TlsFiles

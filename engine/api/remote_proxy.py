@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import logging
+
 from collections.abc import Callable
 
 import anyio
@@ -21,12 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..base import InglenookError
 from ..remote import (
-    SEPARATOR,
-    RemoteCatalogue,
-    RemoteEndpoint,
-    RemoteEngineError,
-    status_failure,
-    timeouts,
+    SEPARATOR, RemoteCatalogue, RemoteEndpoint, RemoteEngineError, status_failure, timeouts,
     transport_failure,
 )
 from .shared import GENERATION_PATHS, ApiError, error_body, replay_body, send_error

@@ -33,15 +33,8 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..base import (
-    EmbeddingData,
-    EmbeddingList,
-    EmbeddingRequest,
-    EmbeddingUsage,
-    EmbedJob,
-    InglenookError,
-    InvalidRequest,
-    PortInUse,
-    ServerError,
+    EmbedJob, EmbeddingData, EmbeddingList, EmbeddingRequest, EmbeddingUsage, InglenookError, InvalidRequest,
+    PortInUse, ServerError,
 )
 from ..remote import RemoteCatalogue
 from .anthropic import messages_router
@@ -50,27 +43,9 @@ from .openai import CHAT_COMPLETIONS, COMPLETIONS, ModelCatalogue, TextEndpoint,
 from .remote_proxy import RemoteProxy
 from .responses import responses_router
 from .shared import (
-    DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_READ_TIMEOUT_S,
-    DEFAULT_STUCK_AFTER_S,
-    ApiEngine,
-    ApiError,
-    ApiKeys,
-    ApiService,
-    Gate,
-    KeyTraffic,
-    Meta,
-    ModelNames,
-    anthropic_error_response,
-    cancelled_on_disconnect,
-    error_body,
-    error_for,
-    event_stream,
-    guarded_h11,
-    is_loopback_host,
-    is_messages_path,
-    read_request,
-    run_plan,
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_READ_TIMEOUT_S, DEFAULT_STUCK_AFTER_S, ApiEngine, ApiError, ApiKeys,
+    ApiService, Gate, KeyTraffic, Meta, ModelNames, anthropic_error_response, cancelled_on_disconnect, error_body,
+    error_for, event_stream, guarded_h11, is_loopback_host, is_messages_path, read_request, run_plan,
 )
 from .tls import TlsFiles
 from .usage_routes import usage_router

@@ -25,16 +25,8 @@ from typing import Any, Literal
 from pydantic import Field
 
 from ...base import (
-    ChatCompletionRequest,
-    ChatMessage,
-    FunctionCall,
-    FunctionDefinition,
-    InvalidRequest,
-    NamedFunction,
-    NamedToolChoice,
-    RequestModel,
-    Tool,
-    ToolCall,
+    ChatCompletionRequest, ChatMessage, FunctionCall, FunctionDefinition, InvalidRequest, NamedFunction,
+    NamedToolChoice, RequestModel, Tool, ToolCall,
 )
 from ..shared import file_part
 

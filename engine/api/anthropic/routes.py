@@ -18,13 +18,7 @@ from fastapi import APIRouter, Request
 from ...base import ContextLengthExceeded
 from ...text import ToolCallFilter
 from ..shared import (
-    GenerationPlan,
-    cancelled_on_disconnect,
-    chat_plan,
-    event_stream,
-    read_request,
-    submitted,
-    tag_jobs,
+    GenerationPlan, cancelled_on_disconnect, chat_plan, event_stream, read_request, submitted, tag_jobs,
 )
 from .out import Answer, whole_message
 from .protocol import MessagesInput, MessagesRequest, chat_request, stop_sequences

@@ -21,14 +21,6 @@ __all__, __getattr__, __dir__ = lazy_door(__name__, _EXPORTS)
 if TYPE_CHECKING:
     from .model_cards import ModelCatalogue as ModelCatalogue
     from .text_endpoints import (
-        CHAT_COMPLETIONS as CHAT_COMPLETIONS,
-    )
-    from .text_endpoints import (
-        COMPLETIONS as COMPLETIONS,
-    )
-    from .text_endpoints import (
-        TextEndpoint as TextEndpoint,
-    )
-    from .text_endpoints import (
+        CHAT_COMPLETIONS as CHAT_COMPLETIONS, COMPLETIONS as COMPLETIONS, TextEndpoint as TextEndpoint,
         TextRequestT as TextRequestT,
     )

@@ -9,16 +9,8 @@ from typing import Generic, TypeVar
 
 from ...base import ChatCompletionRequest, CompletionRequest, ResponseModel, SamplingFields
 from ..shared import (
-    GenerationPlan,
-    Meta,
-    ModelNames,
-    Run,
-    chat_completion,
-    chat_plan,
-    chat_stream,
-    completion,
-    completion_plan,
-    completion_stream,
+    GenerationPlan, Meta, ModelNames, Run, chat_completion, chat_plan, chat_stream, completion,
+    completion_plan, completion_stream,
 )
 
 TextRequestT = TypeVar("TextRequestT", bound=SamplingFields)

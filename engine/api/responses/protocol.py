@@ -19,18 +19,8 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError
 
 from ...base import (
-    ChatCompletionRequest,
-    ChatMessage,
-    FunctionCall,
-    FunctionDefinition,
-    InvalidRequest,
-    JsonSchemaFormat,
-    NamedFunction,
-    NamedToolChoice,
-    RequestModel,
-    ResponseFormat,
-    Tool,
-    ToolCall,
+    ChatCompletionRequest, ChatMessage, FunctionCall, FunctionDefinition, InvalidRequest, JsonSchemaFormat,
+    NamedFunction, NamedToolChoice, RequestModel, ResponseFormat, Tool, ToolCall,
 )
 from ..shared import file_part
 

@@ -25,23 +25,9 @@ from ...base import ResponseToolCall
 from ...text import AnswerPiece, AnswerSplitter, ArgumentsDelta, CallDone, CallStarted, ToolPlan
 from ..shared import Run, error_for, keepalive
 from .output import (
-    FunctionCallItem,
-    OutputItem,
-    OutputMessage,
-    OutputText,
-    ReasoningItem,
-    ReasoningText,
-    ResponseError,
-    ResponseMeta,
-    ResponseObject,
-    Status,
-    TextLogprob,
-    final_status,
-    message_item,
-    new_id,
-    reasoning_item,
-    text_logprobs,
-    usage_of,
+    FunctionCallItem, OutputItem, OutputMessage, OutputText, ReasoningItem, ReasoningText, ResponseError,
+    ResponseMeta, ResponseObject, Status, TextLogprob, final_status, message_item, new_id, reasoning_item,
+    text_logprobs, usage_of,
 )
 
 OnDone = Callable[[ResponseObject], Awaitable[None]]

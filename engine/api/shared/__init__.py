@@ -35,114 +35,39 @@ __all__, __getattr__, __dir__ = lazy_door(__name__, _EXPORTS)
 
 if TYPE_CHECKING:
     from .anthropic_errors import (
-        anthropic_error as anthropic_error,
-    )
-    from .anthropic_errors import (
-        anthropic_error_response as anthropic_error_response,
-    )
-    from .anthropic_errors import (
+        anthropic_error as anthropic_error, anthropic_error_response as anthropic_error_response,
         is_messages_path as is_messages_path,
     )
     from .api_engine import ApiEngine as ApiEngine
     from .bodies import check_json_value as check_json_value
     from .connections import (
-        DEFAULT_MAX_CONNECTIONS as DEFAULT_MAX_CONNECTIONS,
-    )
-    from .connections import (
-        DEFAULT_READ_TIMEOUT_S as DEFAULT_READ_TIMEOUT_S,
-    )
-    from .connections import (
+        DEFAULT_MAX_CONNECTIONS as DEFAULT_MAX_CONNECTIONS, DEFAULT_READ_TIMEOUT_S as DEFAULT_READ_TIMEOUT_S,
         guarded_h11 as guarded_h11,
     )
-    from .documents import file_part as file_part
-    from .documents import hoist_documents as hoist_documents
-    from .errors import ApiError as ApiError
-    from .errors import error_body as error_body
-    from .errors import error_for as error_for
+    from .documents import file_part as file_part, hoist_documents as hoist_documents
+    from .errors import ApiError as ApiError, error_body as error_body, error_for as error_for
     from .key_limits import (
-        GENERATION_PATHS as GENERATION_PATHS,
+        GENERATION_PATHS as GENERATION_PATHS, KeyTraffic as KeyTraffic, stamp_client as stamp_client,
     )
-    from .key_limits import (
-        KeyTraffic as KeyTraffic,
-    )
-    from .key_limits import (
-        stamp_client as stamp_client,
-    )
-    from .keys import ApiKeyRecord as ApiKeyRecord
-    from .keys import ApiKeys as ApiKeys
-    from .keys import KeyLimits as KeyLimits
+    from .keys import ApiKeyRecord as ApiKeyRecord, ApiKeys as ApiKeys, KeyLimits as KeyLimits
     from .requests import (
-        GenerationPlan as GenerationPlan,
-    )
-    from .requests import (
-        ModelNames as ModelNames,
-    )
-    from .requests import (
-        chat_plan as chat_plan,
-    )
-    from .requests import (
-        completion_plan as completion_plan,
-    )
-    from .requests import (
-        looks_like_path as looks_like_path,
+        GenerationPlan as GenerationPlan, ModelNames as ModelNames, chat_plan as chat_plan,
+        completion_plan as completion_plan, looks_like_path as looks_like_path,
     )
     from .responses import (
-        Meta as Meta,
-    )
-    from .responses import (
-        chat_completion as chat_completion,
-    )
-    from .responses import (
-        chat_stream as chat_stream,
-    )
-    from .responses import (
-        completion as completion,
-    )
-    from .responses import (
-        completion_stream as completion_stream,
-    )
-    from .responses import (
-        keepalive as keepalive,
+        Meta as Meta, chat_completion as chat_completion, chat_stream as chat_stream,
+        completion as completion, completion_stream as completion_stream, keepalive as keepalive,
     )
     from .runs import (
-        KEEPALIVE_S as KEEPALIVE_S,
-    )
-    from .runs import (
-        Run as Run,
-    )
-    from .runs import (
+        KEEPALIVE_S as KEEPALIVE_S, Run as Run,
         cancelled_on_disconnect as cancelled_on_disconnect,
     )
     from .security import (
-        Gate as Gate,
-    )
-    from .security import (
-        is_loopback_host as is_loopback_host,
-    )
-    from .security import (
-        replay_body as replay_body,
-    )
-    from .security import (
+        Gate as Gate, is_loopback_host as is_loopback_host, replay_body as replay_body,
         send_error as send_error,
     )
     from .service import (
-        DEFAULT_STUCK_AFTER_S as DEFAULT_STUCK_AFTER_S,
-    )
-    from .service import (
-        ApiService as ApiService,
-    )
-    from .service import (
-        event_stream as event_stream,
-    )
-    from .service import (
-        read_request as read_request,
-    )
-    from .service import (
-        run_plan as run_plan,
-    )
-    from .service import (
-        submitted as submitted,
-    )
-    from .service import (
-        tag_jobs as tag_jobs,
+        DEFAULT_STUCK_AFTER_S as DEFAULT_STUCK_AFTER_S, ApiService as ApiService,
+        event_stream as event_stream, read_request as read_request, run_plan as run_plan,
+        submitted as submitted, tag_jobs as tag_jobs,
     )

@@ -17,21 +17,9 @@ from dataclasses import dataclass, field
 from pydantic import ValidationError
 
 from ...base import (
-    ContextLengthExceeded,
-    ConversationNotFound,
-    DownloadError,
-    ErrorDetail,
-    ErrorResponse,
-    InglenookError,
-    InvalidRequest,
-    JobCancelled,
-    ModelLoadError,
-    ModelNotFound,
-    ModelTooLarge,
-    QueueFull,
-    ServerError,
-    StorageUnavailable,
-    StoreError,
+    ContextLengthExceeded, ConversationNotFound, DownloadError, ErrorDetail, ErrorResponse, InglenookError,
+    InvalidRequest, JobCancelled, ModelLoadError, ModelNotFound, ModelTooLarge, QueueFull, ServerError,
+    StorageUnavailable, StoreError,
 )
 
 log = logging.getLogger(__name__)

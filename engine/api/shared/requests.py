@@ -12,27 +12,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...base import (
-    ChatCompletionRequest,
-    CompletionRequest,
-    GenerateJob,
-    InglenookError,
-    InvalidRequest,
-    ModelNotFound,
-    ModelRecord,
-    SamplingFields,
-    SamplingParams,
+    ChatCompletionRequest, CompletionRequest, GenerateJob, InglenookError, InvalidRequest, ModelNotFound,
+    ModelRecord, SamplingFields, SamplingParams,
 )
 from ...documents import with_documents
 from ...models import resolve_alias
 from ...runtime import header_of
 from ...scheduling import Router
 from ...text import (
-    JSON_OBJECT_GRAMMAR,
-    VOLATILE_LINES,
-    TemplateAbilities,
-    ToolPlan,
-    engine_messages,
-    grammar_for_schema,
+    JSON_OBJECT_GRAMMAR, VOLATILE_LINES, TemplateAbilities, ToolPlan, engine_messages, grammar_for_schema,
     plan_tools,
 )
 from .api_engine import ApiEngine

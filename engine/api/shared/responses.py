@@ -19,35 +19,18 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 
-from ...base import (
-    AssistantMessage,
-    ChatChoice,
-    ChatCompletion,
-    ChatCompletionChunk,
-    ChatCompletionProgressChunk,
-    ChoiceDelta,
-    ChoiceLogprobs,
-    ChunkChoice,
-    Completion,
-    CompletionChoice,
-    CompletionLogprobs,
-    CompletionProgressChunk,
-    DeltaFunctionCall,
-    DeltaToolCall,
-    PromptProgress,
-    PromptProgressInfo,
-    PromptTokensDetails,
-    ResponseModel,
-    ServerTimings,
-    TokenLogprob,
-    TokenLogprobInfo,
-    TopLogprob,
-    UsageInfo,
-)
-from ...text import AnswerPiece, AnswerSplitter, ArgumentsDelta, CallStarted, split_answer
 from .errors import error_body, error_for
 from .requests import GenerationPlan
 from .runs import Run, interleaved
+from ...base import (
+    AssistantMessage, ChatChoice, ChatCompletion, ChatCompletionChunk, ChatCompletionProgressChunk,
+    ChoiceDelta, ChoiceLogprobs, ChunkChoice, Completion, CompletionChoice, CompletionLogprobs,
+    CompletionProgressChunk, DeltaFunctionCall, DeltaToolCall, PromptProgressInfo, PromptTokensDetails,
+    ResponseModel, ServerTimings, TokenLogprobInfo, TopLogprob, UsageInfo,
+)
+from ...base import PromptProgress, TokenLogprob
+from ...text import AnswerPiece, AnswerSplitter, split_answer
+from ...text import ArgumentsDelta, CallStarted
 
 DONE = "data: [DONE]\n\n"
 

@@ -28,15 +28,7 @@ import anyio
 from starlette.requests import Request
 
 from ...base import (
-    EMPTY,
-    ENDED,
-    Chunk,
-    Finished,
-    JobCancelled,
-    JobHandle,
-    PromptProgress,
-    TokenLogprob,
-    Usage,
+    EMPTY, ENDED, Chunk, Finished, JobCancelled, JobHandle, PromptProgress, TokenLogprob, Usage,
 )
 from ...usage import ReasoningCount
 
