@@ -9,6 +9,7 @@ from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
 from . import icons
+from .attachments import AttachmentBar
 
 MAX_LINES = 8
 
@@ -84,6 +85,9 @@ class Composer(QWidget):
         self.stop_button.setCursor(Qt.CursorShape.PointingHandCursor)
         self.stop_button.clicked.connect(self.stop_requested)
         self.stop_button.hide()
+        # Documents attached to the chat: chips above the box, the paperclip at its left (attachments.py).
+        self.attachments = AttachmentBar(self)
+        row.addWidget(self.attachments.attach_button, 0, Qt.AlignmentFlag.AlignBottom)
         row.addWidget(self.input, 1, Qt.AlignmentFlag.AlignVCenter)
         row.addWidget(self.send_button, 0, Qt.AlignmentFlag.AlignBottom)
         row.addWidget(self.stop_button, 0, Qt.AlignmentFlag.AlignBottom)
@@ -91,6 +95,7 @@ class Composer(QWidget):
         centering.addStretch(0)
         centering.addWidget(self.frame, 1)
         centering.addStretch(0)
+        outer.addWidget(self.attachments)
         outer.addLayout(centering)
         self.hint = QLabel("Enter to send  ·  Shift+Enter for a new line  ·  Esc to stop", self)
         self.hint.setObjectName("ComposerHint")

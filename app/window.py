@@ -30,6 +30,7 @@ from . import icons, markdown, shortcuts, theme
 from .active_chat import ActiveChat
 from .message_history import MessageHistory
 from .app_settings import API_FIELDS, SettingsSaver
+from .attachments_controller import Attachments
 from .chat_controller import ChatController
 from .chat_page import ChatPage
 from .conversations import ConversationList
@@ -76,6 +77,7 @@ class MainWindow(QMainWindow):
         self.conversations = ConversationList(engine, self.workers, self.sidebar, self.chat, self)
         self.active = ActiveChat(engine, self.workers, self.chat_page, self.chat, self.model_list, self)
         self.history = MessageHistory(self.active, self)
+        self.attachments = Attachments(engine, self.workers, self.chat_page.composer.attachments, self.active, self)
         self._connect()
         self._shortcuts()
         # A title written in the background (engine/chat/background.py) shows in the sidebar.
@@ -152,6 +154,7 @@ class MainWindow(QMainWindow):
         self.setAcceptDrops(True)  # .gguf files and folders dropped anywhere are imported
         self._drop_filter = ModelDropFilter(self.dropped_paths, self.import_dropped, self)
         self.composer.input.viewport().installEventFilter(self._drop_filter)  # it would paste the path
+        self.attachments.accept_drops_on(self.composer.input.viewport())  # other files: documents
 
     def _shortcuts(self) -> None:
         for keys, slot in (

@@ -15,6 +15,7 @@ import signal
 import sqlite3
 import sys
 from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from inglenook import __version__
@@ -48,13 +49,20 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "hub": ("pull", "search", "files", "import"),
     "adapters": ("adapters",),
     "mcp": ("mcp",),
+    "docs": ("docs",),
 }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(argv)
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if args.command == "run" and args.prompt is None and len(extra) == 1 and not extra[0].startswith("-"):
+        # `run MODEL --file a.pdf "question"`: argparse gives the optional PROMPT up when an
+        # option separates it from MODEL, so it arrives here as an extra word.
+        args.prompt, extra = extra[0], []
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command is None:
         return gui_main()
     try:
@@ -111,6 +119,10 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         "--continue", dest="continue_id", nargs="?", const="last", metavar="CONVERSATION_ID",
         help="continue the last conversation, or the one with this id",
     )
+    run.add_argument("--file", dest="files", action="append", type=Path, default=[], metavar="FILE",
+                     help="attach a document (PDF, DOCX, PPTX, XLSX, CSV, HTML, text, code); repeat for several")
+    run.add_argument("--collection", dest="collections", action="append", default=[], metavar="NAME",
+                     help="attach every document of a collection (see `inglenook docs`)")
     run.add_argument("--no-cache", action="store_true", help="do not reuse any cached prompt state")
     run.add_argument("--verbose", action="store_true", help="print token counts and speed to stderr")
     run.set_defaults(handler=cmd_run)
@@ -226,7 +238,15 @@ def cmd_run(args: argparse.Namespace, paths: Paths) -> int:
     # One conversation: its model loads with one sequence, not the app's several (issue 27).
     with _open_engine(args, paths, sequences=1) as engine:
         record = engine.resolve_model(args.model)
+        documents = []
+        if args.files or args.collections:
+            from inglenook.cli.docs import documents_for_run  # noqa: PLC0415 — only when documents are attached
+
+            # Read before the conversation exists: a file that cannot be read leaves nothing behind.
+            documents = documents_for_run(engine.chats, args.files, args.collections)
         conversation = _conversation_for(engine, args, record.id)
+        if documents:
+            engine.chats.attach_documents(conversation.id, documents)
         overrides = {
             "max_tokens": args.max_tokens,
             "temperature": args.temperature,

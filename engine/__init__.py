@@ -31,8 +31,9 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "ConversationSearch", "RoundFinished", "RoundStats", "ToolTurn", "ToolTurnEvent", "Turn", "title_from",
     ),
     "scheduling": ("LoadPlan", "Scheduler"),
+    "documents": ("Added", "CollectionFile", "Document", "Limits", "convert_bytes_safely", "convert_file"),
     "base": (
-        "AdapterError", "Chunk", "ContextLengthExceeded", "ConversationNotFound", "DownloadError",
+        "AdapterError", "Chunk", "ContextLengthExceeded", "ConversationNotFound", "DocumentError", "DownloadError",
         "EmbedJob", "Embeddings", "ExclusiveJob", "Finished", "GGUFInfo", "GenerateJob", "GenerationEvent",
         "InglenookError", "InvalidRequest", "JobCancelled", "JobHandle", "MAX_SCALE", "ModelListener",
         "ModelLoadError", "ModelNotFound", "ModelRecord", "PortInUse", "PromptProgress", "QueueFull",
@@ -94,7 +95,7 @@ if TYPE_CHECKING:
     from .base import (
         MAX_SCALE as MAX_SCALE, AdapterError as AdapterError, Chunk as Chunk,
         ContextLengthExceeded as ContextLengthExceeded, ConversationNotFound as ConversationNotFound,
-        DownloadError as DownloadError, EmbedJob as EmbedJob, Embeddings as Embeddings,
+        DocumentError as DocumentError, DownloadError as DownloadError, EmbedJob as EmbedJob, Embeddings as Embeddings,
         ExclusiveJob as ExclusiveJob, Finished as Finished, GGUFInfo as GGUFInfo, GenerateJob as GenerateJob,
         GenerationEvent as GenerationEvent, InglenookError as InglenookError,
         InvalidRequest as InvalidRequest, JobCancelled as JobCancelled, JobHandle as JobHandle,
@@ -118,6 +119,10 @@ if TYPE_CHECKING:
         CrashGuard as CrashGuard, DoctorReport as DoctorReport, Engine as Engine, LastCrash as LastCrash,
         SelfTest as SelfTest, attach_rpc_workers as attach_rpc_workers, collect as collect,
         open_engine as open_engine, start_rpc_host as start_rpc_host,
+    )
+    from .documents import (
+        Added as Added, CollectionFile as CollectionFile, Document as Document, Limits as Limits,
+        convert_bytes_safely as convert_bytes_safely, convert_file as convert_file,
     )
     from .lab import (
         EvalText as EvalText, LabProgress as LabProgress, LabReport as LabReport, LabResult as LabResult,

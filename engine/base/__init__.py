@@ -18,7 +18,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "remove_stale_temporaries",
     ),
     "errors": (
-        "ContextLengthExceeded", "ConversationNotFound", "DownloadError", "InglenookError",
+        "ContextLengthExceeded", "ConversationNotFound", "DocumentError", "DownloadError", "InglenookError",
         "InvalidRequest", "JobCancelled", "ModelLoadError", "ModelNotFound", "ModelTooLarge", "PortInUse",
         "QueueFull", "ServerError", "StateFileInvalid", "StorageUnavailable", "StoreError",
         "UnsupportedCpu",
@@ -39,7 +39,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "protocol": (
         "AssistantMessage", "ChatChoice", "ChatCompletion", "ChatCompletionChunk",
         "ChatCompletionProgressChunk", "ChatCompletionRequest", "ChatMessage", "ChoiceDelta",
-        "ChoiceLogprobs", "ChunkChoice", "Completion", "CompletionChoice", "CompletionLogprobs",
+        "ChoiceLogprobs", "ContentPart", "ChunkChoice", "Completion", "CompletionChoice", "CompletionLogprobs",
         "CompletionProgressChunk", "CompletionRequest", "DeltaFunctionCall", "DeltaToolCall",
         "EmbeddingData", "EmbeddingList", "EmbeddingRequest", "EmbeddingUsage", "ErrorDetail",
         "ErrorResponse", "FunctionCall", "FunctionDefinition", "JsonSchemaFormat", "LoraRequest",
@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     )
     from .errors import (
         ContextLengthExceeded as ContextLengthExceeded, ConversationNotFound as ConversationNotFound,
-        DownloadError as DownloadError, InglenookError as InglenookError, InvalidRequest as InvalidRequest,
+        DocumentError as DocumentError, DownloadError as DownloadError, InglenookError as InglenookError, InvalidRequest as InvalidRequest,
         JobCancelled as JobCancelled, ModelLoadError as ModelLoadError, ModelNotFound as ModelNotFound,
         ModelTooLarge as ModelTooLarge, PortInUse as PortInUse, QueueFull as QueueFull,
         ServerError as ServerError, StateFileInvalid as StateFileInvalid,
@@ -93,7 +93,7 @@ if TYPE_CHECKING:
         ChatCompletionProgressChunk as ChatCompletionProgressChunk,
         ChatCompletionRequest as ChatCompletionRequest, ChatMessage as ChatMessage,
         ChoiceDelta as ChoiceDelta, ChoiceLogprobs as ChoiceLogprobs, ChunkChoice as ChunkChoice,
-        Completion as Completion, CompletionChoice as CompletionChoice,
+        Completion as Completion, CompletionChoice as CompletionChoice, ContentPart as ContentPart,
         CompletionLogprobs as CompletionLogprobs, CompletionProgressChunk as CompletionProgressChunk,
         CompletionRequest as CompletionRequest, DeltaFunctionCall as DeltaFunctionCall,
         DeltaToolCall as DeltaToolCall, EmbeddingData as EmbeddingData, EmbeddingList as EmbeddingList,

@@ -63,6 +63,17 @@ class ContextLengthExceeded(InglenookError):
         self.context_size = context_size
 
 
+class DocumentError(InvalidRequest):
+    """A document cannot be read: a format Inglenook does not convert, a damaged or encrypted
+    file, one over the size or time limits, or one without text (a scanned PDF). The message
+    says which, in words a person can act on; the API answers 400 with ``param="file"``."""
+
+    code = "document_error"
+
+    def __init__(self, message: str, param: str | None = "file") -> None:
+        super().__init__(message, param)
+
+
 class DownloadError(InglenookError):
     """A download failed, was refused by the hub, or did not verify."""
 

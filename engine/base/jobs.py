@@ -46,6 +46,11 @@ class GenerateJob:
     # The beginning of the answer, already written: the prompt ends with it instead of an
     # empty assistant turn, so the model continues it (a cut-off answer's "continue").
     answer_prefix: str | None = None
+    # How many leading ``messages`` every conversation with the same documents starts with
+    # (their stable block, documents.with_documents): their tokens are also kept as a
+    # content-addressed prefix that any conversation starting with them restores, so a
+    # document is read once, not once per chat.
+    shared_messages: int = 0
     # Values the chat template reads besides the messages, e.g. ``enable_thinking``.
     template_options: dict[str, Any] = field(default_factory=dict)
     # Who asked ("window", "terminal", "api:<key or user agent>"): counted in usage, never

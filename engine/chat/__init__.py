@@ -1,7 +1,7 @@
 """Conversations: the chat service a front end talks to, background work (titles, summaries,
 the meaning index) and conversation search.
 
-May import: base, models, remote, runtime, scheduling, store, text, tools, usage.
+May import: base, documents, models, remote, runtime, scheduling, store, text, tools, usage.
 """
 
 from __future__ import annotations

@@ -13,19 +13,25 @@ import threading
 from collections.abc import Callable, Iterator
 import dataclasses
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base import (
     EMPTY, ENDED, NO_LORA, AdapterError, Chunk, ConversationNotFound, Finished, GenerateJob, InglenookError,
     InvalidRequest, JobHandle, LoraSet, ModelRecord, PromptProgress, SamplingParams,
 )
+from ..documents import (
+    Added, CollectionFile, Document, DocumentLibrary, FoundPassage, convert_file, with_documents,
+)
 from ..models import AdapterRegistry
 from ..remote import SEPARATOR, RemoteAnswer, RemoteCatalogue
 from ..scheduling import Scheduler
-from ..store import Conversation, Message, PrefixCache, Store
+from ..store import NOMINAL_AUTO_CONTEXT, Conversation, Message, PrefixCache, Store
 from ..tools import Approver, McpManager
 from ..usage import TERMINAL, WINDOW, ReasoningCount, UsageRecorder
 from .assistants import AssistantLibrary
+from .document_search import DocumentSearch, passages_block
+from .search import MeaningSearch
 from .titles import title_from
 
 if TYPE_CHECKING:
@@ -38,6 +44,10 @@ log = logging.getLogger(__name__)
 LORA_KEY = "lora"
 #: Queries shorter than this are searched by their words only (a letter or two means nothing).
 MIN_MEANING_QUERY = 3
+# Documents placed whole: characters per token assumed (cautious), and the context kept free
+# for the conversation and the answer; documents needing more are searched instead.
+CHARS_PER_TOKEN = 3.0
+ROOM_FOR_CHAT_TOKENS = 1024
 
 
 @dataclass(frozen=True)
@@ -219,6 +229,13 @@ class ChatService:
         # sets ``resolve`` (model id -> record) so a turn knows its template's tool format.
         self.tools = McpManager(store)
         self.resolve: Callable[[str], ModelRecord] | None = None
+        # Documents attached to conversations (placed whole, first, in every turn's prompt,
+        # or searched when they do not fit: the passages each conversation's last turn used).
+        self.documents = DocumentLibrary(store)
+        self.passages_used: dict[int, list[FoundPassage]] = {}
+        self._document_search: DocumentSearch | None = None
+        # The context a model's chats get, for "do the documents fit": the loaded model's.
+        self.context_of: Callable[[str], int] = self._loaded_context
 
     def new_conversation(
         self,
@@ -308,6 +325,79 @@ class ChatService:
         if count:
             self.store.delete_oldest_messages(conversation_id, count)
         return self.store.messages(conversation_id)
+
+    def attach_documents(self, conversation_id: int, documents: list[Document]) -> list[Document]:
+        """Attach converted documents to a conversation (each once); returns all it has now."""
+        self.store.get_conversation(conversation_id)  # ConversationNotFound before anything is kept
+        self.documents.attach(conversation_id, documents)
+        return self.documents.for_conversation(conversation_id)
+
+    def attached_documents(self, conversation_id: int) -> list[Document]:
+        return self.documents.for_conversation(conversation_id)
+
+    def detach_document(self, conversation_id: int, sha256: str) -> None:
+        self.documents.detach(conversation_id, sha256)
+
+    def _with_documents(self, conversation: Conversation, model_id: str) -> tuple[list[dict[str, Any]], int]:
+        """The turn's messages with the conversation's documents, and how many lead them.
+
+        Documents that fit (with room for the conversation and the answer) go first, whole, in
+        a block that depends on them alone: every chat with the same documents starts with the
+        same tokens, which the prefix cache keeps once. Documents that do not fit are searched:
+        the passages that best match the last question go first instead (``passages_used``)."""
+        history = self.history(conversation)
+        documents = self.documents.for_conversation(conversation.id)
+        self.passages_used.pop(conversation.id, None)
+        if not documents or self._fits_whole(documents, model_id):
+            return with_documents(history, documents)
+        question = next((m["content"] for m in reversed(history) if m["role"] == "user"), "")
+        found = self.document_search().find(question, documents)
+        self.passages_used[conversation.id] = found
+        return [{"role": "system", "content": passages_block(found)}, *history], 0
+
+    def document_placement(self, documents: list[Document], model_id: str | None) -> str:
+        """"whole" when ``documents`` go into a chat with ``model_id`` whole, else "searched"."""
+        if not documents or self._fits_whole(documents, model_id or self._default_model()):
+            return "whole"
+        return "searched"
+
+    def _fits_whole(self, documents: list[Document], model_id: str) -> bool:
+        context = self.context_of(model_id)
+        # About 3 characters a token is cautious for prose (4 is usual for English) and
+        # right for code and tables; the rest of the context is the conversation's and the answer's.
+        return sum(len(d.text) for d in documents) / CHARS_PER_TOKEN <= context - ROOM_FOR_CHAT_TOKENS
+
+    def _loaded_context(self, model_id: str) -> int:
+        for model in self.scheduler.loaded_models():
+            if model.record.id == model_id and not model.options.embeddings:
+                return int(model.n_ctx)
+        return NOMINAL_AUTO_CONTEXT
+
+    def document_search(self) -> DocumentSearch:
+        """Passage search over documents, by keywords and by the search model's vectors."""
+        if self._document_search is None:
+            background = self.background
+            if background is not None:
+                self._document_search = DocumentSearch(self.store, background.search, background.search_model,
+                                                       background.embed_now)
+            else:  # no background room (some tests, tools): keywords only
+                self._document_search = DocumentSearch(self.store, MeaningSearch(self.store, lambda _id: True),
+                                                       lambda: None, lambda _id, _texts: [])
+        return self._document_search
+
+    def add_to_collection(self, collection: str, paths: list[Path]) -> list[Added]:
+        """Add files to a named collection (created if new), converting only changed ones."""
+        return self.documents.add_files(collection, paths, convert_file)
+
+    def collections(self) -> dict[str, list[CollectionFile]]:
+        return self.documents.collections()
+
+    def collection_documents(self, collection: str) -> list[Document]:
+        return self.documents.collection_documents(collection)
+
+    def remove_from_collection(self, collection: str, paths: list[Path] | None = None) -> int:
+        """Remove files from a collection, or the whole collection when ``paths`` is empty."""
+        return self.documents.remove(collection, paths or [])
 
     def history(self, conversation: Conversation) -> list[dict[str, str]]:
         """The messages a model sees: the system prompt, then every kept message."""
@@ -468,17 +558,18 @@ class ChatService:
         if lora and SEPARATOR in model_id and self.remotes.owner(model_id) is not None:
             raise AdapterError(f"LoRA adapters run on local models only; {model_id} is answered by a remote engine")
         reply_to = self.store.leaf(conversation.id)
-        history = self.history(conversation)
+        messages, shared = self._with_documents(conversation, model_id)
         if extends is not None:
             if SEPARATOR in model_id and self.remotes.owner(model_id) is not None:
                 raise InvalidRequest(f"{model_id} is answered by a remote engine, which cannot continue an answer")
-            history = history[:-1]  # the answer goes after the prompt, unfinished (answer_prefix)
+            messages = messages[:-1]  # the answer goes after the prompt, unfinished (answer_prefix)
         job = GenerateJob(
             model_id=model_id,
             sampling=sampling,
-            messages=history,
+            messages=messages,
             use_cache=use_cache,
             conversation_id=conversation.id,
+            shared_messages=shared,
             client=self.client,
             lora=lora,
             answer_prefix=extends.content if extends is not None else None,

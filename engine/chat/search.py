@@ -159,6 +159,10 @@ class MeaningSearch:
         ids = np.array([r[0] for r in rows], dtype=np.int64)
         return ids, np.vstack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
 
+    def vectors_for(self, model_id: str, texts: list[str], embed: Embedder) -> list[np.ndarray]:
+        """Unit vectors of ``texts`` as this room compares them (documents' passages use them too)."""
+        return self._embed(model_id, texts, embed)
+
     def _embed(self, model_id: str, texts: list[str], embed: Embedder) -> list[np.ndarray]:
         clipped = [t.strip()[:MAX_CHARS] for t in texts]
         if self._is_encoder(model_id):

@@ -74,6 +74,7 @@ class _Running:
     sequence: SteppedSequence
     prompt_tokens: int
     use_cache: bool
+    shared_tokens: int = 0  # the prompt's leading tokens every chat with its documents shares
 
 
 @dataclass
@@ -425,9 +426,11 @@ class Scheduler:
         slot = model.pick_slot(prompt)
         if slot is None:
             return WAIT
+        shared = 0
         if self.cache is not None and job.use_cache:
             try:
-                self.cache.restore(model.slot_view(slot), prompt, job.conversation_id)
+                shared = self._shared_tokens(model, job, prompt, handle.cancel_event)
+                self.cache.restore(model.slot_view(slot), prompt, job.conversation_id, shared=shared)
             except Exception:  # a cache fault costs a full prefill, never the answer
                 log.exception("restoring a saved prompt state failed; prefilling instead")
                 model.free_slot(slot)
@@ -440,7 +443,7 @@ class Scheduler:
         # the HTTP API can open a stream now (errors before this point become HTTP errors).
         handle._put(PromptProgress(cached, len(prompt), cached, 0.0))
         self._pool.touch((record.id, False))
-        self._running.append(_Running(handle, sequence, len(prompt), job.use_cache))
+        self._running.append(_Running(handle, sequence, len(prompt), job.use_cache, shared))
         return ADMITTED
 
     def _lora_ready(self, model: BatchedModel, job: GenerateJob) -> bool:
@@ -506,7 +509,7 @@ class Scheduler:
             # The answer is delivered; the state is copied out before the next step.
             try:
                 cache.save(model.slot_view(running.sequence.slot), running.prompt_tokens, job.conversation_id,
-                                reserved=True)
+                           reserved=True, shared=running.shared_tokens)
             except Exception:
                 log.exception("saving the prompt state failed")
         self._report_activity()
@@ -572,6 +575,24 @@ class Scheduler:
             handle._put(InglenookError(f"internal error: {exc.__class__.__name__}"))
         handle._put(JOB_DONE)
         self._report_activity()
+
+    @staticmethod
+    def _shared_tokens(model: BatchedModel, job: GenerateJob, prompt: list[int], cancel: threading.Event) -> int:
+        """How many leading tokens of ``prompt`` are the job's shared messages (its documents):
+        the tokens those messages render to alone, as far as they agree with the prompt."""
+        if not job.shared_messages or job.messages is None or len(job.messages) <= job.shared_messages:
+            return 0
+        try:
+            alone = model.chat_tokens(job.messages[: job.shared_messages], tools=job.tools, cancel=cancel,
+                                      options=job.template_options)
+        except InglenookError as exc:  # a template that wants a user turn: no shared prefix, a normal turn
+            log.debug("the shared messages do not render alone (%s); not keeping them as a prefix", exc)
+            return 0
+        limit = min(len(alone), len(prompt))
+        common = 0
+        while common < limit and alone[common] == prompt[common]:
+            common += 1
+        return common
 
     @staticmethod
     def _prompt_tokens(model: BatchedModel, job: GenerateJob, cancel: threading.Event) -> list[int]:

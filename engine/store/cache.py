@@ -197,24 +197,34 @@ class PrefixCache:
 
     # -- the scheduler's side --------------------------------------------------------
 
-    def restore(self, model: CachedSequence, prompt: list[int], conversation_id: int | None = None) -> int:
+    def restore(self, model: CachedSequence, prompt: list[int], conversation_id: int | None = None,
+                shared: int = 0) -> int:
         """Load the best saved state for ``prompt`` into ``model`` when it beats what the model
-        already holds. Returns the tokens restored (0 when nothing better was found)."""
+        already holds. Returns the tokens restored (0 when nothing better was found).
+
+        ``shared``: the prompt's first tokens that any conversation may share (its documents'
+        block): a conversation's turn also looks among the content-addressed prefix entries,
+        for those tokens only, so a document read in one chat serves every chat."""
         if len(prompt) < 3:
             return 0
         state_key = model.state_key()
         wanted = np.asarray(prompt, dtype=np.int32)
         resident = model.reusable_prefix(prompt)
+        # How far each candidate may serve: a conversation's own state all of it, a prefix
+        # entry seen from a conversation only its shared tokens.
+        candidates: list[tuple[_Entry, int]] = []
         if conversation_id is not None:
             found = self._conversation_entry(state_key, conversation_id)
-            candidates = [found] if found is not None else []
+            candidates = [(found, len(prompt))] if found is not None else []
+            if shared >= MIN_PREFIX_TOKENS:
+                candidates += [(e, shared) for e in self._prefix_candidates(state_key, wanted[:shared])]
         else:
-            candidates = self._prefix_candidates(state_key, wanted)
+            candidates = [(e, len(prompt)) for e in self._prefix_candidates(state_key, wanted)]
         best, best_common = None, 0
-        for entry in candidates:
+        for entry, reach in candidates:
             # The model's rule: how much of a shared prefix a prompt may take from a state
             # and still read exactly what a full prefill reads (runtime/slots.py).
-            common = model.reusable_length(len(prompt), common_prefix(entry.tokens, wanted))
+            common = model.reusable_length(len(prompt), min(reach, common_prefix(entry.tokens, wanted)))
             if common > best_common and self._trimmable(model, entry, common):
                 best, best_common = entry, common
         if best is None or best_common <= resident:
@@ -240,10 +250,16 @@ class PrefixCache:
             self._reserved += 1
 
     def save(self, model: CachedSequence, prompt_tokens: int, conversation_id: int | None = None,
-             reserved: bool = False) -> None:
-        """Copy the model's sequence out and queue it for disk; call after a turn ends."""
+             reserved: bool = False, shared: int = 0) -> None:
+        """Copy the model's sequence out and queue it for disk; call after a turn ends.
+
+        ``shared`` (a conversation's documents, see ``restore``): after the conversation's own
+        state, its first ``shared`` tokens are saved as a content-addressed prefix entry too,
+        unless one already holds them."""
         try:
             self._save(model, prompt_tokens, conversation_id)
+            if conversation_id is not None and shared >= MIN_PREFIX_TOKENS and not self._holds_prefix(model, shared):
+                self._save(model, shared, None)
         finally:
             if reserved:
                 with self._lock:
@@ -296,6 +312,17 @@ class PrefixCache:
                 self._writes.put(name)
             self._fit_ram()
         self.last_save = SaveTimings(snapshot_s=snapshot_s, bytes=len(payload))
+
+    def _holds_prefix(self, model: CachedSequence, shared: int) -> bool:
+        """Whether a prefix entry already serves the first ``shared`` tokens of the model's
+        sequence (as far as a save of them would: all but the last block's remainder)."""
+        tokens = np.asarray(model.kv_tokens[:shared], dtype=np.int32)
+        if len(tokens) < shared:
+            return False
+        for entry in self._prefix_candidates(model.state_key(), tokens):
+            if common_prefix(entry.tokens, tokens) >= shared - BLOCK:
+                return True
+        return False
 
     # -- the spare buffer ----------------------------------------------------------------
 

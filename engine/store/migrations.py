@@ -280,6 +280,48 @@ def m015_message_tree(db: sqlite_utils.Database) -> None:
     table_named(db, "messages").create_index(["conversation_id", "parent_id"])
 
 
+def m013_documents(db: sqlite_utils.Database) -> None:
+    """Documents attached to conversations and kept in named collections (issue 30).
+
+    ``documents``: each converted file once, keyed by the SHA-256 of its bytes (the same file
+    attached twice, or to two chats, is one row). ``conversation_documents``: a conversation's
+    attachments in order (a trigger removes them with their conversation). ``document_collections``
+    and ``collection_files``: a named library and the files in it, by path, with the hash and
+    modification time they were converted at, so a file is converted again only when its
+    hash changed. ``document_passages`` (+ FTS5 and ``passage_vectors``): retrieval.
+    """
+    table_named(db, "documents").create(
+        {"sha256": str, "name": str, "kind": str, "size": int, "text": str, "pages": str, "notes": str,
+         "created_at": float},
+        pk="sha256",
+    )
+    table_named(db, "conversation_documents").create(
+        {"conversation_id": int, "sha256": str, "position": int},
+        pk=("conversation_id", "sha256"),
+    )
+    db.conn.execute("CREATE TRIGGER conversation_documents_follow_conversations AFTER DELETE ON conversations "
+                    "BEGIN DELETE FROM conversation_documents WHERE conversation_id = OLD.id; END")
+    # Passages for retrieval when documents do not fit whole: their text, an FTS5 keyword
+    # index over it (rowid = passage id), and vectors per embedding model. Each goes with its
+    # document, and a passage's index entry and vectors with the passage.
+    table_named(db, "document_passages").create(
+        {"id": int, "sha256": str, "ordinal": int, "label": str, "text": str}, pk="id")
+    table_named(db, "document_passages").create_index(["sha256", "ordinal"])
+    db.conn.execute("CREATE VIRTUAL TABLE document_passages_fts USING fts5(text)")
+    table_named(db, "passage_vectors").create(
+        {"passage_id": int, "model_id": str, "vector": bytes}, pk=("passage_id", "model_id"))
+    db.conn.execute("CREATE TRIGGER document_passages_follow_documents AFTER DELETE ON documents "
+                    "BEGIN DELETE FROM document_passages WHERE sha256 = OLD.sha256; END")
+    db.conn.execute("CREATE TRIGGER passage_parts_follow_passages AFTER DELETE ON document_passages BEGIN "
+                    "DELETE FROM document_passages_fts WHERE rowid = OLD.id; "
+                    "DELETE FROM passage_vectors WHERE passage_id = OLD.id; END")
+    table_named(db, "document_collections").create({"name": str, "created_at": float}, pk="name")
+    table_named(db, "collection_files").create(
+        {"collection": str, "path": str, "sha256": str, "size": int, "mtime": float, "added_at": float},
+        pk=("collection", "path"),
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     m001_initial,
     m003_lab_results,
@@ -292,5 +334,6 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     m010_message_embeddings,
     m011_kv_cache_auto,
     m012_mcp_servers,
+    m013_documents,
     m015_message_tree,
 ]

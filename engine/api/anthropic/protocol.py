@@ -28,6 +28,7 @@ from ...base import (
     ChatCompletionRequest, ChatMessage, FunctionCall, FunctionDefinition, InvalidRequest, NamedFunction,
     NamedToolChoice, RequestModel, Tool, ToolCall,
 )
+from ..shared import file_part
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,7 @@ class ContentBlock(RequestModel):
     signature: str | None = None
     data: str | None = None
     source: Any = None
+    title: str | None = None  # a document block's name
 
 
 class InputMessage(RequestModel):
@@ -238,6 +240,10 @@ def _user_turn(blocks: list[ContentBlock], index: int) -> list[ChatMessage]:
         where = f"messages[{index}].content[{n}]"
         if block.type == "text":
             texts.append(_text_of(block, where))
+        elif block.type == "document" and _base64_source(block) is not None:
+            # A file: the shared plan takes it out of the turn and places it first, whole.
+            flush()
+            out.append(ChatMessage(role="user", content=[file_part(block.title, _base64_source(block))]))
         elif block.type in MEDIA_BLOCKS:
             texts.append(_media_text(block, where))
         elif block.type == "tool_result":
@@ -288,6 +294,14 @@ def _media_text(block: ContentBlock, where: str) -> str:
         return source["data"]
     log.info("%s: this server reads text only; a %s block is left out and the model is told so", where, block.type)
     return f"[{block.type} left out: this model reads text only]"
+
+
+def _base64_source(block: ContentBlock) -> str | None:
+    """A document block's file as a data: URL, when it carries base64 data (a PDF, say)."""
+    source = block.source if isinstance(block.source, dict) else {}
+    if source.get("type") == "base64" and isinstance(source.get("data"), str):
+        return f"data:{source.get('media_type') or 'application/octet-stream'};base64,{source['data']}"
+    return None
 
 
 def _unsupported(block: ContentBlock, where: str) -> InvalidRequest:

@@ -22,6 +22,7 @@ from ...base import (
     ChatCompletionRequest, ChatMessage, FunctionCall, FunctionDefinition, InvalidRequest, JsonSchemaFormat,
     NamedFunction, NamedToolChoice, RequestModel, ResponseFormat, Tool, ToolCall,
 )
+from ..shared import file_part
 
 log = logging.getLogger(__name__)
 
@@ -223,7 +224,15 @@ def add_items(messages: list[ChatMessage], items: list[dict[str, Any]], where: s
             role = item.get("role")
             if role not in MESSAGE_ROLES:
                 raise InvalidRequest(f"{label} has the role {role!r}; expected one of {', '.join(MESSAGE_ROLES)}", param="input")
-            messages.append(ChatMessage(role=role, content=part_text(item.get("content"), label)))
+            content = item.get("content")
+            files: list[dict[str, Any]] = []
+            if isinstance(content, list):  # documents: the shared plan takes them out and places them first
+                files = [p for p in content if isinstance(p, dict) and p.get("type") == "input_file"]
+                content = [p for p in content if p not in files]
+            messages.append(ChatMessage(role=role, content=part_text(content, label)))
+            if files:
+                messages.append(ChatMessage(role=role, content=[file_part(f.get("filename"), f.get("file_data"))
+                                                                for f in files]))
         elif kind in CALL_TYPES:
             call = ToolCall(id=_required(item, "call_id", label), function=FunctionCall(
                 name=_required(item, "name", label), arguments=item.get("arguments", item.get("input")) or "",

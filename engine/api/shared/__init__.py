@@ -1,7 +1,7 @@
 """What every API family shares: the ``ApiService`` and request submission, requests turned
 into jobs, runs, error shapes, security, keys and their limits, request bodies and connections.
 
-May import: base, core, models, runtime, scheduling, store, text, usage.
+May import: base, core, documents, models, runtime, scheduling, store, text, usage.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "api_engine": ("ApiEngine",),
     "bodies": ("check_json_value",),
     "connections": ("DEFAULT_MAX_CONNECTIONS", "DEFAULT_READ_TIMEOUT_S", "guarded_h11"),
+    "documents": ("file_part", "hoist_documents"),
     "errors": ("ApiError", "error_body", "error_for"),
     "key_limits": ("GENERATION_PATHS", "KeyTraffic", "stamp_client"),
     "keys": ("ApiKeyRecord", "ApiKeys", "KeyLimits"),
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
         DEFAULT_MAX_CONNECTIONS as DEFAULT_MAX_CONNECTIONS, DEFAULT_READ_TIMEOUT_S as DEFAULT_READ_TIMEOUT_S,
         guarded_h11 as guarded_h11,
     )
+    from .documents import file_part as file_part, hoist_documents as hoist_documents
     from .errors import ApiError as ApiError, error_body as error_body, error_for as error_for
     from .key_limits import (
         GENERATION_PATHS as GENERATION_PATHS, KeyTraffic as KeyTraffic, stamp_client as stamp_client,

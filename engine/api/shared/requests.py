@@ -15,6 +15,7 @@ from ...base import (
     ChatCompletionRequest, CompletionRequest, GenerateJob, InglenookError, InvalidRequest, ModelNotFound,
     ModelRecord, SamplingFields, SamplingParams,
 )
+from ...documents import with_documents
 from ...models import resolve_alias
 from ...runtime import header_of
 from ...scheduling import Router
@@ -23,6 +24,7 @@ from ...text import (
     plan_tools,
 )
 from .api_engine import ApiEngine
+from .documents import hoist_documents
 from .lora import requested_lora
 
 log = logging.getLogger(__name__)
@@ -151,8 +153,12 @@ def chat_plan(request: ChatCompletionRequest, names: ModelNames) -> GenerationPl
     needs_template = bool(request.tools) or any(m.role in ("tool", "function") or m.tool_calls for m in request.messages)
     abilities = names.abilities(record) if needs_template else TemplateAbilities()
     tools = plan_tools(request.tools, request.tool_choice, abilities)
+    # Files in the request (documents) come out of the messages and go first, whole, in
+    # their stable block: a client sending the same file again reuses its cached prefill.
+    request_messages, documents = hoist_documents(request.messages)
     # A line that changes every request near the top would defeat the prefix cache.
-    messages = VOLATILE_LINES.steady(record.id, engine_messages(request.messages, abilities, tools))
+    messages = VOLATILE_LINES.steady(record.id, engine_messages(request_messages, abilities, tools))
+    messages, _ = with_documents(messages, documents)
     grammar = tools.grammar() if tools is not None else None
     if grammar is None:
         grammar = _response_grammar(request)

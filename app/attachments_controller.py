@@ -1,0 +1,170 @@
+"""Keeps the composer's attachment chips in step with the open conversation's documents, and
+attaches new ones.
+
+Conversion runs in the engine's conversion worker (a separate process), called from the
+window's models lane (long work, like a model import), never on the GUI thread; the chips
+come back as queued results. A file attached in a new chat creates the chat first (it then
+opens, with its documents, ready for the first question).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtGui import QDragEnterEvent, QDropEvent
+from PySide6.QtWidgets import QFileDialog, QWidget
+
+from inglenook.engine import Document, DocumentError, Engine
+
+from .active_chat import ActiveChat
+from .attachments import AttachmentBar, DocumentPreview
+from .models_installed import ModelDropFilter
+from .workers import Workers
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+def document_paths(event: QDragEnterEvent | QDropEvent) -> list[Path]:
+    """Local files in a drag that could be documents (not models, not folders)."""
+    mime = event.mimeData()
+    if not mime.hasUrls():
+        return []
+    paths = [Path(url.toLocalFile()) for url in mime.urls() if url.isLocalFile()]
+    return [p for p in paths if p.is_file() and p.suffix.lower() != ".gguf"]
+
+
+class Attachments(QObject):
+    """Keeps the bar in step with the open conversation's documents and attaches new ones."""
+
+    changed = Signal()  # the chips were redrawn (tests wait for it)
+
+    def __init__(self, engine: Engine, workers: Workers, bar: AttachmentBar, active: ActiveChat,
+                 parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.engine = engine
+        self.workers = workers
+        self.bar = bar
+        self.active = active
+        self.documents: list[Document] = []
+        self.preview: DocumentPreview | None = None
+        # Each load or attach is numbered; only the latest one's result is drawn, so a slow
+        # load of the chat cannot redraw the bar over an attach that finished after it.
+        self._latest = 0
+        bar.attach_requested.connect(self.choose_files)
+        bar.preview_requested.connect(self.show_preview)
+        bar.remove_requested.connect(self.remove)
+        active.current_changed.connect(self.reload)
+        active.chat.answer_finished.connect(self._answered)
+
+    def accept_drops_on(self, widget: QWidget) -> None:
+        """Files dropped on ``widget`` (the message box) are attached, not pasted as paths;
+        model files and folders are left to the model import's filter."""
+        self._drop_filter = ModelDropFilter(document_paths, self.attach, self)
+        widget.installEventFilter(self._drop_filter)
+
+    def choose_files(self) -> None:
+        names, _ = QFileDialog.getOpenFileNames(self.bar, "Attach documents")
+        if names:
+            self.attach([Path(n) for n in names])
+
+    def reload(self, conversation_id: int | None = None) -> None:
+        conversation_id = self.active.current_id if conversation_id is None else conversation_id
+        if conversation_id is None:
+            self._shown(([], "whole", []))
+            return
+        chats, model = self.engine.chats, self.active.model_for(self.active.conversation)
+
+        def load() -> tuple[list[Document], str, list[str]]:
+            documents = chats.attached_documents(conversation_id)
+            return documents, chats.document_placement(documents, model), []
+
+        self.workers.disk.run(load, self._latest_only(self._shown), self._failed)
+
+    def attach(self, paths: list[Path]) -> None:
+        """Convert ``paths`` (in the conversion worker) and attach what could be read."""
+        chats = self.engine.chats
+        conversation_id = self.active.current_id
+        model = self.active.model_for(self.active.conversation)
+        names = ", ".join(p.name for p in paths)
+        self.bar.show_status(f"Reading {names}…")
+
+        def convert_and_attach() -> tuple[int, bool, list[Document], str, list[str]]:
+            from inglenook.engine import convert_file  # noqa: PLC0415 — the engine's conversion worker
+
+            read, errors = [], []
+            for path in paths:
+                try:
+                    read.append(convert_file(path))
+                except DocumentError as exc:
+                    errors.append(str(exc))
+            created = False
+            target = conversation_id
+            if target is None and read:
+                target, created = chats.new_conversation(model_id=self.active.draft_model).id, True
+            documents = chats.attach_documents(target, read) if target is not None and read else []
+            return target or 0, created, documents, chats.document_placement(documents, model), errors
+
+        def done(result: tuple[int, bool, list[Document], str, list[str]]) -> None:
+            target, created, documents, placement, errors = result
+            if created:
+                self.active.open(target)
+                self.active.conversation_changed.emit()
+            if documents or target == self.active.current_id:
+                self._shown((documents, placement, errors))
+            else:
+                self._shown((self.documents, "whole", errors))
+
+        # Superseded by a later load (the person switched chats meanwhile): read the open chat afresh.
+        self.workers.models.run(convert_and_attach, self._latest_only(done, stale=lambda: self.reload()), self._failed)
+
+    def remove(self, sha256: str) -> None:
+        conversation_id = self.active.current_id
+        if conversation_id is None:
+            return
+        chats = self.engine.chats
+        self.workers.disk.run(lambda: chats.detach_document(conversation_id, sha256), lambda _: self.reload(),
+                              self._failed)
+
+    def show_preview(self, sha256: str) -> None:
+        document = next((d for d in self.documents if d.sha256 == sha256), None)
+        if document is not None:
+            self.preview = DocumentPreview(document, self.bar.window())
+            self.preview.show()
+
+    def _latest_only(self, callback: Callable[[T], None], stale: Callable[[], None] | None = None) -> Callable[[T], None]:
+        self._latest += 1
+        number = self._latest
+
+        def deliver(result: T) -> None:
+            if number == self._latest:
+                callback(result)
+            elif stale is not None:
+                stale()
+            else:
+                log.debug("an older attachments result arrived after a newer one; not drawn")
+
+        return deliver
+
+    def _answered(self, conversation_id: int, _message: object) -> None:
+        """After an answer from searched documents, name the passages it was given."""
+        used = self.engine.chats.passages_used.get(conversation_id)
+        if used and conversation_id == self.active.current_id:
+            self.bar.show_status("Passages used: " + "  ".join(f"[{p.citation()}]" for p in used))
+            self.changed.emit()
+
+    def _shown(self, result: tuple[list[Document], str, list[str]]) -> None:
+        documents, placement, errors = result
+        self.documents = documents
+        self.bar.show_documents(documents, placement)
+        self.bar.show_status("\n".join(errors))
+        self.changed.emit()
+
+    def _failed(self, exc: BaseException) -> None:
+        log.info("attaching documents failed: %s", exc)
+        self.bar.show_status(str(exc))
+        self.changed.emit()

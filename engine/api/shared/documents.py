@@ -1,0 +1,73 @@
+"""Files sent inside API requests (OpenAI ``file`` content parts, Responses ``input_file``,
+Anthropic ``document`` blocks with base64 data), read as documents and placed first.
+
+Every family turns its own shape into one: a ``file`` content part with ``filename`` and
+``file_data`` (a ``data:`` URL or bare base64), as OpenAI's chat API sends it. ``hoist_documents``
+takes those parts out of the messages, converts each file in the conversion worker (the
+engine's limits: size, time, memory), and the plan puts the documents in their stable block
+ahead of the conversation, the same block a chat in the window gets; so the prefix cache
+keeps a document's prefill once for every request that sends it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+from ...base import ChatMessage, ContentPart, DocumentError, InvalidRequest
+from ...documents import Document, convert_bytes_safely
+
+FILE_PART = "file"
+
+
+def file_part(filename: str | None, file_data: str | None) -> ContentPart:
+    """The one shape every family's file becomes (OpenAI's chat ``file`` part)."""
+    return ContentPart.model_validate({"type": FILE_PART, "file": {"filename": filename or "document", "file_data": file_data}})
+
+
+def hoist_documents(messages: list[ChatMessage]) -> tuple[list[ChatMessage], list[Document]]:
+    """``messages`` without their file parts, and the documents those parts held (each file
+    once, in order). A message left with no content is dropped."""
+    out: list[ChatMessage] = []
+    documents: dict[str, Document] = {}
+    for index, message in enumerate(messages):
+        content = message.content
+        if not isinstance(content, list) or not any(part.type == FILE_PART for part in content):
+            out.append(message)
+            continue
+        kept = []
+        for n, part in enumerate(content):
+            if part.type != FILE_PART:
+                kept.append(part)
+                continue
+            document = _document(part, f"messages[{index}].content[{n}]")
+            documents.setdefault(document.sha256, document)
+        if kept or message.tool_calls:
+            out.append(message.model_copy(update={"content": kept or None}))
+    return out, list(documents.values())
+
+
+def _document(part: ContentPart, where: str) -> Document:
+    file: Any = (part.model_extra or {}).get("file")
+    if not isinstance(file, dict):
+        raise InvalidRequest(f"{where}: a file part needs a file object with file_data", param="messages")
+    if file.get("file_id") and not file.get("file_data"):
+        raise InvalidRequest(f"{where}: this server keeps no uploaded files; send the file's bytes in file_data",
+                             param="messages")
+    data = file.get("file_data")
+    if not isinstance(data, str) or not data:
+        raise InvalidRequest(f"{where}: file_data must be base64 (or a data: URL)", param="messages")
+    if data.startswith("data:"):
+        header, _, data = data.partition(",")
+        if ";base64" not in header:
+            raise InvalidRequest(f"{where}: a data: URL in file_data must be base64", param="messages")
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidRequest(f"{where}: file_data is not valid base64", param="messages") from None
+    name = str(file.get("filename") or "document")[:200]
+    try:
+        return convert_bytes_safely(name, raw)
+    except DocumentError as exc:
+        raise DocumentError(f"{where}: {exc}", param="messages") from None

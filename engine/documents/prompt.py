@@ -1,0 +1,36 @@
+"""Documents in a prompt: whole, in one stable block before the conversation.
+
+The block depends only on the documents (their order, names and text), never on the chat, so
+every conversation with the same documents starts with the same tokens, and the prefix
+cache's content-addressed entry for them (saved once, on disk) serves them all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .document import Document
+
+PREAMBLE = ("The user has attached the documents below. Answer from them, and say which "
+            "document (and page, where there are pages) an answer comes from.")
+
+
+def documents_block(documents: Sequence[Document]) -> str:
+    parts = [PREAMBLE]
+    for document in documents:
+        pages = f", {document.page_count} pages" if document.page_count else ""
+        parts.append(f'<document name="{document.name}" kind="{document.kind}"{pages}>\n{document.text}\n</document>')
+    return "\n\n".join(parts)
+
+
+def with_documents(messages: list[dict[str, Any]], documents: Sequence[Document]) -> tuple[list[dict[str, Any]], int]:
+    """``messages`` with the documents placed first: (the messages, how many leading ones
+    every chat with these documents shares — the job's ``shared_messages``).
+
+    The documents go in a system message of their own, ahead of the chat's own system
+    prompt, which follows in a second system message, so the chat's instructions never
+    change the documents' tokens."""
+    if not documents:
+        return list(messages), 0
+    return [{"role": "system", "content": documents_block(documents)}, *messages], 1
