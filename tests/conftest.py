@@ -48,14 +48,22 @@ def gemma_path() -> Path:
     return Path(assemble(MODEL_CACHE / "gemma-3-270m-q4_k_m.gguf"))
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """A property test that hangs ends the run with every thread's stack instead of hanging it.
+INTEGRATION_DIR = Path(__file__).parent / "integration"
 
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test under tests/integration/ is marked ``integration`` (a ``pytestmark`` in a
+    conftest marks nothing: until this hook, 18 of its 24 files were left out of `make
+    test-portable`, which selects by that mark).
+
+    A property test that hangs ends the run with every thread's stack instead of hanging it.
     The default signal timeout interrupts only Python code, and Hypothesis takes the interrupt
     for a failing example and replays it while shrinking, hanging again with no timer left
     (CI once spent its whole 90 minutes that way). The thread method dumps the stacks and exits.
     """
     for item in items:
+        if INTEGRATION_DIR in Path(item.path).parents:
+            item.add_marker(pytest.mark.integration)
         if getattr(item, "obj", None) is not None and hasattr(item.obj, "hypothesis"):
             item.add_marker(pytest.mark.timeout(600, method="thread"))
 

@@ -10,7 +10,7 @@ from inglenook.engine.base.model_record import ModelRecord
 from inglenook.engine.runtime.model import LoadedModel
 from inglenook.engine.runtime.model_loading import LoadOptions
 
-pytestmark = pytest.mark.integration
+# Every test here is marked `integration` by tests/conftest.py's collection hook.
 
 # scripts/gpu_check.sh runs these tests with offload on (-1: as many layers as fit); the
 # default, 0, keeps them on the CPU, where their exact-token expectations were recorded.
