@@ -377,8 +377,13 @@ class Store:
                 return []  # none yet, or the conversation is gone
             leaf = self._leaf(conversation_id)
         path: list[Message] = []
-        while leaf is not None and leaf in by_id:
-            message = by_id.pop(leaf)  # popped: a damaged loop of parents ends here
+        while leaf is not None:
+            message = by_id.pop(leaf, None)  # popped: a damaged loop of parents ends here
+            if message is None:
+                # A message lost to damage (salvage keeps every row it can read): go on from
+                # the newest earlier one that survived, so nothing readable is hidden.
+                leaf = max((i for i in by_id if i < leaf), default=None)
+                continue
             path.append(message)
             leaf = message.parent_id
         path.reverse()
