@@ -46,7 +46,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "protocol": (
         "AssistantMessage", "ChatChoice", "ChatCompletion", "ChatCompletionChunk",
         "ChatCompletionProgressChunk", "ChatCompletionRequest", "ChatMessage", "ChoiceDelta",
-        "ChoiceLogprobs", "ChunkChoice", "Completion", "CompletionChoice", "CompletionLogprobs",
+        "ChoiceLogprobs", "ChunkChoice", "Completion", "ContentPart", "CompletionChoice", "CompletionLogprobs",
         "CompletionProgressChunk", "CompletionRequest", "DeltaFunctionCall", "DeltaToolCall",
         "EmbeddingData", "EmbeddingList", "EmbeddingRequest", "EmbeddingUsage", "ErrorDetail",
         "ErrorResponse", "FunctionCall", "FunctionDefinition", "JsonSchemaFormat", "LoraRequest",
@@ -110,7 +110,7 @@ if TYPE_CHECKING:
         ChatCompletionProgressChunk as ChatCompletionProgressChunk,
         ChatCompletionRequest as ChatCompletionRequest, ChatMessage as ChatMessage,
         ChoiceDelta as ChoiceDelta, ChoiceLogprobs as ChoiceLogprobs, ChunkChoice as ChunkChoice,
-        Completion as Completion, CompletionChoice as CompletionChoice,
+        Completion as Completion, CompletionChoice as CompletionChoice, ContentPart as ContentPart,
         CompletionLogprobs as CompletionLogprobs, CompletionProgressChunk as CompletionProgressChunk,
         CompletionRequest as CompletionRequest, DeltaFunctionCall as DeltaFunctionCall,
         DeltaToolCall as DeltaToolCall, EmbeddingData as EmbeddingData, EmbeddingList as EmbeddingList,

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..base import (
-    EMPTY, ENDED, NO_LORA, AdapterError, Chunk, ConversationNotFound, Finished, GenerateJob, InglenookError,
-    InvalidRequest, JobHandle, LoraSet, PromptProgress, SamplingParams,
+    EMPTY, ENDED, NO_LORA, AdapterError, Chunk, ConversationNotFound, Finished, GenerateJob, ImageInput,
+    InglenookError, InvalidRequest, JobHandle, LoraSet, PromptProgress, SamplingParams,
 )
 from ..models import AdapterRegistry
 from ..remote import SEPARATOR, RemoteAnswer, RemoteCatalogue
@@ -291,9 +291,12 @@ class ChatService:
             messages.append({"role": message.role, "content": message.content})
         return messages
 
-    def send(self, conversation_id: int, text: str, use_cache: bool = True, **sampling_overrides: Any) -> Turn:
+    def send(self, conversation_id: int, text: str, use_cache: bool = True, images: list[ImageInput] | None = None,
+             **sampling_overrides: Any) -> Turn:
         """Commit the user's message, then start the answer. ``use_cache=False`` prefills
-        the whole prompt even when a cached state covers part of it (for comparisons)."""
+        the whole prompt even when a cached state covers part of it (for comparisons).
+        ``images`` go with this message to the model's vision projector (``inglenook run
+        --image``); they are not stored with the chat yet, so a later turn sees the text only."""
         if not text.strip():
             raise InvalidRequest("the message is empty", param="content")
         conversation = self.store.get_conversation(conversation_id)
@@ -301,7 +304,7 @@ class ChatService:
         if first:
             conversation = self.store.update_conversation(conversation_id, title=title_from(text))
         self.store.add_message(conversation_id, "user", text)
-        turn = self._answer(conversation, sampling_overrides, use_cache)
+        turn = self._answer(conversation, sampling_overrides, use_cache, images)
         if first and self.background is not None and self.client == WINDOW:
             self.background.request_title(conversation_id, text)  # written once the machine is idle
         return turn
@@ -325,17 +328,22 @@ class ChatService:
         self.store.delete_messages_from(message.conversation_id, message_id)
         return self.send(message.conversation_id, text, use_cache=use_cache, **sampling_overrides)
 
-    def _answer(self, conversation: Conversation, overrides: dict[str, Any], use_cache: bool = True) -> Turn:
+    def _answer(self, conversation: Conversation, overrides: dict[str, Any], use_cache: bool = True,
+                images: list[ImageInput] | None = None) -> Turn:
         model_id = conversation.model_id or self._default_model()
         settings = {**conversation.sampling, **overrides}
         sampling = SamplingParams.from_dict(settings)
         lora = self.lora_for(settings)
         if lora and SEPARATOR in model_id and self.remotes.owner(model_id) is not None:
             raise AdapterError(f"LoRA adapters run on local models only; {model_id} is answered by a remote engine")
+        messages: list[dict[str, Any]] = list(self.history(conversation))
+        if images and messages and messages[-1]["role"] == "user":
+            parts = [{"type": "image", "image": image} for image in images]
+            messages[-1] = {**messages[-1], "content": [*parts, {"type": "text", "text": messages[-1]["content"]}]}
         job = GenerateJob(
             model_id=model_id,
             sampling=sampling,
-            messages=self.history(conversation),
+            messages=messages,
             use_cache=use_cache,
             conversation_id=conversation.id,
             client=self.client,

@@ -58,7 +58,7 @@ def with_markers(messages: list[dict[str, Any]], marker: str) -> list[dict[str, 
                     text.append(marker)
                 elif isinstance(part, dict) and isinstance(part.get("text"), str):
                     text.append(part["text"])
-            message = {**message, "content": "".join(text)}
+            message = {**message, "content": "\n".join(text)}
         flat.append(message)
     return flat
 

@@ -25,7 +25,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from ...base import (
-    ChatCompletionRequest, ChatMessage, FunctionCall, FunctionDefinition, InvalidRequest, NamedFunction,
+    ChatCompletionRequest, ChatMessage, ContentPart, FunctionCall, FunctionDefinition, InvalidRequest, NamedFunction,
     NamedToolChoice, RequestModel, Tool, ToolCall,
 )
 
@@ -228,18 +228,31 @@ def _user_turn(blocks: list[ContentBlock], index: int) -> list[ChatMessage]:
     """tool_result blocks -> tool messages; text between them -> user messages, in order."""
     out: list[ChatMessage] = []
     texts: list[str] = []
+    images: list[ContentPart] = []  # the turn's parts in order, once it has an image
 
     def flush() -> None:
-        if texts:
+        if images:
+            out.append(ChatMessage(role="user", content=list(images)))
+        elif texts:
             out.append(ChatMessage(role="user", content="\n".join(texts)))
-            texts.clear()
+        texts.clear()
+        images.clear()
 
     for n, block in enumerate(blocks):
         where = f"messages[{index}].content[{n}]"
         if block.type == "text":
             texts.append(_text_of(block, where))
+            if images:
+                images.append(ContentPart(type="text", text=texts[-1]))
+        elif block.type == "image" and _base64_source(block) is not None:
+            # Read by the model's vision projector; a text-only model answers 400 naming itself.
+            if not images:
+                images.extend(ContentPart(type="text", text=text) for text in texts)
+            images.append(ContentPart(type="image_url", image_url={"url": _base64_source(block)}))
         elif block.type in MEDIA_BLOCKS:
             texts.append(_media_text(block, where))
+            if images:
+                images.append(ContentPart(type="text", text=texts[-1]))
         elif block.type == "tool_result":
             flush()
             if not block.tool_use_id:
@@ -275,6 +288,16 @@ def _text_of(block: ContentBlock, where: str) -> str:
     if block.text is None:
         raise InvalidRequest(f"{where}: a text block needs text", param="messages")
     return block.text
+
+
+def _base64_source(block: ContentBlock) -> str | None:
+    """An image block's base64 source as a data URL (decoded, and checked, with the chat
+    API's images); None for other sources (a URL, a file id), which are left out with a note."""
+    source = block.source if isinstance(block.source, dict) else {}
+    if source.get("type") != "base64" or not isinstance(source.get("data"), str):
+        return None
+    media = source.get("media_type") if isinstance(source.get("media_type"), str) else "image/png"
+    return f"data:{media};base64,{source['data']}"
 
 
 def _media_text(block: ContentBlock, where: str) -> str:
