@@ -109,3 +109,24 @@ def write_png(path: Path, size: tuple[int, int] = (40, 30), seed: int = 1) -> Pa
     pixels = rng.integers(0, 256, size=(size[1], size[0], 3), dtype=np.uint8)
     Image.fromarray(pixels, "RGB").save(path, format="PNG")
     return path
+
+
+def vision_copy_of_smollm2(smollm2_path: Path, folder: Path) -> Path:
+    """A folder holding a copy of SmolLM2 renamed in its header (so the registry, which keeps
+    one record per file content, sees a model of its own, not the starter) and its projector:
+    the pair as a person would put them in the models folder. Returns the model's path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    model = folder / "SmolVision-135M-Instruct-Q4_1.gguf"
+    if not model.exists():
+        data = bytearray(smollm2_path.read_bytes())
+        name = b"Smollm2 135M 8k Lc100K Mix1 Ep2"
+        at = data.find(name, 0, 1 << 20)
+        assert at > 0, "SmolLM2's general.name was not where the helper expects it"
+        data[at:at + len(name)] = b"SmolVis".ljust(len(name), b" ")  # same length: offsets unchanged
+        partial = model.with_suffix(".partial")
+        partial.write_bytes(bytes(data))
+        partial.replace(model)
+    projector = folder / "mmproj-SmolVision-135M-Instruct-f32.gguf"
+    if not projector.exists():
+        write_mmproj(projector)
+    return model
