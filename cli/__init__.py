@@ -54,7 +54,14 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(argv)
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra and getattr(args, "command", None) == "run" and args.prompt is None and len(extra) == 1 \
+            and not extra[0].startswith("-"):
+        # `run MODEL --image shot.png "question"`: argparse gives out positionals before the
+        # first option, so a prompt after --image is left over; it is the prompt.
+        args.prompt = extra[0]
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command is None:
         return gui_main()
     try:

@@ -292,6 +292,8 @@ class LoadedModel(ModelLoading, SequenceStates, VisionPrompts):
             if sequence.state != PREFILL or room < 2 or sequence.leader is not None:
                 continue
             chunk = sequence.take_prefill(room)
+            if self._images is not None:
+                chunk = self.whole_images(sequence, chunk)
             prefill_rows.append((sequence, chunk, NONE if sequence.pending else LAST))
             room -= len(chunk)
         # Decode rows and prompt chunks go to llama.cpp in separate calls. With a KV stream

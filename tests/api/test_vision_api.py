@@ -26,7 +26,8 @@ from ..conftest import MODEL_CACHE
 from ..mmproj_writer import vision_copy_of_smollm2, write_png
 from .conftest import STARTER, serving
 
-pytestmark = [pytest.mark.api, pytest.mark.skipif(not mtmd_available()[0], reason=mtmd_available()[1] or "libmtmd")]
+pytestmark = pytest.mark.api
+needs_mtmd = pytest.mark.skipif(not mtmd_available()[0], reason=mtmd_available()[1] or "libmtmd")
 
 IMAGE_TOKENS = 16
 
@@ -54,6 +55,7 @@ def png_b64(tmp_path_factory: pytest.TempPathFactory) -> str:
     return base64.b64encode(write_png(tmp_path_factory.mktemp("img") / "shot.png").read_bytes()).decode()
 
 
+@needs_mtmd
 def test_models_list_says_vision_only_for_the_paired_model(vision_server) -> None:
     server, model_id = vision_server
     cards = {c["id"]: c for c in httpx.get(server.url + "/models", timeout=60).json()["data"]}
@@ -61,6 +63,7 @@ def test_models_list_says_vision_only_for_the_paired_model(vision_server) -> Non
     assert "vision" not in cards[STARTER]["capabilities"]
 
 
+@needs_mtmd
 def test_openai_chat_reads_an_image_url_data_url(vision_server, png_b64: str) -> None:
     server, model_id = vision_server
     client = openai.OpenAI(base_url=server.url, api_key="x", max_retries=0, timeout=300)
@@ -96,6 +99,7 @@ def test_each_family_refuses_images_for_a_text_only_model_with_a_400_naming_it(s
     assert response.status_code == 400 and STARTER in response.json()["error"]["message"]
 
 
+@needs_mtmd
 def test_anthropic_and_responses_read_images_for_a_vision_model(vision_server, png_b64: str) -> None:
     server, model_id = vision_server
     ant = anthropic.Anthropic(base_url=server.url.removesuffix("/v1"), api_key="x", max_retries=0, timeout=300)
@@ -117,9 +121,9 @@ def test_anthropic_and_responses_read_images_for_a_vision_model(vision_server, p
     "data:image/png;base64," + base64.b64encode(b"plain text").decode(),  # not an image
     "https://example.com/cat.png",                                          # fetching is off
 ])
-def test_bad_images_are_400s_never_500s(vision_server, url: str) -> None:
-    server, model_id = vision_server
-    response = httpx.post(server.url + "/chat/completions", timeout=300, json={"model": model_id, "max_tokens": 3,
+def test_bad_images_are_400s_never_500s(server: ApiServer, url: str) -> None:
+    # Images are decoded (and refused) while the request is read, before any model is chosen.
+    response = httpx.post(server.url + "/chat/completions", timeout=300, json={"model": STARTER, "max_tokens": 3,
         "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}]}]})
     assert response.status_code == 400, response.text
     assert response.json()["error"]["param"] == "messages"
