@@ -40,13 +40,19 @@ from inglenook.engine.scheduling.scheduler import Scheduler
 from inglenook.engine.store.cache import MIB, PrefixCache
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=4, seed=1)
-QUESTION = "Describe this screenshot: what window is open, and what does the error message say?"
+# A question of some length, as people write about a screenshot: the prefix cache always
+# reads the last 64 prompt tokens again, so a follow-up reuses the image only when the
+# image is not among them.
+QUESTION = ("Describe this screenshot: which application window is open, what does the error message in the "
+            "dialog say, which buttons does the dialog offer, and is there anything in the rest of the window, "
+            "such as a status bar, a log panel or a half-finished form, that explains why the error appeared?")
 
 
-def ask(scheduler: Scheduler, messages: list[dict[str, Any]]) -> tuple[float, Finished]:
+def ask(scheduler: Scheduler, messages: list[dict[str, Any]], conversation: int | None = 1) -> tuple[float, Finished]:
     """Seconds from submit to the first token, and the answer's end."""
     started = time.perf_counter()
-    handle = scheduler.submit(GenerateJob(model_id="m", sampling=GREEDY, messages=messages, conversation_id=1))
+    handle = scheduler.submit(GenerateJob(model_id="m", sampling=GREEDY, messages=messages,
+                                          conversation_id=conversation, use_cache=conversation is not None))
     first = None
     finished = None
     for event in handle.events():
@@ -68,9 +74,12 @@ def run(model_path: Path, image: ImageInput, state_dir: Path, context: int) -> d
     record = ModelRecord.describe(read_gguf(model_path), model_id="vision", source="benchmark")
 
     def scheduler() -> tuple[Scheduler, PrefixCache]:
+        """A scheduler with the model loaded (the load is not part of any time below)."""
         cache = PrefixCache(state_dir, lambda: 1024 * MIB, lambda: 512 * MIB)
-        return Scheduler(resolve=lambda _id: record, load_options=lambda: LoadOptions(context_size=context),
-                         idle_unload_s=0, cache=cache), cache
+        started = Scheduler(resolve=lambda _id: record, load_options=lambda: LoadOptions(context_size=context),
+                            idle_unload_s=0, cache=cache)
+        ask(started, [{"role": "user", "content": "Hello."}], conversation=None)
+        return started, cache
 
     first = [{"role": "user", "content": [{"type": "image", "image": image}, {"type": "text", "text": QUESTION}]}]
     sched, cache = scheduler()

@@ -128,8 +128,9 @@ class VisionPrompts:
 
     def whole_images(self, sequence: "Sequence", chunk: list[int]) -> list[int]:
         """``chunk`` extended so that it does not end inside an image: an image's rows are
-        decoded in one call (Gemma 3's projector wants full attention among them); a
-        restored prefix that ends inside one has it read again whole (``_image_start``)."""
+        decoded in one call (Gemma 3's projector wants full attention among them). A reused
+        prefix may still end inside one: its rows there were read with all of the image in
+        view, and the rows after them see those in the KV cache, as a full prefill does."""
         pending = sequence.pending
         taken = 0
         while (taken < len(pending) and chunk and is_image_id(chunk[-1]) and is_image_id(pending[taken])
@@ -140,33 +141,14 @@ class VisionPrompts:
             sequence.pending = pending[taken:]
         return chunk
 
-    def _image_start(self, sequence: "Sequence", tokens: list[int]) -> list[int]:
-        """The rows of an image whose start is already in the slot's KV while ``tokens``
-        begins inside it (a restored prefix that ended mid-image): they leave the KV cache
-        and are decoded again with the rest, so the image is read in one call. Returns them."""
-        model: Any = self
-        slot = sequence.slot
-        kv = slot.kv_tokens
-        if not tokens or not is_image_id(tokens[0]) or not kv or kv[-1] != tokens[0] - 1:
-            return []
-        start = len(kv)
-        while start > 0 and is_image_id(kv[start - 1]) and kv[start - 1] == tokens[0] - (len(kv) - start + 1):
-            start -= 1
-        again = kv[start:]
-        model._lib.llama_memory_seq_rm(model._memory, slot.seq_id, start, -1)
-        del kv[start:]
-        slot.prefilled = min(slot.prefilled, start)
-        return again
-
     def _decode_prefill_with_images(self, row: Row, live: list["Sequence"]) -> None:
         """A prompt chunk with image positions: its text and image runs in decodes of their
         own, in order; then the sequence takes the result as from any prefill chunk."""
         model: Any = self
         sequence, tokens, logits = row
-        again = self._image_start(sequence, tokens)
         position = len(sequence.slot.kv_tokens)
         index = -1
-        runs = _runs(again + tokens)
+        runs = _runs(tokens)
         for k, (image, run) in enumerate(runs):
             want = logits if k == len(runs) - 1 else NONE
             try:
@@ -181,7 +163,6 @@ class VisionPrompts:
                 model._clear_kv(sequence.slot)
                 raise
             position += len(run)
-        sequence.slot.kv_tokens.extend(again)
         sequence.prefilled(tokens)
         if index >= 0:
             model._share_prefill(sequence, [s for s in live if s.leader is sequence], index)

@@ -130,3 +130,38 @@ def test_follow_ups_and_restarts_reuse_the_image_and_answer_as_a_fresh_prefill(v
         assert model.vision_table().encoder.timings.images_encoded == 0
     finally:
         close(scheduler, cache)
+
+
+def test_a_reused_prefix_that_ends_inside_an_image_answers_as_a_full_prefill(vision_record, picture: ImageInput):
+    # A short question: the slot's reusable prefix (whole 32-token blocks, the last 64
+    # prompt tokens always read again) ends inside the image.
+    first = image_turn(picture, "What is this?")
+    model = LoadedModel(vision_record, LoadOptions(context_size=1024))
+    try:
+        prompt = model.chat_tokens(first)
+        image_at = [i for i, t in enumerate(prompt) if is_image_id(t)]
+        list(model.generate(prompt, GREEDY))
+        follow_up = first + [{"role": "assistant", "content": "A picture."},
+                             {"role": "user", "content": "Which colours does it have? Name three of them, say "
+                                                         "which one covers most of the picture, and whether any "
+                                                         "shapes or letters can be seen in it at all."}]
+        longer = model.chat_tokens(follow_up)
+        assert image_at[0] < model.reusable_prefix(longer, model.slots[0]) <= image_at[-1]  # the case under test
+        reused = answer_logprobs(model, longer, reuse_kv=True)
+        slot = model.slots[0]
+        assert slot.prefilled > image_at[-1]  # counted as prefilled, so the next turn may reuse it
+        fresh = answer_logprobs(model, longer, reuse_kv=False)
+        # The same tokens with the same log-probabilities as a full prefill of the prompt.
+        assert reused == fresh
+    finally:
+        model.close()
+
+
+def answer_logprobs(model: LoadedModel, prompt: list[int], reuse_kv: bool) -> list[tuple[int, float]]:
+    sampling = SamplingParams(temperature=0.0, max_tokens=4, seed=3, logprobs=0)
+    out = []
+    for event in model.generate(prompt, sampling, reuse_kv=reuse_kv):
+        for token, logprob in zip(getattr(event, "token_ids", []), getattr(event, "logprobs", None) or []):
+            out.append((token, logprob.logprob))
+    assert out
+    return out
