@@ -77,8 +77,10 @@ def write_mmproj(
         "v.post_ln.weight": ones(width),
         "v.post_ln.bias": zeros(width),
         "mm.soft_emb_norm.weight": ones(width),
-        # transposed in the graph: ggml ne [text_embedding, width]
-        "mm.input_projection.weight": weight(width, text_embedding, scale=0.5),
+        # transposed in the graph: ggml ne [text_embedding, width]. Scaled so that image
+        # vectors (RMS-normed input, x 8 from 64 terms) are about as large as SmolLM2's token
+        # embeddings: far larger ones would make rounding noise between batch shapes matter.
+        "mm.input_projection.weight": weight(width, text_embedding, scale=0.02),
     }
     for layer in range(layers):
         block = f"v.blk.{layer}"

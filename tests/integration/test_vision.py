@@ -165,3 +165,43 @@ def answer_logprobs(model: LoadedModel, prompt: list[int], reuse_kv: bool) -> li
             out.append((token, logprob.logprob))
     assert out
     return out
+
+
+def test_an_image_question_beside_text_streams_agrees_with_its_lone_self(
+        home, smollm2_path: Path, picture: ImageInput) -> None:
+    from inglenook.engine.base.generation_events import Chunk
+    from inglenook.engine.base.jobs import GenerateJob
+    from inglenook.engine.core.engine import Engine
+
+    from ..conftest import MODEL_CACHE
+    from ..mmproj_writer import vision_copy_of_smollm2
+
+    model = vision_copy_of_smollm2(smollm2_path, MODEL_CACHE / "smolvision")
+    probe = SamplingParams(temperature=0.0, max_tokens=4, logprobs=0)
+    with Engine() as engine:
+        engine.update_settings(parallel_sequences=3, context_size=1024, prefill_chunk=32)
+        (record,) = engine.import_path(model.parent).imported
+
+        def submit(messages: list[dict], sampling: SamplingParams = probe):
+            return engine.scheduler.submit(GenerateJob(record.id, sampling=sampling, messages=messages,
+                                                       use_cache=False))
+
+        def first(handle) -> tuple[int, float]:
+            for event in handle:
+                if isinstance(event, Chunk) and event.logprobs:
+                    handle.cancel()
+                    return event.token_ids[0], event.logprobs[0].logprob
+            raise AssertionError("no token")
+
+        # A short question: its prompt is read whole whatever the step's prefill budget, so
+        # alone and beside streams it is read the same way (as the text batching tests do).
+        question = image_turn(picture, "What is this?")
+        alone = first(submit(question))
+        long = SamplingParams(temperature=0.0, max_tokens=60)
+        streams = [submit([{"role": "user", "content": f"Tell me about {topic}."}], long) for topic in ("owls", "snow")]
+        beside = first(submit(question))
+        streams[0].cancel()  # a Stop beside the image sequence
+        assert streams[1].result()[0]
+        assert beside[0] == alone[0] and abs(beside[1] - alone[1]) < 1e-2
+        loaded = engine.scheduler.loaded_models()[0]
+        assert not any(slot.busy for slot in loaded.slots)
