@@ -24,7 +24,7 @@ from inglenook.cli.terminal import ProgressLine, print_table
 from inglenook.engine import CrashGuard, InglenookError, Paths, StoreError, human_count, human_size
 
 if TYPE_CHECKING:
-    from inglenook.engine import PromptProgress
+    from inglenook.engine import ImageInput, PromptProgress
 
 log = logging.getLogger("inglenook.cli")
 
@@ -123,6 +123,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                      help="attach a document (PDF, DOCX, PPTX, XLSX, CSV, HTML, text, code); repeat for several")
     run.add_argument("--collection", dest="collections", action="append", default=[], metavar="NAME",
                      help="attach every document of a collection (see `inglenook docs`)")
+    run.add_argument("--image", action="append", default=[], metavar="FILE",
+                     help="an image (PNG, JPEG, WebP, GIF) for a vision model to read with PROMPT; repeatable")
     run.add_argument("--no-cache", action="store_true", help="do not reuse any cached prompt state")
     run.add_argument("--verbose", action="store_true", help="print token counts and speed to stderr")
     run.set_defaults(handler=cmd_run)
@@ -253,8 +255,10 @@ def cmd_run(args: argparse.Namespace, paths: Paths) -> int:
             "seed": args.seed,
         }
         overrides = {k: v for k, v in overrides.items() if v is not None}
+        if args.image and args.prompt is None:
+            raise InglenookError("--image needs a PROMPT to go with it")
         if args.prompt is not None:
-            return _answer(engine, conversation.id, args.prompt, overrides, args)
+            return _answer(engine, conversation.id, args.prompt, overrides, args, _read_images(args.image))
         return _repl(engine, conversation.id, overrides, args)
 
 
@@ -287,8 +291,23 @@ def _ctrl_c_cancels(turn) -> Iterator[None]:  # noqa: ANN001
         signal.signal(signal.SIGINT, previous)
 
 
-def _answer(engine, conversation_id: int, text: str, overrides: dict, args: argparse.Namespace) -> int:  # noqa: ANN001
-    turn = engine.chats.send(conversation_id, text, use_cache=not args.no_cache, **overrides)
+def _read_images(files: list[str]) -> list["ImageInput"]:
+    """The ``--image`` files, decoded (and checked) before anything is sent."""
+    from inglenook.engine import decode_image  # noqa: PLC0415
+
+    images = []
+    for name in files:
+        try:
+            data = Path(name).expanduser().read_bytes()
+        except OSError as exc:
+            raise InglenookError(f"cannot read the image {name}: {exc.strerror or exc}") from None
+        images.append(decode_image(data, what=name))
+    return images
+
+
+def _answer(engine, conversation_id: int, text: str, overrides: dict, args: argparse.Namespace,  # noqa: ANN001
+            images: list["ImageInput"] | None = None) -> int:
+    turn = engine.chats.send(conversation_id, text, use_cache=not args.no_cache, images=images or None, **overrides)
     out = sys.stdout
     # A long prompt is read for minutes on a CPU: say how far on stderr (a terminal only),
     # and erase it before the answer prints.
@@ -394,6 +413,7 @@ def cmd_show(args: argparse.Namespace, paths: Paths) -> int:
         ("size", human_size(info.file_size)),
         ("fingerprint", record.fingerprint),
         ("chat template", "built in" if info.chat_template else "none (ChatML fallback)"),
+        ("vision", _vision_line(info)),
         ("special tokens", ", ".join(f"{k}={v[1]!r}" for k, v in info.special_tokens.items()) or "none"),
         ("license", str(info.metadata.get("general.license", "unknown"))),
         ("source", record.source),
@@ -403,6 +423,18 @@ def cmd_show(args: argparse.Namespace, paths: Paths) -> int:
     for label, value in fields:
         print(f"{label + ':':<16}{value}")
     return 0
+
+
+def _vision_line(info) -> str:  # noqa: ANN001 — GGUFInfo, imported lazily
+    from inglenook.engine import find_projector  # noqa: PLC0415
+
+    try:
+        projector = find_projector(info)
+    except InglenookError as exc:  # a projector of another size beside it
+        return f"no: {exc}"
+    if projector is None:
+        return "no (text only: no mmproj-*.gguf beside it)"
+    return f"yes, with {projector.path.name} ({projector.projector_type})"
 
 
 def cmd_rm(args: argparse.Namespace, paths: Paths) -> int:

@@ -35,11 +35,11 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "base": (
         "AdapterError", "Chunk", "ContextLengthExceeded", "ConversationNotFound", "DocumentError", "DownloadError",
         "EmbedJob", "Embeddings", "ExclusiveJob", "Finished", "GGUFInfo", "GenerateJob", "GenerationEvent",
-        "InglenookError", "InvalidRequest", "JobCancelled", "JobHandle", "MAX_SCALE", "ModelListener",
+        "ImageInput", "InglenookError", "InvalidRequest", "JobCancelled", "JobHandle", "MAX_SCALE", "ModelListener",
         "ModelLoadError", "ModelNotFound", "ModelRecord", "PortInUse", "PromptProgress", "QueueFull",
         "SamplingParams", "ServerError", "StateFileInvalid", "StorageUnavailable", "StoreError", "Timings",
         "TokenLogprob", "UnsupportedCpu", "Usage", "atomic_write_bytes", "atomic_write_text", "human_count",
-        "human_duration", "human_size", "read_gguf",
+        "human_duration", "human_size", "decode_image", "find_projector", "read_gguf",
     ),
     "runtime": (
         "CPU_ONLY", "FITS_GPU", "FitEstimate", "GpuMemory", "LoadOptions", "MachineMemory", "PARTIAL",
@@ -97,7 +97,7 @@ if TYPE_CHECKING:
         ContextLengthExceeded as ContextLengthExceeded, ConversationNotFound as ConversationNotFound,
         DocumentError as DocumentError, DownloadError as DownloadError, EmbedJob as EmbedJob, Embeddings as Embeddings,
         ExclusiveJob as ExclusiveJob, Finished as Finished, GGUFInfo as GGUFInfo, GenerateJob as GenerateJob,
-        GenerationEvent as GenerationEvent, InglenookError as InglenookError,
+        GenerationEvent as GenerationEvent, ImageInput as ImageInput, InglenookError as InglenookError,
         InvalidRequest as InvalidRequest, JobCancelled as JobCancelled, JobHandle as JobHandle,
         ModelListener as ModelListener, ModelLoadError as ModelLoadError, ModelNotFound as ModelNotFound,
         ModelRecord as ModelRecord, PortInUse as PortInUse, PromptProgress as PromptProgress,
@@ -106,7 +106,8 @@ if TYPE_CHECKING:
         StoreError as StoreError, Timings as Timings, TokenLogprob as TokenLogprob,
         UnsupportedCpu as UnsupportedCpu, Usage as Usage, atomic_write_bytes as atomic_write_bytes,
         atomic_write_text as atomic_write_text, human_count as human_count, human_duration as human_duration,
-        human_size as human_size, read_gguf as read_gguf,
+        human_size as human_size, decode_image as decode_image, find_projector as find_projector,
+        read_gguf as read_gguf,
     )
     from .chat import (
         Assistant as Assistant, AssistantLibrary as AssistantLibrary,

@@ -70,7 +70,10 @@ COMMON_CMAKE_ARGS = [
     "-DGGML_CPU_ALL_VARIANTS=ON",
     # Put the backend modules beside libllama in the wheel, where the engine looks for them.
     "-DCMAKE_INSTALL_BINDIR=llama_cpp/lib",
-    "-DLLAVA_BUILD=OFF",  # no multimodal projector library: Inglenook does not use it
+    # libmtmd, llama.cpp's multimodal library (images through a projector GGUF), which the
+    # pinned llama-cpp-python binds in llama_cpp.mtmd_cpp. It links the same libggml, so the
+    # runtime CPU dispatch above (and CUDA when asked) serves the image encoder too.
+    "-DLLAVA_BUILD=ON",
     "-DLLAMA_BUILD_TESTS=OFF",
     "-DLLAMA_BUILD_EXAMPLES=OFF",
     "-DCMAKE_BUILD_TYPE=Release",

@@ -1,5 +1,5 @@
 """The engine's shared vocabulary: errors, jobs and their handles, generation events, sampling
-parameters, model records and GGUF headers, LoRA sets, the OpenAI wire types, units, atomic writes.
+parameters, model records and GGUF headers, images and vision projectors, LoRA sets, the OpenAI wire types, units, atomic writes.
 
 Imports nothing from the rest of the engine (a test holds it to that); every package may import it.
 """
@@ -27,6 +27,9 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "Chunk", "Finished", "GenerationEvent", "PromptProgress", "Timings", "TokenLogprob", "Usage",
     ),
     "gguf": ("FILE_TYPES", "GGUFInfo", "GGUF_MAGIC", "parse_gguf_header", "read_gguf"),
+    "images": (
+        "ImageInput", "MAX_IMAGE_BYTES", "decode_image", "image_from_base64", "image_from_data_url", "image_from_rgb",
+    ),
     "jobs": (
         "API", "BACKGROUND", "EMPTY", "ENDED", "EmbedJob", "Embeddings", "ExclusiveJob", "ExclusiveResult",
         "FinishedObserver", "GenerateJob", "JOB_DONE", "Job", "JobHandle", "ModelListener", "describe_job",
@@ -36,10 +39,14 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "check_compatible",
     ),
     "model_record": ("ModelRecord", "fingerprint_file"),
+    "projector": (
+        "ProjectorInfo", "ProjectorMismatch", "check_pair", "find_projector", "is_projector_name",
+        "read_projector",
+    ),
     "protocol": (
         "AssistantMessage", "ChatChoice", "ChatCompletion", "ChatCompletionChunk",
         "ChatCompletionProgressChunk", "ChatCompletionRequest", "ChatMessage", "ChoiceDelta",
-        "ChoiceLogprobs", "ContentPart", "ChunkChoice", "Completion", "CompletionChoice", "CompletionLogprobs",
+        "ChoiceLogprobs", "ChunkChoice", "Completion", "ContentPart", "CompletionChoice", "CompletionLogprobs",
         "CompletionProgressChunk", "CompletionRequest", "DeltaFunctionCall", "DeltaToolCall",
         "EmbeddingData", "EmbeddingList", "EmbeddingRequest", "EmbeddingUsage", "ErrorDetail",
         "ErrorResponse", "FunctionCall", "FunctionDefinition", "JsonSchemaFormat", "LoraRequest",
@@ -75,6 +82,11 @@ if TYPE_CHECKING:
         FILE_TYPES as FILE_TYPES, GGUF_MAGIC as GGUF_MAGIC, GGUFInfo as GGUFInfo,
         parse_gguf_header as parse_gguf_header, read_gguf as read_gguf,
     )
+    from .images import (
+        MAX_IMAGE_BYTES as MAX_IMAGE_BYTES, ImageInput as ImageInput, decode_image as decode_image,
+        image_from_base64 as image_from_base64, image_from_data_url as image_from_data_url,
+        image_from_rgb as image_from_rgb,
+    )
     from .jobs import (
         API as API, BACKGROUND as BACKGROUND, EMPTY as EMPTY, ENDED as ENDED, JOB_DONE as JOB_DONE,
         EmbedJob as EmbedJob, Embeddings as Embeddings, ExclusiveJob as ExclusiveJob,
@@ -87,6 +99,11 @@ if TYPE_CHECKING:
         adapter_header as adapter_header, check_compatible as check_compatible,
     )
     from .model_record import ModelRecord as ModelRecord, fingerprint_file as fingerprint_file
+    from .projector import (
+        ProjectorInfo as ProjectorInfo, ProjectorMismatch as ProjectorMismatch, check_pair as check_pair,
+        find_projector as find_projector, is_projector_name as is_projector_name,
+        read_projector as read_projector,
+    )
     from .protocol import (
         AssistantMessage as AssistantMessage, ChatChoice as ChatChoice, ChatCompletion as ChatCompletion,
         ChatCompletionChunk as ChatCompletionChunk,

@@ -62,6 +62,8 @@ class UsageInfo(ResponseModel):
 class ContentPart(RequestModel):
     type: str
     text: str | None = None
+    # "image_url" parts: {"url": "data:image/png;base64,...", "detail": ...} (or the URL alone).
+    image_url: dict[str, Any] | str | None = None
 
 
 class FunctionCall(RequestModel):

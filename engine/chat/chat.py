@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base import (
-    EMPTY, ENDED, NO_LORA, AdapterError, Chunk, ConversationNotFound, Finished, GenerateJob, InglenookError,
-    InvalidRequest, JobHandle, LoraSet, ModelRecord, PromptProgress, SamplingParams,
+    EMPTY, ENDED, NO_LORA, AdapterError, Chunk, ConversationNotFound, Finished, GenerateJob, ImageInput,
+    InglenookError, InvalidRequest, JobHandle, LoraSet, ModelRecord, PromptProgress, SamplingParams,
 )
 from ..documents import (
     Added, CollectionFile, Document, DocumentLibrary, FoundPassage, convert_file, with_documents,
@@ -457,9 +457,12 @@ class ChatService:
         self.store.add_message(conversation_id, "user", text)
         return ToolTurn(self, conversation, approver, tool_choice, rounds, use_cache, on_event, sampling_overrides)
 
-    def send(self, conversation_id: int, text: str, use_cache: bool = True, **sampling_overrides: Any) -> Turn:
+    def send(self, conversation_id: int, text: str, use_cache: bool = True, images: list[ImageInput] | None = None,
+             **sampling_overrides: Any) -> Turn:
         """Commit the user's message, then start the answer. ``use_cache=False`` prefills
-        the whole prompt even when a cached state covers part of it (for comparisons)."""
+        the whole prompt even when a cached state covers part of it (for comparisons).
+        ``images`` go with this message to the model's vision projector (``inglenook run
+        --image``); they are not stored with the chat yet, so a later turn sees the text only."""
         if not text.strip():
             raise InvalidRequest("the message is empty", param="content")
         conversation = self.store.get_conversation(conversation_id)
@@ -467,7 +470,7 @@ class ChatService:
         if first:
             conversation = self.store.update_conversation(conversation_id, title=title_from(text))
         self.store.add_message(conversation_id, "user", text)
-        turn = self._answer(conversation, sampling_overrides, use_cache)
+        turn = self._answer(conversation, sampling_overrides, use_cache, images=images)
         if first and self.background is not None and self.client == WINDOW:
             self.background.request_title(conversation_id, text)  # written once the machine is idle
         return turn
@@ -550,7 +553,7 @@ class ChatService:
         return self.store.get_conversation(branch.id)
 
     def _answer(self, conversation: Conversation, overrides: dict[str, Any], use_cache: bool = True,
-                extends: Message | None = None) -> Turn:
+                extends: Message | None = None, images: list[ImageInput] | None = None) -> Turn:
         model_id = conversation.model_id or self._default_model()
         settings = {**conversation.sampling, **overrides}
         sampling = SamplingParams.from_dict(settings)
@@ -563,6 +566,9 @@ class ChatService:
             if SEPARATOR in model_id and self.remotes.owner(model_id) is not None:
                 raise InvalidRequest(f"{model_id} is answered by a remote engine, which cannot continue an answer")
             messages = messages[:-1]  # the answer goes after the prompt, unfinished (answer_prefix)
+        if images and messages and messages[-1]["role"] == "user":
+            parts = [{"type": "image", "image": image} for image in images]
+            messages[-1] = {**messages[-1], "content": [*parts, {"type": "text", "text": messages[-1]["content"]}]}
         job = GenerateJob(
             model_id=model_id,
             sampling=sampling,

@@ -69,11 +69,18 @@ class DoctorReport:
         return out
 
 
+def _vision_line(available: bool, why: str) -> str:
+    """Whether images can be read: the build has libmtmd (a model also needs its projector)."""
+    if available:
+        return "available (libmtmd; a model reads images when an mmproj-*.gguf is beside it)"
+    return f"not available: {why} (rebuild with scripts/llama_build.py)"
+
+
 def collect(engine: "Engine", self_test_s: float = 2.0) -> DoctorReport:
     """Build the report; ``self_test_s`` 0 skips the generation."""
     from inglenook import __version__  # noqa: PLC0415 — the package above the engine
 
-    from ..runtime import backend_report, llama_cpp_version, physical_cores  # noqa: PLC0415 — loads llama.cpp
+    from ..runtime import backend_report, llama_cpp_version, mtmd_available, physical_cores  # noqa: PLC0415 — loads llama.cpp
 
     report = DoctorReport()
     binding, commit = llama_cpp_version()
@@ -84,6 +91,7 @@ def collect(engine: "Engine", self_test_s: float = 2.0) -> DoctorReport:
         ("llama-cpp-python", binding),
         ("llama.cpp commit", commit or "unknown (not built by scripts/llama_build.py)"),
         ("build", _build_line(build, backends.dispatch)),
+        ("vision", _vision_line(*mtmd_available())),
         ("Python", f"{platform.python_version()} ({sys.executable})"),
         ("system", f"{platform.platform()} {platform.machine()}"),
     ]))

@@ -58,7 +58,7 @@ from ..base import (
     read_gguf, remove_stale_temporaries,
 )
 from ..store import Paths
-from .hub import HubClient, QuantOption, RemoteFile, check_repo_id, is_safe_remote_path
+from .hub import HubClient, QuantOption, RemoteFile, RepoListing, check_repo_id, is_safe_remote_path
 from .registry import ModelRegistry
 
 log = logging.getLogger(__name__)
@@ -199,7 +199,35 @@ class Downloader:
         """List ``repo``, pick ``quant`` (default Q4_K_M, else the closest 4-bit file), download it."""
         listing = self.hub.list_files(repo, revision=revision)
         option = listing.pick(quant)
-        return self.download(listing.repo, option, commit=listing.commit, progress=progress, cancel=cancel)
+        record = self.download(listing.repo, option, commit=listing.commit, progress=progress, cancel=cancel)
+        self.download_projector(listing, cancel=cancel)
+        return record
+
+    def download_projector(self, listing: RepoListing, cancel: threading.Event | None = None) -> Path | None:
+        """The repo's vision projector, beside its models, when it has one (f16 first: the
+        precision llama.cpp's converters default to). The model pairs with it by its header
+        (base/projector.py); a projector already there is kept. None when there is none."""
+        if not listing.projectors:
+            return None
+        rank = {"f16": 0, "bf16": 1, "q8_0": 2, "f32": 3}
+        remote = min(listing.projectors, key=lambda f: (
+            min((r for k, r in rank.items() if k in f.path.lower()), default=len(rank)), f.path))
+        target = self.paths.models / Path(*listing.repo.split("/")) / remote.path.rsplit("/", 1)[-1]
+        if target.exists():
+            return target
+        option = QuantOption("mmproj", (remote,))
+        files = self._authoritative(listing.repo, option, listing.commit)
+        staged = [self._fetch(listing.repo, files[0], listing.commit, lambda *_a, **_k: None, cancel)]
+        self._check_gguf(staged, files)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(staged[0], target)
+            fsync_directory(target.parent)
+        except OSError as exc:
+            raise DownloadError(f"installing {target.name} failed: {exc.strerror or exc}") from exc
+        self._forget(files[0].sha256 or "")
+        log.info("downloaded the vision projector %s for %s", target.name, listing.repo)
+        return target
 
     def download(
         self, repo: str, option: QuantOption, *, commit: str | None = None,

@@ -38,7 +38,7 @@ from huggingface_hub.errors import (
 )
 from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
-from ..base import DownloadError, GGUFInfo, ModelLoadError, parse_gguf_header
+from ..base import DownloadError, GGUFInfo, ModelLoadError, is_projector_name, parse_gguf_header
 from ..runtime import FitEstimate, MachineMemory, ModelShape, estimate_fit
 
 log = logging.getLogger(__name__)
@@ -185,6 +185,8 @@ class RepoListing:
     licence: str | None = None
     gated: bool = False
     rejected: list[str] = field(default_factory=list)  # unsafe names, incomplete split sets
+    # Vision projectors (mmproj*.gguf) in the repo: downloaded beside a model (Downloader.pull).
+    projectors: list[RemoteFile] = field(default_factory=list)
 
     def by_quant(self) -> dict[str, list[QuantOption]]:
         """Options grouped by quantization, smallest quantization first."""
@@ -328,10 +330,11 @@ class HubClient:
             for s in info.siblings or []
         ]
         options, rejected = group_files(remote, parameters)
+        projectors = [f for f in remote if is_projector_name(f.path) and is_safe_remote_path(f.path)]
         return RepoListing(
             repo=repo, commit=info.sha, options=options, parameters=parameters,
             architecture=gguf.get("architecture"), context_length=gguf.get("context_length"),
-            licence=_licence(info), gated=bool(info.gated), rejected=rejected,
+            licence=_licence(info), gated=bool(info.gated), rejected=rejected, projectors=projectors,
         )
 
     def file_metadata(self, repo: str, paths: list[str], revision: str | None) -> dict[str, RemoteFile]:

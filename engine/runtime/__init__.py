@@ -1,5 +1,6 @@
 """A model in llama.cpp: the loaded model and its context, sequences and their saved states,
-speculative drafts, sampling, the vocabulary, backends, the fit estimate and GGUF header cache.
+speculative drafts, sampling, the vocabulary, backends, the fit estimate and GGUF header cache,
+images through a vision projector (libmtmd).
 
 May import: base, text.
 """
@@ -25,6 +26,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "native": ("backend_report", "llama", "llama_cpp_version", "physical_cores", "supports_gpu_offload"),
     "slots": ("DECODE", "KvSlot"),
     "speculative": ("DRAFT", "OFF"),
+    "vision": ("mtmd_available",),
 }
 
 __all__, __getattr__, __dir__ = lazy_door(__name__, _EXPORTS)
@@ -51,3 +53,4 @@ if TYPE_CHECKING:
     )
     from .slots import DECODE as DECODE, KvSlot as KvSlot
     from .speculative import DRAFT as DRAFT, OFF as OFF
+    from .vision import mtmd_available as mtmd_available

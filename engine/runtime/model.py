@@ -35,6 +35,7 @@ from .batch import ALL, LAST, NONE, BatchRow
 from .draft_model import DraftModel, DraftVocabularyMismatch
 from .gguf_headers import checked_header
 from .model_loading import LoadOptions, ModelLoading, ProgressCallback
+from .model_vision import VisionPrompts, message_images
 from .native import llama
 from .sequence import Sequence, SlotView
 from .slots import DECODE, DONE, PREFILL, KvSlot
@@ -48,7 +49,7 @@ log = logging.getLogger(__name__)
 Row = tuple[Sequence, list[int], str]
 
 
-class LoadedModel(ModelLoading, SequenceStates):
+class LoadedModel(ModelLoading, SequenceStates, VisionPrompts):
     """A model and its context with ``options.parallel`` sequences. Not thread-safe: only the
     scheduler's thread steps it (or one caller at a time through ``generate``)."""
 
@@ -74,6 +75,7 @@ class LoadedModel(ModelLoading, SequenceStates):
         if self._draft is not None:
             self._draft.close()
             self._draft = None
+        self.close_vision()  # libmtmd's context refers to the model: freed first
         if self._batch is not None:
             lib.llama_batch_free(self._batch)
             self._batch = None
@@ -131,7 +133,11 @@ class LoadedModel(ModelLoading, SequenceStates):
         """Render messages with the model's template and tokenize the result.
 
         A prompt that cannot fit this model's context fails as soon as that is known, and
-        ``cancel`` stops the work between pieces (see ``prompt_tokens``)."""
+        ``cancel`` stops the work between pieces (see ``prompt_tokens``). Messages with
+        images go through the model's projector (``VisionPrompts.image_chat_tokens``)."""
+        images = message_images(messages)
+        if images:
+            return self.image_chat_tokens(messages, images, tools, cancel, options)
         text = self.chat_template.render(messages, add_generation_prompt=True, tools=tools, cancel=cancel,
                                          **(options or {}))
         bos = self.chat_template.bos_token
@@ -199,7 +205,7 @@ class LoadedModel(ModelLoading, SequenceStates):
             raise ModelLoadError(f"{self.record.id} has been unloaded")
         if not prompt:
             raise InvalidRequest("the prompt is empty", param="prompt")
-        if any(t < 0 or t >= self.n_vocab for t in prompt):
+        if any((t < 0 or t >= self.n_vocab) and not self.valid_prompt_token(t) for t in prompt):
             raise InvalidRequest(f"prompt token ids must be between 0 and {self.n_vocab - 1}", param="prompt")
         sampling = sampling.validated(self.n_vocab)
         budget = self.check_fits(len(prompt), sampling.max_tokens)
@@ -286,6 +292,8 @@ class LoadedModel(ModelLoading, SequenceStates):
             if sequence.state != PREFILL or room < 2 or sequence.leader is not None:
                 continue
             chunk = sequence.take_prefill(room)
+            if self._images is not None:
+                chunk = self.whole_images(sequence, chunk)
             prefill_rows.append((sequence, chunk, NONE if sequence.pending else LAST))
             room -= len(chunk)
         # Decode rows and prompt chunks go to llama.cpp in separate calls. With a KV stream
@@ -301,7 +309,10 @@ class LoadedModel(ModelLoading, SequenceStates):
         # 30-row one became 30 + 30, then 226), and a chunk cut below ``canonical_rows``
         # writes KV that a full prefill would not (ModelLoading._canonical_rows).
         for row in prefill_rows:
-            self._decode([row], live)
+            if self.has_image_rows(row[1]):
+                self._decode_prefill_with_images(row, live)
+            else:
+                self._decode([row], live)
         prefill_tokens = sum(len(tokens) for _, tokens, _ in prefill_rows)
         self.prompt_tokens_decoded += prefill_tokens
         return prefill_tokens
@@ -364,6 +375,10 @@ class LoadedModel(ModelLoading, SequenceStates):
     def _drafts(self, decoding: list[Sequence]) -> list[list[int]]:
         """Each decoding sequence's draft for this step (empty lists with speculation off)."""
         if self.speculative_mode == OFF:
+            return [[] for _ in decoding]
+        if self._images is not None and any(self.has_image_rows(s.tokens) for s in decoding):
+            # A draft model cannot read image positions, and lookup must not copy their
+            # placeholder ids: sequences with images decode without drafts.
             return [[] for _ in decoding]
         if self._draft is not None:
             return self._draft.propose(decoding)

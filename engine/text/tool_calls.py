@@ -15,7 +15,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from ..base import ChatMessage, InvalidRequest, NamedToolChoice, ResponseToolCall, Tool
+from ..base import ChatMessage, InvalidRequest, NamedToolChoice, ResponseToolCall, Tool, image_from_data_url
 from .chat_template import ChatTemplate
 from .json_grammar import grammar_for_schema
 from .reasoning import REASONING_MARKERS, opened_in_prompt
@@ -118,12 +118,38 @@ def message_text(message: ChatMessage, index: int) -> str:
         return content
     texts = []
     for part in content:
+        if part.type == "image_url":
+            continue  # read by message_content, for the user messages that may carry images
         if part.type != "text" or part.text is None:
             raise InvalidRequest(
-                f"messages[{index}] has a {part.type!r} content part; only text is supported", param="messages"
+                f"messages[{index}] has a {part.type!r} content part; only text and images are supported",
+                param="messages",
             )
         texts.append(part.text)
     return "\n".join(texts)
+
+
+def message_content(message: ChatMessage, index: int) -> str | list[dict[str, Any]]:
+    """A message's content for the engine: its text, or, when it has images, its parts in
+    order with each image decoded (``{"type": "image", "image": ImageInput}``), which the
+    model reads through its vision projector (``runtime/model_vision``)."""
+    content = message.content
+    if not isinstance(content, list) or not any(part.type == "image_url" for part in content):
+        return message_text(message, index)
+    if message.role != "user":
+        raise InvalidRequest(f"messages[{index}]: only user messages may carry images", param="messages")
+    parts: list[dict[str, Any]] = []
+    for n, part in enumerate(content):
+        if part.type == "image_url":
+            url = part.image_url.get("url") if isinstance(part.image_url, dict) else part.image_url
+            parts.append({"type": "image", "image": image_from_data_url(
+                url if isinstance(url, str) else "", what=f"messages[{index}].content[{n}]", param="messages")})
+        elif part.type == "text" and part.text is not None:
+            parts.append({"type": "text", "text": part.text})
+        else:
+            raise InvalidRequest(f"messages[{index}] has a {part.type!r} content part; only text and images are "
+                                 "supported", param="messages")
+    return parts
 
 
 def engine_messages(
@@ -146,7 +172,7 @@ def engine_messages(
             else:
                 out.append({"role": "user", "content": f"Result of calling {name}: {text}"})
         else:
-            out.append({"role": role, "content": text})
+            out.append({"role": role, "content": message_content(message, index)})
     if plan is not None and not plan.native:
         _add_system_text(out, plan.instructions())
     return out

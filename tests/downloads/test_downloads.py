@@ -215,3 +215,21 @@ def test_the_hf_token_setting_opens_a_gated_repo(hub: HubMock, paths: Paths) -> 
         engine.update_settings(hf_token=TOKEN)
         record = downloader_for(engine).pull(GATED_REPO)
         assert engine.registry.resolve(record.id).source == "download"
+
+
+def test_pull_brings_the_repos_vision_projector_and_the_model_pairs_with_it(
+        hub: HubMock, paths: Paths, registry: ModelRegistry, served_files: dict[str, MockFile], tmp_path: Path) -> None:
+    from inglenook.engine.base import find_projector, read_gguf
+    from tests.hubmock import MockRepo
+    from tests.mmproj_writer import write_mmproj
+
+    f16 = write_mmproj(tmp_path / "mmproj-SmolVision-f16.gguf")
+    other = write_mmproj(tmp_path / "mmproj-SmolVision-q8_0.gguf", seed=1)
+    repo = "ggml-org/SmolVision-GGUF"
+    hub.add(MockRepo(repo, [served_files["smol"], MockFile(f16.name, f16), MockFile(other.name, other)]))
+    record = Downloader(registry, paths).pull(repo)
+    folder = paths.models / "ggml-org" / "SmolVision-GGUF"
+    assert sorted(p.name for p in folder.iterdir()) == sorted([served_files["smol"].path, f16.name])
+    projector = find_projector(read_gguf(record.path))
+    assert projector is not None and projector.path.name == f16.name
+    assert [r.path for r in registry.list()] == [record.path]  # the projector is not a model of its own

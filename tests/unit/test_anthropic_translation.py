@@ -125,7 +125,8 @@ def test_unsupported_input_is_a_clear_error(fields: dict, fragment: str) -> None
         chat_request(request(**fields))
 
 
-def test_images_are_left_out_with_a_note_and_text_documents_are_read(caplog: pytest.LogCaptureFixture) -> None:
+def test_user_images_go_to_the_model_and_tool_result_images_are_left_out_with_a_note(
+        caplog: pytest.LogCaptureFixture) -> None:
     image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
     document = {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "Plain notes."}}
     body = request(messages=[
@@ -135,7 +136,9 @@ def test_images_are_left_out_with_a_note_and_text_documents_are_read(caplog: pyt
     ])
     with caplog.at_level(logging.INFO, logger="inglenook.engine.api.anthropic.protocol"):
         messages = chat_request(body).messages
-    assert messages[0].content == "[image left out: this model reads text only]\nWhat is this?"
+    # A user's image is read by a vision model (a text-only one answers 400 naming itself).
+    assert [(p.type, p.text, p.image_url) for p in messages[0].content] == [
+        ("image_url", None, {"url": "data:image/png;base64,iVBORw0KGgo="}), ("text", "What is this?", None)]
     assert messages[2].content == "[image left out: this model reads text only]\nPlain notes."
     assert "image block is left out" in caplog.text
 

@@ -25,7 +25,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from ...base import (
-    ChatCompletionRequest, ChatMessage, FunctionCall, FunctionDefinition, InvalidRequest, NamedFunction,
+    ChatCompletionRequest, ChatMessage, ContentPart, FunctionCall, FunctionDefinition, InvalidRequest, NamedFunction,
     NamedToolChoice, RequestModel, Tool, ToolCall,
 )
 from ..shared import file_part
@@ -230,22 +230,35 @@ def _user_turn(blocks: list[ContentBlock], index: int) -> list[ChatMessage]:
     """tool_result blocks -> tool messages; text between them -> user messages, in order."""
     out: list[ChatMessage] = []
     texts: list[str] = []
+    images: list[ContentPart] = []  # the turn's parts in order, once it has an image
 
     def flush() -> None:
-        if texts:
+        if images:
+            out.append(ChatMessage(role="user", content=list(images)))
+        elif texts:
             out.append(ChatMessage(role="user", content="\n".join(texts)))
-            texts.clear()
+        texts.clear()
+        images.clear()
 
     for n, block in enumerate(blocks):
         where = f"messages[{index}].content[{n}]"
         if block.type == "text":
             texts.append(_text_of(block, where))
+            if images:
+                images.append(ContentPart(type="text", text=texts[-1]))
         elif block.type == "document" and _base64_source(block) is not None:
             # A file: the shared plan takes it out of the turn and places it first, whole.
             flush()
             out.append(ChatMessage(role="user", content=[file_part(block.title, _base64_source(block))]))
+        elif block.type == "image" and _base64_source(block) is not None:
+            # Read by the model's vision projector; a text-only model answers 400 naming itself.
+            if not images:
+                images.extend(ContentPart(type="text", text=text) for text in texts)
+            images.append(ContentPart(type="image_url", image_url={"url": _base64_source(block)}))
         elif block.type in MEDIA_BLOCKS:
             texts.append(_media_text(block, where))
+            if images:
+                images.append(ContentPart(type="text", text=texts[-1]))
         elif block.type == "tool_result":
             flush()
             if not block.tool_use_id:
@@ -283,6 +296,18 @@ def _text_of(block: ContentBlock, where: str) -> str:
     return block.text
 
 
+def _base64_source(block: ContentBlock) -> str | None:
+    """An image or document block's base64 source as a data: URL (an image is decoded, and
+    checked, with the chat API's images; a document converted like an attached file); None
+    for other sources (a URL, a file id), which are left out with a note."""
+    source = block.source if isinstance(block.source, dict) else {}
+    if source.get("type") != "base64" or not isinstance(source.get("data"), str):
+        return None
+    default = "image/png" if block.type == "image" else "application/octet-stream"
+    media = source.get("media_type") if isinstance(source.get("media_type"), str) and source.get("media_type") else default
+    return f"data:{media};base64,{source['data']}"
+
+
 def _media_text(block: ContentBlock, where: str) -> str:
     """A plain-text document's text; for anything else a note that it was left out.
 
@@ -294,14 +319,6 @@ def _media_text(block: ContentBlock, where: str) -> str:
         return source["data"]
     log.info("%s: this server reads text only; a %s block is left out and the model is told so", where, block.type)
     return f"[{block.type} left out: this model reads text only]"
-
-
-def _base64_source(block: ContentBlock) -> str | None:
-    """A document block's file as a data: URL, when it carries base64 data (a PDF, say)."""
-    source = block.source if isinstance(block.source, dict) else {}
-    if source.get("type") == "base64" and isinstance(source.get("data"), str):
-        return f"data:{source.get('media_type') or 'application/octet-stream'};base64,{source['data']}"
-    return None
 
 
 def _unsupported(block: ContentBlock, where: str) -> InvalidRequest:

@@ -3,7 +3,7 @@
 OpenAI's model object (``id``, ``object``, ``created``, ``owned_by``) plus what a client
 needs to pick and size a local model: its training context, the context setting, what it
 can do (``completion``, ``tools`` — the chat template renders tools —, ``embedding``,
-``vision``) and, when loaded, the context it actually runs with. Models llama.cpp refused
+``vision``, when a projector is paired with it) and, when loaded, the context it actually runs with. Models llama.cpp refused
 (``ModelRecord.problem``) are left out of the list; asked for by id they are shown with
 their problem. Aliases are listed as their own entries with ``alias_of``, so a client that
 checks the list before it sends a request finds the name it was told to use.
@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from ...base import GGUFInfo, ModelNotFound, ModelRecord, read_gguf
+from ...base import GGUFInfo, ModelLoadError, ModelNotFound, ModelRecord, find_projector, read_gguf
 from ...models import alias_key, lookup
 from ...store import AUTO_CONTEXT
 from ...text import TemplateAbilities
@@ -34,8 +34,11 @@ def capabilities_of(info: GGUFInfo) -> list[str]:
             found.append("tools")
     if embedding_only or info.arch_value("pooling_type") is not None:
         found.append("embedding")
-    if info.architecture == "clip" or any(key.startswith("clip.vision") for key in info.metadata):
-        found.append("vision")
+    try:
+        if find_projector(info) is not None:  # an mmproj-*.gguf beside it for its embedding size
+            found.append("vision")
+    except ModelLoadError:
+        pass  # a projector of another model beside it: text only (loading an image says why)
     return found
 
 

@@ -19,7 +19,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError
 
 from ...base import (
-    ChatCompletionRequest, ChatMessage, FunctionCall, FunctionDefinition, InvalidRequest, JsonSchemaFormat,
+    ChatCompletionRequest, ChatMessage, ContentPart, FunctionCall, FunctionDefinition, InvalidRequest, JsonSchemaFormat,
     NamedFunction, NamedToolChoice, RequestModel, ResponseFormat, Tool, ToolCall,
 )
 from ..shared import file_part
@@ -229,7 +229,11 @@ def add_items(messages: list[ChatMessage], items: list[dict[str, Any]], where: s
             if isinstance(content, list):  # documents: the shared plan takes them out and places them first
                 files = [p for p in content if isinstance(p, dict) and p.get("type") == "input_file"]
                 content = [p for p in content if p not in files]
-            messages.append(ChatMessage(role=role, content=part_text(content, label)))
+            if role == "user" and isinstance(content, list) and any(
+                    isinstance(p, dict) and p.get("type") == "input_image" for p in content):
+                messages.append(ChatMessage(role=role, content=image_parts(content, label)))
+            else:
+                messages.append(ChatMessage(role=role, content=part_text(content, label)))
             if files:
                 messages.append(ChatMessage(role=role, content=[file_part(f.get("filename"), f.get("file_data"))
                                                                 for f in files]))
@@ -251,6 +255,23 @@ def add_items(messages: list[ChatMessage], items: list[dict[str, Any]], where: s
             log.debug("%s: a reasoning item is not part of the prompt", label)
         else:
             log.info("%s: leaving out a %r item, which this server does not run", label, kind)
+
+
+def image_parts(content: list[Any], label: str) -> list[ContentPart]:
+    """A user message with ``input_image`` parts in the chat shape (``image_url`` parts, decoded
+    with the chat API's images). Only base64 data URLs: fetching URLs and ``file_id`` are off."""
+    parts: list[ContentPart] = []
+    for n, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "input_image":
+            url = part.get("image_url")
+            if not isinstance(url, str) or not url.startswith("data:"):
+                raise InvalidRequest(f"{label}.content[{n}]: an input_image needs image_url as a base64 data: URL "
+                                     "(fetching images and file ids are not supported)", param="input")
+            parts.append(ContentPart(type="image_url", image_url={"url": url}))
+        else:
+            parts.append(ContentPart(type="text", text=part_text([part], f"{label}.content[{n}]")))
+    return parts
 
 
 def part_text(content: Any, label: str) -> str:
