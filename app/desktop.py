@@ -61,15 +61,21 @@ def preload_default_model(window: MainWindow) -> None:
     scheduler unloads it again after ``idle_unload_s`` if nobody asks anything."""
     model_list = window.model_list
 
-    def listed() -> None:
-        # The local read, not any change: the remote engines' list (empty, quick) often
-        # arrives first, before the default model is known.
-        model_list.local_read.disconnect(listed)
+    def load() -> None:
         if model_list.default_model and not window.hub.loaded:
             log.info("loading %s in the background for the first question", model_list.default_model)
             model_list.load(model_list.default_model)
 
-    model_list.local_read.connect(listed)
+    def listed() -> None:
+        # The local read, not any change: the remote engines' list (empty, quick) often
+        # arrives first, before the default model is known.
+        model_list.local_read.disconnect(listed)
+        load()
+
+    if model_list.local_loaded:  # read already (events ran since the window opened)
+        load()
+    else:
+        model_list.local_read.connect(listed)
 
 
 def welcome_facts(window: MainWindow) -> WelcomeFacts:

@@ -34,6 +34,7 @@ class ModelList(QObject):
         # Installed models without a chat template (base models): marked in the picker and on
         # the Models page, and a new chat with one says what will happen.
         self.base_models: set[str] = set()
+        self.local_loaded = False  # the installed models have been read at least once
 
     def refresh(self) -> None:
         engine = self.engine
@@ -53,6 +54,7 @@ class ModelList(QObject):
     def _read(self, result: tuple[list[ModelRecord], str | None, dict[str, LoadPlan], set[str]]) -> None:
         local, self.default_model, self.plans, self.base_models = result
         self.models = [*local, *self.remote_models]
+        self.local_loaded = True
         self.changed.emit()
         self.local_read.emit()
 
