@@ -1,6 +1,7 @@
 """Markdown for chat messages: fenced code is split out (to get its own highlighted widget
 with a copy button); everything else is rendered by Qt's own Markdown reader (GitHub
-dialect: paragraphs, lists, tables, links, quotes), then touched up for the theme.
+dialect: paragraphs, lists, tables, links, quotes), with TeX math as Unicode (math_text),
+then touched up for the theme.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from PySide6.QtGui import (
     QTextLength,
     QTextTable,
 )
+
+from .math_text import math_to_markdown
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([^\s`]*)[^`]*$")
 
@@ -72,7 +75,7 @@ def split_segments(text: str) -> list[Segment]:
 
 def render_markdown(document: QTextDocument, text: str, palette: dict[str, str]) -> None:
     """Fill ``document`` from Markdown and style what Qt leaves plain (tables, quotes, inline code)."""
-    document.setMarkdown(text, QTextDocument.MarkdownFeature.MarkdownDialectGitHub)
+    document.setMarkdown(math_to_markdown(text), QTextDocument.MarkdownFeature.MarkdownDialectGitHub)
     _style_document(document, palette)
 
 
