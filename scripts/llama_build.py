@@ -293,6 +293,11 @@ def install(cuda: bool, python: str) -> None:
 
 
 # Tools that live under llama.cpp's examples/ rather than tools/.
+# The wheel's tree configured once more for llama.cpp's own tools. Its tools folder adds
+# tools/mtmd itself, which llama-cpp-python's LLAVA_BUILD adds too (from outside llama.cpp's
+# directory scope); CMake refuses the same folder twice, so the tools' configuration turns
+# LLAVA_BUILD off: libmtmd is already built and installed with the wheel.
+TOOL_TREE_ARGS = ["-DLLAMA_BUILD_TOOLS=ON", "-DLLAVA_BUILD=OFF", "-Wno-dev"]
 EXAMPLE_TOOLS = ("llama-lookup",)
 TOOLS = ("llama-bench", "llama-server", "llama-batched-bench", *EXAMPLE_TOOLS)
 
@@ -307,9 +312,9 @@ def build_tool(cuda: bool, target: str) -> Path:
     tree = folder / "cmake"
     binary = tree / "bin" / target
     if not binary.exists():
-        subprocess.run(["cmake", "-S", str(folder / "src"), "-B", str(tree), "-DLLAMA_BUILD_TOOLS=ON",
+        subprocess.run(["cmake", "-S", str(folder / "src"), "-B", str(tree), *TOOL_TREE_ARGS,
                         f"-DLLAMA_BUILD_SERVER={'ON' if target == 'llama-server' else 'OFF'}",
-                        f"-DLLAMA_BUILD_EXAMPLES={'ON' if target in EXAMPLE_TOOLS else 'OFF'}", "-Wno-dev"],
+                        f"-DLLAMA_BUILD_EXAMPLES={'ON' if target in EXAMPLE_TOOLS else 'OFF'}"],
                        check=True, stdout=subprocess.DEVNULL)
         subprocess.run(["cmake", "--build", str(tree), "--target", target, "-j", str(os.cpu_count() or 2)],
                        check=True, stdout=subprocess.DEVNULL)
@@ -333,8 +338,8 @@ def build_rpc(cuda: bool) -> dict[str, Path]:
     tree = folder / "cmake"
     built = {target: tree / "bin" / name for target, name in RPC_TARGETS.items()}
     if not all(path.exists() for path in built.values()):
-        subprocess.run(["cmake", "-S", str(folder / "src"), "-B", str(tree), "-DGGML_RPC=ON",
-                        "-DLLAMA_BUILD_TOOLS=ON", "-Wno-dev"], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(["cmake", "-S", str(folder / "src"), "-B", str(tree), "-DGGML_RPC=ON", *TOOL_TREE_ARGS],
+                       check=True, stdout=subprocess.DEVNULL)
         subprocess.run(["cmake", "--build", str(tree), "--target", *RPC_TARGETS, "-j", str(os.cpu_count() or 2)],
                        check=True, stdout=subprocess.DEVNULL)
     return built
