@@ -80,9 +80,11 @@ class MoreMenu(QToolButton):
         self.continue_action = menu.addAction("Continue", self.continue_requested.emit)
         self.continue_action.setToolTip("Write more of this answer, from where it stopped")
         self.continue_action.setVisible(False)
-        if role != "user":  # a question is edited in its bubble, and answered again
+        if role != "user":
+            # A question is edited in its bubble, and answered again. A branch ends with an
+            # answer, so the new chat is ready for the next question.
             menu.addAction("Edit text…", self.edit_text_requested.emit)
-        menu.addAction("Branch from here", self.branch_requested.emit)
+            menu.addAction("Branch from here", self.branch_requested.emit)
         menu.addSeparator()
         menu.addAction("Delete this message", self.delete_requested.emit)
         self.setMenu(menu)
