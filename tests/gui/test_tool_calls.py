@@ -56,7 +56,8 @@ def test_approve_with_edited_arguments_then_deny(qtbot, window, time_server_comm
     window.chat.tool_choice, window.chat.tool_rounds = "get_current_time", 2
 
     type_and_send(qtbot, window, "What time is it in Tokyo?")
-    qtbot.waitUntil(lambda: bool(window.view.tool_calls), timeout=ANSWER_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: bool(window.view.tool_calls) and window.view.tool_calls[0].approve.isVisible(),
+                    timeout=ANSWER_TIMEOUT_MS)  # a block added to the shown page appears on the next event
     block = window.view.tool_calls[0]
     assert isinstance(block, ToolCallWidget) and block.waiting
     assert block.toggle.text().startswith("get_current_time") and "time" in block.toggle.text()
@@ -70,7 +71,8 @@ def test_approve_with_edited_arguments_then_deny(qtbot, window, time_server_comm
     assert len(answers) == 2 and answers[-1].text.strip()  # the model answered after the result
 
     type_and_send(qtbot, window, "And in Paris?")
-    qtbot.waitUntil(lambda: len(window.view.tool_calls) == 2, timeout=ANSWER_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: len(window.view.tool_calls) == 2 and window.view.tool_calls[1].deny.isVisible(),
+                    timeout=ANSWER_TIMEOUT_MS)
     second = window.view.tool_calls[1]
     qtbot.mouseClick(second.deny, Qt.MouseButton.LeftButton)
     wait_answer(qtbot, window, cid)
