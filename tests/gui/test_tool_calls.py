@@ -42,6 +42,20 @@ def test_settings_tools_page_adds_by_pasted_json_and_lists_tools(qtbot, window, 
     dialog.reject()
 
 
+def test_import_from_other_apps_fills_the_box_and_adds_nothing(qtbot, window, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".cursor").mkdir()
+    (tmp_path / ".cursor" / "mcp.json").write_text(json.dumps({"mcpServers": {"fetch": {"command": "uvx",
+                                                                                       "args": ["mcp-server-fetch"]}}}))
+    dialog = window.open_settings("Tools")
+    page = dialog.tools_page
+    qtbot.mouseClick(page.from_apps, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: "Cursor" in page.message.text())
+    assert json.loads(page.pasted.toPlainText())["mcpServers"]["fetch"]["command"] == "uvx"
+    assert window.engine.chats.tools.servers.all() == []  # nothing added before the person says so
+    dialog.reject()
+
+
 def test_approve_with_edited_arguments_then_deny(qtbot, window, time_server_command) -> None:  # noqa: F811
     from inglenook.app.tool_call_widget import ToolCallWidget
     from inglenook.engine import McpServerConfig
