@@ -17,6 +17,19 @@ from .conftest import ANSWER_TIMEOUT_MS, new_chat, type_and_send, wait_answer
 pytestmark = pytest.mark.timeout(900)
 
 
+def _state(window, cid: int) -> str:
+    chats = window.engine.chats
+    return (f"streams={window.chat.streams} widgets={[(w.role, w.streaming, w.text[:40]) for w in window.view.widgets]} "
+            f"messages={[(m.role, m.content[:40]) for m in chats.open(cid)[1]]} calls={chats.tool_calls(cid)}")
+
+
+def scroll_to(qtbot, window, button) -> None:
+    """Scroll the conversation until ``button`` is on screen, as a person would before clicking
+    (a click goes to whatever is at that point of the window)."""
+    window.view.ensureWidgetVisible(button)
+    qtbot.waitUntil(lambda: not button.visibleRegion().isEmpty())
+
+
 def _time_json(command: list[str]) -> str:
     return json.dumps({"mcpServers": {"time": {"command": command[0], "args": command[1:]}}})
 
@@ -77,8 +90,13 @@ def test_approve_with_edited_arguments_then_deny(qtbot, window, time_server_comm
     assert block.toggle.text().startswith("get_current_time") and "time" in block.toggle.text()
     block.arguments.selectAll()
     qtbot.keyClicks(block.arguments, '{"timezone": "Asia/Tokyo"}')
+    scroll_to(qtbot, window, block.approve)
     qtbot.mouseClick(block.approve, Qt.MouseButton.LeftButton)
-    wait_answer(qtbot, window, cid)
+    assert block.state.text() == "running…"
+    try:
+        wait_answer(qtbot, window, cid)
+    except Exception as exc:
+        raise AssertionError(_state(window, cid)) from exc
     assert block.done and block.state.text().startswith("done")
     assert json.loads(block.result.toPlainText())["timezone"] == "Asia/Tokyo"
     answers = [w for w in window.view.widgets if w.role == "assistant"]
@@ -88,8 +106,13 @@ def test_approve_with_edited_arguments_then_deny(qtbot, window, time_server_comm
     qtbot.waitUntil(lambda: len(window.view.tool_calls) == 2 and window.view.tool_calls[1].deny.isVisible(),
                     timeout=ANSWER_TIMEOUT_MS)
     second = window.view.tool_calls[1]
+    scroll_to(qtbot, window, second.deny)
     qtbot.mouseClick(second.deny, Qt.MouseButton.LeftButton)
-    wait_answer(qtbot, window, cid)
+    assert second.state.text() == "denied"
+    try:
+        wait_answer(qtbot, window, cid)
+    except Exception as exc:
+        raise AssertionError(_state(window, cid)) from exc
     assert second.state.text() == "denied"
     saved = chats.tool_calls(cid)
     assert [c.status for c in saved] == ["ran", "denied"]
