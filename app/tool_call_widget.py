@@ -112,7 +112,8 @@ class ToolCallWidget(QFrame):
 
     @property
     def waiting(self) -> bool:
-        return self.choices.isVisible() and not self.done and self.choices.isEnabled()
+        """Whether the call still waits for the person's decision."""
+        return not self.done and self.choices.isEnabled() and not self.choices.isHidden()
 
     def _expand(self, open_: bool) -> None:
         self.body.setVisible(open_)

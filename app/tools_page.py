@@ -9,6 +9,7 @@ a stranger wrote that the model will read, so it is shown in full.
 
 from __future__ import annotations
 
+import json
 import logging
 import shlex
 from typing import Any
@@ -27,7 +28,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inglenook.engine import ChatService, InglenookError, McpManager, McpServerConfig, parse_mcp_servers
+from inglenook.engine import (
+    ChatService, InglenookError, McpManager, McpServerConfig, other_app_configs, parse_mcp_servers,
+)
 
 from .workers import Workers
 
@@ -86,9 +89,17 @@ class ToolsPage(QWidget):
                                        '"args": ["mcp-server-time"]}}}')
         self.pasted.setFixedHeight(90)
         layout.addWidget(self.pasted)
+        buttons = QHBoxLayout()
         self.add_json = QPushButton("Add from JSON", self)
         self.add_json.clicked.connect(self._add_pasted)
-        layout.addWidget(self.add_json, 0, Qt.AlignmentFlag.AlignLeft)
+        self.from_apps = QPushButton("Import from other apps…", self)
+        self.from_apps.setToolTip("Read Claude Desktop's, Cursor's and LM Studio's MCP settings into the box above, "
+                                  "to review before adding")
+        self.from_apps.clicked.connect(self._read_other_apps)
+        buttons.addWidget(self.add_json)
+        buttons.addWidget(self.from_apps)
+        buttons.addStretch(1)
+        layout.addLayout(buttons)
         self.message = QLabel("", self)
         self.message.setObjectName("PageHint")
         self.message.setWordWrap(True)
@@ -196,6 +207,33 @@ class ToolsPage(QWidget):
             return
         servers = self.manager.servers
         self.workers.disk.run(lambda: servers.import_json(configs), lambda r: self._added(r[0], r[1]), self._failed)
+
+    def _read_other_apps(self) -> None:
+        """Other apps' servers go into the paste box: nothing is added until the person says so."""
+
+        def read() -> tuple[str, list[str]]:
+            merged: dict[str, Any] = {}
+            sources: list[str] = []
+            for app, path in other_app_configs():
+                try:
+                    servers = json.loads(path.read_text(encoding="utf-8")).get("mcpServers") or {}
+                except (OSError, ValueError, AttributeError) as exc:
+                    sources.append(f"{app}: {path} is unreadable ({exc})")
+                    continue
+                merged.update({k: v for k, v in servers.items() if k not in merged})
+                sources.append(f"{app}: {', '.join(servers) or 'no servers'}")
+            return (json.dumps({"mcpServers": merged}, indent=1) if merged else ""), sources
+
+        self.workers.disk.run(read, self._show_other_apps, self._failed)
+
+    def _show_other_apps(self, found: tuple[str, list[str]]) -> None:
+        text, sources = found
+        if not sources:
+            self.message.setText("No Claude Desktop, Cursor or LM Studio MCP settings on this machine.")
+            return
+        if text:
+            self.pasted.setPlainText(text)
+        self.message.setText("Found " + "; ".join(sources) + ". Review them above, then Add from JSON.")
 
     def _added(self, names: list[str], skipped: list[str] | None = None) -> None:
         self.name.clear()

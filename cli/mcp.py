@@ -31,8 +31,9 @@ def add_commands(commands: Any) -> None:
     add.add_argument("--env", action="append", default=[], metavar="K=V", help="an environment variable (repeatable)")
     add.add_argument("--cwd", default="", help="the folder a stdio server starts in")
     add.add_argument("--timeout", type=float, metavar="SECONDS", help="how long a call may take (default 60)")
-    imported = actions.add_parser("import", help="add the servers of an mcpServers JSON file (- reads stdin)")
-    imported.add_argument("file", metavar="FILE")
+    imported = actions.add_parser("import", help="add the servers of an mcpServers JSON file (- reads stdin); "
+                                  "without FILE, list other apps' files (Claude Desktop, Cursor, LM Studio)")
+    imported.add_argument("file", metavar="FILE", nargs="?")
     actions.add_parser("list", help="show the servers")
     remove = actions.add_parser("remove", help="remove a server and its secrets")
     remove.add_argument("name", metavar="NAME")
@@ -82,9 +83,20 @@ def _add(args: argparse.Namespace, servers: Any) -> int:
     return 0
 
 
-def _import(file: str, servers: Any) -> int:
-    from inglenook.engine import McpError, parse_mcp_servers  # noqa: PLC0415
+def _import(file: str | None, servers: Any) -> int:
+    from inglenook.engine import McpError, other_app_configs, parse_mcp_servers  # noqa: PLC0415
 
+    if file is None:  # show what other apps have; nothing is added without the person's say
+        found = other_app_configs()
+        if not found:
+            print("No Claude Desktop, Cursor or LM Studio MCP settings found. Give a file: inglenook mcp import FILE")
+        for app, path in found:
+            try:
+                names = ", ".join(c.name for c in parse_mcp_servers(path.read_text(encoding="utf-8")))
+            except (OSError, UnicodeDecodeError, McpError) as exc:
+                names = f"unreadable: {exc}"
+            print(f"{app}: {path} ({names})\n  inglenook mcp import {path}")
+        return 0
     try:
         text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:

@@ -72,7 +72,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "api.shared": ("ApiKeyRecord", "ApiKeys", "KeyLimits"),
     "tools": (
         "CallRequest", "Decision", "McpError", "McpManager", "McpServerConfig", "McpServers", "McpTool",
-        "ServerState", "ToolResult", "parse_mcp_servers", "parse_pairs",
+        "ServerState", "ToolResult", "other_app_configs", "parse_mcp_servers", "parse_pairs",
     ),
     "lab": (
         "EvalText", "LabProgress", "LabReport", "LabResult", "LabRun", "MeasureConfig", "QuantLab",
@@ -163,8 +163,8 @@ if TYPE_CHECKING:
     from .tools import (
         CallRequest as CallRequest, Decision as Decision, McpError as McpError, McpManager as McpManager,
         McpServerConfig as McpServerConfig, McpServers as McpServers, McpTool as McpTool,
-        ServerState as ServerState, ToolResult as ToolResult, parse_mcp_servers as parse_mcp_servers,
-        parse_pairs as parse_pairs,
+        ServerState as ServerState, ToolResult as ToolResult, other_app_configs as other_app_configs,
+        parse_mcp_servers as parse_mcp_servers, parse_pairs as parse_pairs,
     )
     from .usage import (
         DEFAULT_PRICES as DEFAULT_PRICES, MachineCost as MachineCost, Price as Price,

@@ -154,11 +154,17 @@ class ToolTurn:
             final = index > 0 and index == self.max_rounds - 1
             choice = (self.tool_choice or "auto") if index == 0 else self.then_choice
             plan = plan_tools(offered, _choice(choice), abilities)
-            turn = self._round(model_id, abilities, plan, answer_only=final)
+            # The answer streams through a filter that holds back what may be a call, so the
+            # person sees the model's words and the call's own block, never its raw text.
+            calls_filter = ToolCallFilter(plan, parallel=True) if plan is not None and not final else None
+            turn = self._round(model_id, abilities, plan, final, calls_filter)
             calls: list[ResponseToolCall] = []
             visible = turn.text
-            if plan is not None and not final:
-                calls, visible = ToolCallFilter(plan, parallel=True).finish_text(turn.text)
+            if calls_filter is not None:
+                calls, rest = calls_filter.finish()
+                if rest:
+                    self._emit(TextPiece(rest))
+                visible = turn.text if not calls else _without_calls(turn.text, plan)
             message = turn.message
             if message is not None and calls and visible != message.content:
                 message = service.store.update_message(message.id, content=visible.strip())
@@ -176,7 +182,8 @@ class ToolTurn:
 
     # -- one round of the model ------------------------------------------------------------
 
-    def _round(self, model_id: str, abilities: TemplateAbilities, plan: ToolPlan | None, answer_only: bool) -> Turn:
+    def _round(self, model_id: str, abilities: TemplateAbilities, plan: ToolPlan | None, answer_only: bool,
+               calls_filter: ToolCallFilter | None) -> Turn:
         service = self.service
         settings = {**self.conversation.sampling, **self.overrides}
         sampling = service.sampling_for(settings)
@@ -195,7 +202,9 @@ class ToolTurn:
         if self.cancelled:
             turn.cancel()
         for chunk in turn:
-            self._emit(TextPiece(chunk.text))
+            shown = calls_filter.feed(chunk.text) if calls_filter is not None else chunk.text
+            if shown:
+                self._emit(TextPiece(shown))
         return turn
 
     def _abilities(self, model_id: str) -> TemplateAbilities:
@@ -276,6 +285,13 @@ class ToolTurn:
     def _emit(self, event: ToolTurnEvent) -> None:
         if self.on_event is not None:
             self.on_event(event)
+
+
+def _without_calls(text: str, plan: ToolPlan | None) -> str:
+    """The words of an answer that called, without the calls (what is saved and shown)."""
+    if plan is None:
+        return text
+    return ToolCallFilter(plan, parallel=True).finish_text(text)[1]
 
 
 def _choice(choice: str) -> str | NamedToolChoice:

@@ -15,7 +15,8 @@ from ..base import lazy_door
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "approval": ("ALWAYS", "APPROVE", "DENY", "IN_CHAT", "ONCE", "Approver", "CallRequest", "Decision",
                  "Permissions", "approve_all"),
-    "config": ("HTTP", "STDIO", "McpError", "McpServerConfig", "parse_mcp_servers", "parse_pairs"),
+    "config": ("HTTP", "STDIO", "McpError", "McpServerConfig", "other_app_configs", "parse_mcp_servers",
+               "parse_pairs"),
     "connection": ("McpConnection", "McpTool"),
     "manager": ("McpManager", "ServerState", "ToolSet"),
     "registry": ("McpServers",),
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     )
     from .config import (
         HTTP as HTTP, STDIO as STDIO, McpError as McpError, McpServerConfig as McpServerConfig,
-        parse_mcp_servers as parse_mcp_servers, parse_pairs as parse_pairs,
+        other_app_configs as other_app_configs, parse_mcp_servers as parse_mcp_servers, parse_pairs as parse_pairs,
     )
     from .connection import McpConnection as McpConnection, McpTool as McpTool
     from .manager import McpManager as McpManager, ServerState as ServerState, ToolSet as ToolSet

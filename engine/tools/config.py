@@ -8,8 +8,10 @@ A config carries its secrets (environment values, header values) while it is bei
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from ..base import InglenookError
@@ -149,3 +151,18 @@ def _number(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise McpError(f"server {name!r}: timeout must be a number")
     return float(value)
+
+
+def other_app_configs(home: Path | None = None) -> list[tuple[str, Path]]:
+    """The ``mcpServers`` files of other apps on this machine, (app, path), where they exist:
+    Claude Desktop, Cursor, LM Studio. Nothing is read into Inglenook without the person's say."""
+    home = Path.home() if home is None else home
+    appdata = Path(os.environ.get("APPDATA", home / "AppData" / "Roaming"))
+    candidates = [
+        ("Claude Desktop", home / ".config" / "Claude" / "claude_desktop_config.json"),
+        ("Claude Desktop", home / "Library" / "Application Support" / "Claude" / "claude_desktop_config.json"),
+        ("Claude Desktop", appdata / "Claude" / "claude_desktop_config.json"),
+        ("Cursor", home / ".cursor" / "mcp.json"),
+        ("LM Studio", home / ".lmstudio" / "mcp.json"),
+    ]
+    return [(app, path) for app, path in candidates if path.is_file()]

@@ -23,6 +23,13 @@ from .results import MAX_RESULT_CHARS, ToolResult, tool_result
 
 log = logging.getLogger(__name__)
 
+# The SDK logs each line a server writes that is not JSON-RPC as an ERROR with a traceback
+# (a server printing to stdout writes many): the connection reports what went wrong in one
+# line of its own, with the server's stderr, so the SDK's records below CRITICAL are dropped
+# unless someone set its level on purpose.
+if logging.getLogger("mcp").level == logging.NOTSET:
+    logging.getLogger("mcp").setLevel(logging.CRITICAL)
+
 STARTING, READY, FAILED, CLOSED = "starting", "ready", "failed", "closed"
 #: How long starting a server and its ``initialize`` may take (``npx`` fetching a package is slow).
 CONNECT_TIMEOUT_S = 30.0

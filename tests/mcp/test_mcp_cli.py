@@ -44,6 +44,7 @@ def test_add_list_test_remove(capsys: pytest.CaptureFixture[str], time_server_co
 @pytest.mark.parametrize("mode, words", [
     ("fail_start", "cannot open the database"),
     ("hang_init", "initialize"),
+    ("malformed", "'bad'"),  # lines that are not JSON-RPC: no answer to initialize
 ])
 def test_test_on_a_failing_server_is_one_clear_line(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch, mode: str, words: str) -> None:
@@ -69,3 +70,15 @@ def test_bad_arguments(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> No
     (tmp_path / "bad.json").write_text("{oops")
     code, _, err = run(capsys, "import", str(tmp_path / "bad.json"))
     assert code == 1 and "not JSON" in err
+
+
+def test_import_without_a_file_lists_other_apps_settings(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    code, out, _ = run(capsys, "import")
+    assert code == 0 and "No Claude Desktop, Cursor or LM Studio" in out
+    (tmp_path / ".cursor").mkdir()
+    (tmp_path / ".cursor" / "mcp.json").write_text(json.dumps({"mcpServers": {"time": {"command": "uvx"}}}))
+    code, out, _ = run(capsys, "import")
+    assert code == 0 and "Cursor" in out and "(time)" in out and "inglenook mcp import" in out
+    assert run(capsys, "list")[1].startswith("No MCP servers")  # nothing was added

@@ -40,3 +40,22 @@ def test_tool_messages_with_and_without_tools(home: Path) -> None:
         assert chats.tool_calls(chat.id) == []
     finally:
         store.close()
+
+
+def test_permissions_in_a_chat_and_always(home: Path) -> None:
+    from inglenook.engine.tools import ALWAYS, IN_CHAT, ONCE, Permissions
+
+    store = Store(Paths.default().ensure().database)
+    try:
+        permissions = Permissions(store)
+        permissions.remember("time", "get_current_time", 7, ONCE)  # nothing to remember
+        assert not permissions.allowed("time", "get_current_time", 7)
+        permissions.remember("time", "get_current_time", 7, IN_CHAT)
+        assert permissions.allowed("time", "get_current_time", 7)
+        assert not permissions.allowed("time", "get_current_time", 8)  # another chat asks again
+        permissions.remember("time", "convert_time", 7, ALWAYS)
+        assert permissions.allowed("time", "convert_time", 8)
+        permissions.forget("time", "convert_time")
+        assert not permissions.allowed("time", "convert_time", 8)
+    finally:
+        store.close()
