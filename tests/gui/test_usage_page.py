@@ -23,7 +23,10 @@ def test_the_usage_page_shows_a_real_chats_totals(qtbot, window) -> None:
     assert window.engine.background.wait_idle(ANSWER_TIMEOUT_MS / 1000)  # the new chat's title, written after
     assert window.engine.usage.flush()
     title = window.engine.store.get_conversation(conversation_id).title
-    assert title and title != "Say hello."  # the model wrote it, the first message was only the stopgap
+    # The model was asked for a title (counted below, as background:title); a title sharing
+    # no word with the question is refused and the question's first words stay
+    # (engine/chat/titles.py), so what is kept may be either.
+    assert title
     qtbot.waitUntil(lambda: window.sidebar.list.item(0).text() == title, timeout=10_000)
 
     page = window.usage_page
