@@ -46,12 +46,15 @@ def test_send_shows_the_answer_streaming_in(qtbot, window) -> None:
     assert "tokens" in widgets[1].stats.text()
     assert widgets[1].regenerate_button.isVisibleTo(window)
     assert not window.composer.stop_button.isVisible()
-    # The first message names the chat, in the header and in the sidebar.
-    qtbot.waitUntil(lambda: "Name three colours." in window.sidebar.titles())
-    assert window.title_label.text() == "Name three colours."
     # PySide6 6.12 drops a reference to True on every Signal.emit() (pyproject excludes it).
     # Were it lost, a long session would abort with "bool_dealloc".
     assert window.engine.background.wait_idle(5 * ANSWER_TIMEOUT_MS / 1000)
+    # The first message names the chat at once; the background title replaces it as soon as
+    # the machine is idle (or is refused, engine/chat/titles.py). Header and sidebar show
+    # what is stored, whichever it is.
+    title = window.engine.store.get_conversation(cid).title
+    assert title
+    qtbot.waitUntil(lambda: title in window.sidebar.titles() and window.title_label.text() == title)
     gc.collect()
     assert sys.getrefcount(True) >= true_refs - 5
 
