@@ -5,32 +5,12 @@ running the fake model."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from inglenook.engine import ChatService, InvalidRequest, LoadOptions, ModelRecord, Paths, Scheduler, Store
+from inglenook.engine import ChatService, InvalidRequest, Paths, Store
 from tests.fakes import FakeModel
-
-
-def _record(model_id: str) -> ModelRecord:
-    return ModelRecord(model_id, Path(f"/models/{model_id}.gguf"), model_id, "llama", "Q4_0", 1, 256, 1, "fp-" + model_id, "scan")
-
-
-@pytest.fixture()
-def store(home: Path) -> Iterator[Store]:
-    store = Store(Paths.under(home).ensure().database)
-    yield store
-    store.close()
-
-
-@pytest.fixture()
-def chats(store: Store) -> Iterator[ChatService]:
-    FakeModel.step_delay_s = 0.0
-    scheduler = Scheduler(_record, lambda: LoadOptions(context_size=256), idle_unload_s=0, loader=FakeModel)
-    yield ChatService(store, scheduler, lambda: "m:q4_0")
-    scheduler.close()
 
 
 def _contents(chats: ChatService, cid: int) -> list[str]:
