@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from PySide6.QtWidgets import QApplication
 
 from inglenook.app import errors as app_errors
 from inglenook.app.models_hub import DISCOVER_NOTE
@@ -20,7 +21,9 @@ pytestmark = pytest.mark.gui
 def test_discover_contacts_the_hub_only_when_opened_and_says_so(qtbot, window, hub) -> None:  # noqa: F811
     page = window.models_page
     window.show_page("models")  # the Installed tab: nothing online
-    qtbot.wait(200)  # room for anything that would (wrongly) go out at once
+    # Anything the Installed tab (wrongly) sent would be queued on a lane by now: let it run.
+    qtbot.waitUntil(lambda: window.workers.wait(0), timeout=60_000)
+    QApplication.processEvents()  # and deliver what the lanes posted back
     assert hub.requests == []
     page.show_tab(page.DISCOVER)
     qtbot.waitUntil(lambda: bool(hub.requests), timeout=60_000)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QPushButton, QWidget
+from PySide6.QtWidgets import QApplication, QFrame, QHBoxLayout, QPushButton, QWidget
 
 from .layout_check import problems
 
@@ -131,7 +131,9 @@ def test_settings_pages_fit_their_dialog_without_scrolling_sideways(qtbot, windo
 
     dialog = window.open_settings(page)
     qtbot.waitUntil(lambda: dialog.isVisible())
-    qtbot.wait(200)  # the lab lists its models on a worker; their names set the picker's width
+    # The lab lists its models on a worker; their names set the picker's width.
+    qtbot.waitUntil(lambda: window.workers.wait(0), timeout=60_000)
+    QApplication.processEvents()  # and deliver what the lanes posted back
     sideways = [area for area in dialog.findChildren(QScrollArea)
                 if area.isVisible() and area.horizontalScrollBar().isVisible()]
     assert not sideways
