@@ -1,5 +1,5 @@
 """A conversation's LoRA adapters through ChatService: checked before they are stored, kept
-with the conversation, and handed to its jobs (a real store, the fake model's scheduler)."""
+with the conversation, and handed to its jobs (the real store of tests/unit/conftest.py, the fake model's scheduler)."""
 
 from __future__ import annotations
 
@@ -8,20 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from inglenook.engine import AdapterError, AdapterRegistry, ChatService, LoadOptions, ModelRecord, Paths, Scheduler, Store
+from inglenook.engine import AdapterError, AdapterRegistry, ChatService, LoadOptions, Scheduler, Store
 from tests.fakes import FakeModel
 from tests.lora_files import write_adapter
-
-
-def _record(model_id: str) -> ModelRecord:
-    return ModelRecord(model_id, Path(f"/models/{model_id}.gguf"), model_id, "llama", "Q4_0", 1, 256, 1, "fp-" + model_id, "scan")
-
-
-@pytest.fixture()
-def store(home: Path) -> Iterator[Store]:
-    store = Store(Paths.under(home).ensure().database)
-    yield store
-    store.close()
+from tests.unit.conftest import fake_record
 
 
 @pytest.fixture()
@@ -29,7 +19,7 @@ def chats(store: Store, tmp_path: Path) -> Iterator[ChatService]:
     FakeModel.step_delay_s = 0.0
     adapters = AdapterRegistry(store)
     adapters.register_file(write_adapter(tmp_path / "style-lora.gguf", blocks=range(1)))
-    scheduler = Scheduler(_record, lambda: LoadOptions(context_size=256), idle_unload_s=0, loader=FakeModel)
+    scheduler = Scheduler(fake_record, lambda: LoadOptions(context_size=256), idle_unload_s=0, loader=FakeModel)
     yield ChatService(store, scheduler, lambda: "m:q4_0", adapters=adapters)
     scheduler.close()
 
