@@ -91,8 +91,11 @@ class FakeModel:
     def pick_slot(self, prompt: list[int]) -> KvSlot | None:
         return next((s for s in self.slots if not s.busy), None)
 
+    chat_stops: tuple[str, ...] = ()
+
     def open_sequence(self, prompt: list[int], sampling: SamplingParams, cancel: threading.Event, started: float,
-                      reuse_kv: bool = True, slot: KvSlot | None = None) -> FakeSequence:
+                      reuse_kv: bool = True, slot: KvSlot | None = None,
+                      template_stops: tuple[str, ...] = ()) -> FakeSequence:
         if len(prompt) + (sampling.max_tokens or 1) > self.n_ctx:
             raise ContextLengthExceeded("too long", len(prompt), self.n_ctx)
         slot = slot or self.pick_slot(prompt)

@@ -122,6 +122,12 @@ class LoadedModel(ModelLoading, SequenceStates, VisionPrompts):
     def detokenize(self, tokens: list[int]) -> str:
         return self.vocabulary.detokenize(tokens)
 
+    @property
+    def chat_stops(self) -> tuple[str, ...]:
+        """Stop strings a rendered chat ends at besides the end-of-generation tokens: the
+        fallback template's turn markers, which a model without a template writes as text."""
+        return self.chat_template.stop_strings
+
     def is_end_of_generation(self, token: int) -> bool:
         return self.vocabulary.is_end_of_generation(token)
 
@@ -197,10 +203,12 @@ class LoadedModel(ModelLoading, SequenceStates, VisionPrompts):
             self.release(sequence)
 
     def open_sequence(self, prompt: list[int], sampling: SamplingParams, cancel: threading.Event,
-                      started: float, reuse_kv: bool = True, slot: KvSlot | None = None) -> Sequence:
+                      started: float, reuse_kv: bool = True, slot: KvSlot | None = None,
+                      template_stops: tuple[str, ...] = ()) -> Sequence:
         """Validate ``prompt`` and start it on ``slot`` (default: the free slot that already
         holds the longest prefix of it). ``started`` is when the caller asked: the time to
-        first token counts from there, queue wait included."""
+        first token counts from there, queue wait included. ``template_stops`` end the answer
+        like the client's stop strings (a rendered chat's ``chat_stops``)."""
         if self.closed:
             raise ModelLoadError(f"{self.record.id} has been unloaded")
         if not prompt:
@@ -219,7 +227,7 @@ class LoadedModel(ModelLoading, SequenceStates, VisionPrompts):
             cached = self._reuse_prefix(slot, prompt) if reuse_kv else self._clear_kv(slot)
         slot.busy = True
         slot.last_used = time.monotonic()
-        sequence = Sequence(self, slot, prompt, sampling, budget, cancel, started, cached)
+        sequence = Sequence(self, slot, prompt, sampling, budget, cancel, started, cached, template_stops)
         sequence.leader = leader
         self._prefilling = [s for s in self._prefilling if s.state == PREFILL] + [sequence]
         return sequence

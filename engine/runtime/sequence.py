@@ -28,7 +28,8 @@ class Sequence:
     """A job's generation state; created by ``LoadedModel.open_sequence``."""
 
     def __init__(self, model: "LoadedModel", slot: KvSlot, prompt: list[int], sampling: SamplingParams,
-                 budget: int, cancel: threading.Event, started: float, cached_tokens: int) -> None:
+                 budget: int, cancel: threading.Event, started: float, cached_tokens: int,
+                 template_stops: tuple[str, ...] = ()) -> None:
 
         self.model = model
         self.slot = slot
@@ -44,7 +45,7 @@ class Sequence:
         self.feed: int | None = None  # the token to decode next step
         self.events: list[GenerationEvent] = []
         self.sampler = NativeSampler(model._lib, model._vocab, model.n_vocab, sampling)
-        self._stream = TextStream(sampling.stop)
+        self._stream = TextStream(tuple(dict.fromkeys(sampling.stop + template_stops)))
         self._want_logprobs = sampling.logprobs is not None
         self._pending_ids: list[int] = []
         self._pending_lp: list[TokenLogprob] = []

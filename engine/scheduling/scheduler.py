@@ -436,7 +436,8 @@ class Scheduler:
                 model.free_slot(slot)
         sampling = _capped(job.sampling, job.token_cap, model.n_ctx - len(prompt))
         sequence = model.open_sequence(prompt, sampling, handle.cancel_event, handle.submitted_at,
-                                       reuse_kv=job.use_cache, slot=slot)
+                                       reuse_kv=job.use_cache, slot=slot,
+                                       template_stops=model.chat_stops if job.messages is not None else ())
         cached = sequence.usage.cached_tokens
         handle.prompt_usage = Usage(prompt_tokens=len(prompt), cached_tokens=cached)
         # The first progress event: the prompt fits and its cached prefix is restored, so

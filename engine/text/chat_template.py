@@ -35,6 +35,8 @@ FALLBACK_TEMPLATE = (
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
 
+FALLBACK_STOPS = ("<|im_end|>", "<|im_start|>")
+
 
 def _raise_exception(message: str) -> None:
     raise InvalidRequest(f"the model's chat template rejected the messages: {message}")
@@ -62,6 +64,9 @@ class ChatTemplate:
             log.warning("the model has no chat template; using ChatML as a fallback")
         self.source = source or FALLBACK_TEMPLATE
         self.is_fallback = source is None
+        # The fallback's turn markers are plain text in most vocabularies that need a fallback
+        # (a base model's): nothing ends its answer at "<|im_end|>" unless it is a stop string.
+        self.stop_strings: tuple[str, ...] = FALLBACK_STOPS if self.is_fallback else ()
         self.bos_token = bos_token
         self.eos_token = eos_token
         self.time_limit_s = time_limit_s

@@ -94,7 +94,7 @@ class StatefulModel(FakeModel):
     def slot_view(self, slot: KvSlot) -> SlotState:
         return SlotState(self, slot)
 
-    def open_sequence(self, prompt, sampling, cancel, started, reuse_kv=True, slot=None) -> FakeSequence:
+    def open_sequence(self, prompt, sampling, cancel, started, reuse_kv=True, slot=None, template_stops=()) -> FakeSequence:
         slot = slot or self.pick_slot(prompt)
         assert slot is not None
         cached = common_prefix(slot.kv_tokens, prompt, len(prompt) - 1) if reuse_kv else 0
