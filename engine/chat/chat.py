@@ -547,6 +547,10 @@ class ChatService:
         of the conversation that have any (the window's thumbnails, export)."""
         return self.images.files.of_conversation(conversation_id)
 
+    def image_problem(self, model_id: str | None) -> str | None:
+        """Why ``model_id`` (None: the default model) cannot be sent images; None when it can."""
+        return self.images.problem(model_id or self.default_model_id())
+
     def reads_images(self, model_id: str | None) -> bool:
         """Whether ``model_id`` (None: the default model) can be sent images: a local model
         with a paired vision projector beside it, or a remote engine's (its server decides)."""
