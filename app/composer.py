@@ -18,7 +18,7 @@ def png_of(image: QImage) -> bytes:
     """A pasted image as PNG bytes (what the engine decodes and checks like any file)."""
     buffer = QBuffer()
     buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-    image.save(buffer, b"PNG")
+    image.save(buffer, "PNG")  # type: ignore[call-overload]  # the stub says bytes; the binding takes str only
     return bytes(buffer.data().data())
 
 

@@ -112,8 +112,7 @@ class WaitingImages(QObject):
         return True
 
     def check_model(self, force: bool = False) -> None:
-        model = self.active.model_for(self.active.conversation) if self.active.conversation is not None \
-            else self.active.page.picker.current
+        model = self.active.page.picker.current  # the chat's model as shown (switches show here first)
         if not self.images:
             self._checked_model = None
             self._note(None, [])
@@ -150,6 +149,7 @@ class WaitingImages(QObject):
         self.changed.emit()
 
     def _switch(self, model_id: str) -> None:
+        self.active.page.picker.set_current(model_id)
         self.active.choose_model(model_id)
         self.check_model(force=True)
 
