@@ -17,7 +17,7 @@ from inglenook.engine.runtime.vision import mtmd_available
 
 from ..conftest import MODEL_CACHE
 from ..mmproj_writer import vision_copy_of_smollm2, write_png
-from .conftest import ANSWER_TIMEOUT_MS, type_and_send, wait_answer
+from .conftest import type_and_send, wait_answer
 
 # Long enough that the prefix cache keeps the first turn's state (it saves whole blocks).
 QUESTION = ("Describe the picture in detail, mentioning colours, shapes and anything that looks like bread "
