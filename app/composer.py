@@ -116,8 +116,14 @@ class Composer(QWidget):
         centering.addStretch(0)
         centering.addWidget(self.frame, 1)
         centering.addStretch(0)
-        outer.addWidget(self.attachments)
-        outer.addWidget(self.attachments.vision_note)
+        # The chips and the vision note line up with the message box (centred, as wide as it).
+        for above in (self.attachments, self.attachments.vision_note):
+            above.setMaximumWidth(800)
+            line = QHBoxLayout()
+            line.addStretch(0)
+            line.addWidget(above, 1)
+            line.addStretch(0)
+            outer.addLayout(line)
         outer.addLayout(centering)
         self.hint = QLabel("Enter to send  ·  Shift+Enter for a new line  ·  Esc to stop", self)
         self.hint.setObjectName("ComposerHint")

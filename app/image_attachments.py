@@ -142,7 +142,8 @@ class WaitingImages(QObject):
             self.bar.show_vision_problem("", [])
         else:
             who = problem.split(" is a text-only model", 1)[0].split(" cannot read images", 1)[0]
-            text = f"{who} cannot read images, so these would not reach it."
+            these = "this image" if len(self.images) == 1 else "these images"
+            text = f"{who} cannot read images, so {these} would not reach it."
             text += " Switch to a vision model:" if offered else (
                 " No installed model reads images: a vision model has an mmproj-*.gguf beside it.")
             self.bar.show_vision_problem(text, offered)
