@@ -8,20 +8,26 @@ lane through ``ChatController``); this controller keeps the chat page's widgets 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QGuiApplication
 
-from inglenook.engine import CallRecord, CallRequest, Conversation, Engine, Message, ModelNotFound, PromptProgress
+from inglenook.engine import (
+    CallRecord, CallRequest, Conversation, Engine, ImageInput, Message, ModelNotFound, PromptProgress,
+)
 
 from . import errors as actions
 from .chat_controller import ChatController
 from .chat_page import ChatPage
+from .image_viewer import Picture, picture_of_stored
 from .model_list import ModelList
 from .tool_call_widget import ToolCallWidget
 from .tools_page import ChatToolsBox
 from .workers import Workers
+
+if TYPE_CHECKING:
+    from .image_attachments import WaitingImages
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +53,8 @@ class ActiveChat(QObject):
         self.tools_box = ChatToolsBox(engine.chats, workers, page.panel)
         page.panel.add_section("TOOLS", self.tools_box)
         self.call_blocks: dict[str, ToolCallWidget] = {}
+        # The composer's images for the next message (image_attachments.WaitingImages; the window sets it).
+        self.waiting_images: WaitingImages | None = None
         self._connect()
 
     def _connect(self) -> None:
@@ -56,6 +64,7 @@ class ActiveChat(QObject):
         page.view.regenerate_requested.connect(self.regenerate)
         page.view.edit_submitted.connect(self.edit_and_resend)
         page.view.suggestion_chosen.connect(self.send)
+        page.view.picture_clicked.connect(self._show_picture)
         page.picker.model_chosen.connect(self.choose_model)
         page.panel.changed.connect(self.save_settings)
         page.panel.model_wanted.connect(self.choose_model)
@@ -105,6 +114,10 @@ class ActiveChat(QObject):
         chats = self.engine.chats
         self.workers.disk.run(lambda: (*chats.open(conversation_id), chats.version_sets(conversation_id),
                                        chats.tool_calls(conversation_id)), self._loaded, self.show_error)
+        # The images sent in it, as thumbnails (files read on the lane), once its messages are shown.
+        self.workers.disk.run(lambda: (conversation_id, {
+            message_id: [picture_of_stored(s) for s in stored]
+            for message_id, stored in chats.message_images(conversation_id).items()}), self._pictures_loaded)
 
     def reload(self) -> None:
         """Read the open conversation again (after a failure saved part of an answer)."""
@@ -136,6 +149,15 @@ class ActiveChat(QObject):
         if error is not None:
             self.show_error(error)
         self._check_missing_model()
+
+    def _pictures_loaded(self, loaded: tuple[int, dict[int, list[Picture]]]) -> None:
+        conversation_id, pictures = loaded
+        if conversation_id == self.current_id and pictures:
+            self.page.view.show_pictures(pictures)
+
+    def _show_picture(self, picture: Picture) -> None:
+        if self.waiting_images is not None:
+            self.waiting_images.show_picture(picture)
 
     def _check_missing_model(self) -> None:
         conversation = self.conversation
@@ -183,20 +205,27 @@ class ActiveChat(QObject):
         text = text.strip()
         if not text or self._busy():
             return
+        waiting = self.waiting_images
+        if waiting is not None and not waiting.ready_to_send():
+            self.page.composer.set_text(text)  # kept: the note under the images says why it did not go
+            return
+        pictures = waiting.pictures() if waiting is not None else []
+        images = waiting.take() if waiting is not None else []
         self.page.panel.flush()
         if self.current_id is None or self.conversation is None:
-            self._create_then_send(text)
+            self._create_then_send(text, images, pictures)
             return
-        self.page.view.add_pending_user(text)
+        self.page.view.add_pending_user(text).set_pictures(pictures)
         self._begin_answer(self.model_for(self.conversation))
-        self.chat.send(self.current_id, text)
+        self.chat.send(self.current_id, text, images)
 
-    def _create_then_send(self, text: str) -> None:
+    def _create_then_send(self, text: str, images: list[ImageInput] | None = None,
+                          pictures: list[Picture] | None = None) -> None:
         page, chats = self.page, self.engine.chats
         model = page.picker.current if page.picker.current != self.models.default_model else None
         prompt = page.panel.system_prompt.toPlainText().strip() or None
         sampling = page.panel.sampling()
-        page.view.add_pending_user(text)
+        page.view.add_pending_user(text).set_pictures(pictures or [])
         self._begin_answer(page.picker.current)
 
         def created(conversation: Conversation) -> None:
@@ -204,7 +233,7 @@ class ActiveChat(QObject):
             self._set_current(conversation.id)
             page.panel.load(conversation.id, conversation.system_prompt, conversation.sampling)
             self.tools_box.load(conversation.id)
-            self.chat.send(conversation.id, text)
+            self.chat.send(conversation.id, text, images)
             self.conversation_changed.emit()
 
         def failed(exc: BaseException) -> None:

@@ -1,14 +1,25 @@
 """The composer's documents: the paperclip, one chip per document (name, pages, about how
 many tokens, "whole" or "searched"; click for a preview of the text the model reads,
 Shift+click to remove it) and a line for a file that could not be read. The controller that
-fills them is ``attachments_controller``."""
+fills them is ``attachments_controller``.
+
+Images waiting to be sent with the next message are chips too: a thumbnail (click to see it
+larger) and ✕ to remove it; when the chat's model cannot read images, a line says so and
+offers the installed vision models (``image_attachments`` fills them)."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QDialog, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QDialog, QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QToolButton, QVBoxLayout, QWidget,
+)
 
 from inglenook.engine import Document, human_count
+
+from .image_viewer import Picture, thumbnail_button
+
+IMAGE_CHIP = 48  # a waiting image's thumbnail side
+MAX_OFFERED_MODELS = 3  # vision models offered as buttons when the chat's model reads no images
 
 CHARS_PER_TOKEN = 4  # what a chip shows is an estimate: the model's tokenizer decides
 
@@ -43,6 +54,9 @@ class AttachmentBar(QWidget):
     preview_requested = Signal(str)  # a document's sha256
     remove_requested = Signal(str)
     attach_requested = Signal()
+    image_clicked = Signal(object)  # a waiting image's Picture
+    image_remove_requested = Signal(int)  # its place among the waiting images
+    model_offered = Signal(str)  # a vision model to switch the chat to
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -50,7 +64,8 @@ class AttachmentBar(QWidget):
         self.attach_button.setText("+")
         self.attach_button.setObjectName("AttachButton")
         self.attach_button.setFixedSize(32, 32)
-        self.attach_button.setToolTip("Attach documents (PDF, Word, PowerPoint, Excel, CSV, HTML, text)")
+        self.attach_button.setToolTip("Attach images (PNG, JPEG, WebP, GIF) or documents (PDF, Word, PowerPoint, "
+                                      "Excel, CSV, HTML, text); images can be pasted too")
         self.attach_button.setCursor(Qt.CursorShape.PointingHandCursor)
         self.attach_button.clicked.connect(self.attach_requested)
         self._layout = QHBoxLayout(self)
@@ -60,7 +75,20 @@ class AttachmentBar(QWidget):
         self.status.setObjectName("AttachmentStatus")
         self.status.setWordWrap(True)
         self._chips: dict[str, QPushButton] = {}
+        self.image_chips: list[QFrame] = []
         self._layout.addWidget(self.status, 1)
+        # Under the chips: why the images cannot go to this chat's model, and the models that can.
+        self.vision_note = QWidget(parent)
+        self.vision_note.setObjectName("VisionNote")
+        note_row = QHBoxLayout(self.vision_note)
+        note_row.setContentsMargins(0, 0, 0, 0)
+        note_row.setSpacing(6)
+        self.vision_text = QLabel(self.vision_note)
+        self.vision_text.setObjectName("AttachmentStatus")
+        self.vision_text.setWordWrap(True)
+        note_row.addWidget(self.vision_text, 1)
+        self.offer_buttons: list[QPushButton] = []
+        self.vision_note.hide()
         self.show_documents([], "whole")
 
     def chips(self) -> dict[str, QPushButton]:
@@ -80,6 +108,51 @@ class AttachmentBar(QWidget):
             self._chips[document.sha256] = chip
         self._update_visibility()
 
+    def show_images(self, pictures: list[Picture]) -> None:
+        """The images waiting to go with the next message, as chips."""
+        for chip in self.image_chips:
+            self._layout.removeWidget(chip)
+            chip.deleteLater()
+        self.image_chips = []
+        for index, picture in enumerate(pictures):
+            chip = QFrame(self)
+            chip.setObjectName("ImageChip")
+            row = QHBoxLayout(chip)
+            row.setContentsMargins(2, 2, 2, 2)
+            row.setSpacing(2)
+            thumb = thumbnail_button(picture, chip, IMAGE_CHIP)
+            thumb.clicked.connect(lambda _=False, p=picture: self.image_clicked.emit(p))
+            remove = QToolButton(chip)
+            remove.setObjectName("ImageChipRemove")
+            remove.setText("✕")
+            remove.setAutoRaise(True)
+            remove.setToolTip("Remove this image")
+            remove.setCursor(Qt.CursorShape.PointingHandCursor)
+            remove.clicked.connect(lambda _=False, i=index: self.image_remove_requested.emit(i))
+            row.addWidget(thumb)
+            row.addWidget(remove, 0, Qt.AlignmentFlag.AlignTop)
+            self._layout.insertWidget(len(self._chips) + index, chip)
+            self.image_chips.append(chip)
+        self._update_visibility()
+
+    def show_vision_problem(self, text: str, models: list[str]) -> None:
+        """Say why the waiting images cannot go to this chat's model and offer ``models``
+        (installed vision models) to switch to; an empty ``text`` hides the line."""
+        for button in self.offer_buttons:
+            button.deleteLater()
+        self.offer_buttons = []
+        self.vision_text.setText(text)
+        layout = self.vision_note.layout()
+        assert layout is not None  # made in __init__
+        for model_id in models[:MAX_OFFERED_MODELS]:
+            button = QPushButton(f"Use {model_id}", self.vision_note)
+            button.setObjectName("VisionOffer")
+            button.setToolTip(f"Answer this chat with {model_id}, which reads images")
+            button.clicked.connect(lambda _=False, m=model_id: self.model_offered.emit(m))
+            layout.addWidget(button)
+            self.offer_buttons.append(button)
+        self.vision_note.setVisible(bool(text))
+
     def _chip_clicked(self, sha256: str) -> None:
         from PySide6.QtWidgets import QApplication  # noqa: PLC0415 — keyboard state at the click
 
@@ -93,4 +166,4 @@ class AttachmentBar(QWidget):
         self._update_visibility()
 
     def _update_visibility(self) -> None:
-        self.setVisible(bool(self._chips) or bool(self.status.text()))
+        self.setVisible(bool(self._chips) or bool(self.image_chips) or bool(self.status.text()))

@@ -22,6 +22,7 @@ from inglenook.engine import Document, DocumentError, Engine
 
 from .active_chat import ActiveChat
 from .attachments import AttachmentBar, DocumentPreview
+from .image_attachments import is_image_path
 from .models_installed import ModelDropFilter
 from .workers import Workers
 
@@ -52,6 +53,8 @@ class Attachments(QObject):
         self.active = active
         self.documents: list[Document] = []
         self.preview: DocumentPreview | None = None
+        # Where image files go (the composer's waiting images); None: read as documents.
+        self.on_images: Callable[[list[Path]], None] | None = None
         # Each load or attach is numbered; only the latest one's result is drawn, so a slow
         # load of the chat cannot redraw the bar over an attach that finished after it.
         self._latest = 0
@@ -68,7 +71,9 @@ class Attachments(QObject):
         widget.installEventFilter(self._drop_filter)
 
     def choose_files(self) -> None:
-        names, _ = QFileDialog.getOpenFileNames(self.bar, "Attach documents")
+        names, _ = QFileDialog.getOpenFileNames(
+            self.bar, "Attach images or documents", "",
+            "Images and documents (*);;Images (*.png *.jpg *.jpeg *.webp *.gif)")
         if names:
             self.attach([Path(n) for n in names])
 
@@ -86,7 +91,14 @@ class Attachments(QObject):
         self.workers.disk.run(load, self._latest_only(self._shown), self._failed)
 
     def attach(self, paths: list[Path]) -> None:
-        """Convert ``paths`` (in the conversion worker) and attach what could be read."""
+        """Convert ``paths`` (in the conversion worker) and attach what could be read; images
+        go to the next message instead (``on_images``)."""
+        images = [p for p in paths if is_image_path(p)]
+        if images and self.on_images is not None:
+            self.on_images(images)
+            paths = [p for p in paths if not is_image_path(p)]
+            if not paths:
+                return
         chats = self.engine.chats
         conversation_id = self.active.current_id
         model = self.active.model_for(self.active.conversation)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from inglenook.engine import (
-    CallFinished, Engine, Message, PromptProgress, RoundFinished, ToolTurn, ToolTurnEvent, Turn,
+    CallFinished, Engine, ImageInput, Message, PromptProgress, RoundFinished, ToolTurn, ToolTurnEvent, Turn,
 )
 
 from .tool_call_widget import ApprovalBridge
@@ -121,12 +121,15 @@ class ChatController(QObject):
 
     # -- commands ---------------------------------------------------------------------
 
-    def send(self, conversation_id: int, text: str) -> bool:
+    def send(self, conversation_id: int, text: str, images: list[ImageInput] | None = None) -> bool:
         chats, approvals = self.engine.chats, self.approvals
         choice, rounds = self.tool_choice, self.tool_rounds
 
         def start() -> Turn | ToolTurn:
-            """A chat with tools switched on answers in tool rounds (on the lane: a store read)."""
+            """A chat with tools switched on answers in tool rounds (on the lane: a store read);
+            a message with images is answered without tools (a tool turn takes text only)."""
+            if images:
+                return chats.send(conversation_id, text, images=images)
             if chats.chat_tools(conversation_id):
                 return chats.send_with_tools(conversation_id, text, approvals, tool_choice=choice, max_rounds=rounds)
             return chats.send(conversation_id, text)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from PySide6.QtCore import QEvent, QObject, Qt, Signal
-from PySide6.QtGui import QKeyEvent
+from PySide6.QtCore import QBuffer, QEvent, QIODevice, QMimeData, QObject, Qt, Signal
+from PySide6.QtGui import QImage, QKeyEvent
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
 from . import icons
@@ -14,9 +14,18 @@ from .attachments import AttachmentBar
 MAX_LINES = 8
 
 
+def png_of(image: QImage) -> bytes:
+    """A pasted image as PNG bytes (what the engine decodes and checks like any file)."""
+    buffer = QBuffer()
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    image.save(buffer, "PNG")  # type: ignore[call-overload]  # the stub says bytes; the binding takes str only
+    return bytes(buffer.data().data())
+
+
 class ComposerInput(QPlainTextEdit):
     submitted = Signal()
     recall_requested = Signal()  # Up in an empty box: the last question again, to edit or resend
+    image_pasted = Signal(bytes)  # a pasted image (a screenshot), as PNG bytes
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -40,6 +49,18 @@ class ComposerInput(QPlainTextEdit):
                 self.submitted.emit()
                 return
         super().keyPressEvent(event)
+
+    def canInsertFromMimeData(self, source: QMimeData) -> bool:  # noqa: N802
+        return source.hasImage() or super().canInsertFromMimeData(source)
+
+    def insertFromMimeData(self, source: QMimeData) -> None:  # noqa: N802
+        """A pasted image becomes a chip above the box, never text."""
+        if source.hasImage() and not source.hasText():
+            image = source.imageData()
+            if isinstance(image, QImage) and not image.isNull():
+                self.image_pasted.emit(png_of(image))
+            return
+        super().insertFromMimeData(source)
 
     def _grow(self) -> None:
         line = self.fontMetrics().lineSpacing()
@@ -95,7 +116,14 @@ class Composer(QWidget):
         centering.addStretch(0)
         centering.addWidget(self.frame, 1)
         centering.addStretch(0)
-        outer.addWidget(self.attachments)
+        # The chips and the vision note line up with the message box (centred, as wide as it).
+        for above in (self.attachments, self.attachments.vision_note):
+            above.setMaximumWidth(800)
+            line = QHBoxLayout()
+            line.addStretch(0)
+            line.addWidget(above, 1)
+            line.addStretch(0)
+            outer.addLayout(line)
         outer.addLayout(centering)
         self.hint = QLabel("Enter to send  ·  Shift+Enter for a new line  ·  Esc to stop", self)
         self.hint.setObjectName("ComposerHint")

@@ -12,7 +12,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QFileDialog
 
-from inglenook.engine import Conversation, ConversationSearch, Engine, atomic_write_text
+from inglenook.engine import Conversation, ConversationSearch, Engine, atomic_write_bytes, atomic_write_text
 
 from . import export
 from .chat_controller import ChatController
@@ -161,8 +161,13 @@ class ConversationList(QObject):
         def write() -> Path:
             conversation, messages = chats.open(conversation_id)
             calls = chats.tool_calls(conversation_id)
-            body = (export.to_markdown(conversation, messages, calls) if markdown
-                    else export.to_json(conversation, messages, calls))
+            images = chats.message_images(conversation_id)
+            if markdown:
+                for source, copy in export.image_files(target, messages, images).items():
+                    if source.is_file():  # a file lost from the data folder leaves a dead link
+                        atomic_write_bytes(copy, source.read_bytes())
+            body = (export.to_markdown(conversation, messages, calls, images, export.images_folder(target).name)
+                    if markdown else export.to_json(conversation, messages, calls, images))
             atomic_write_text(target, body)
             return target
 

@@ -14,6 +14,7 @@ from inglenook.engine import Message, PromptProgress
 from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QScrollArea, QVBoxLayout, QWidget
 
+from .image_viewer import Picture
 from .message_widget import MessageWidget
 
 COLUMN_WIDTH = 800  # the reading column; wider lines are hard to read
@@ -84,6 +85,7 @@ class ConversationView(QScrollArea):
     edit_text_requested = Signal(int)  # message id
     branch_requested = Signal(int)  # message id
     delete_requested = Signal(int)  # message id
+    picture_clicked = Signal(object)  # a Picture in a message, to see larger
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -180,6 +182,12 @@ class ConversationView(QScrollArea):
         self._mark_last()
         return widget
 
+    def show_pictures(self, pictures: dict[int, list[Picture]]) -> None:
+        """Thumbnails of the images sent with messages (message id → its pictures)."""
+        for widget in self.widgets:
+            if widget.message is not None and widget.message.id in pictures:
+                widget.set_pictures(pictures[widget.message.id])
+
     def add_pending_user(self, text: str) -> MessageWidget:
         """Show the user's message at once; its id arrives when the engine has saved it."""
         widget = self._append("user")
@@ -275,6 +283,7 @@ class ConversationView(QScrollArea):
         widget.edit_text_requested.connect(self.edit_text_requested)
         widget.branch_requested.connect(self.branch_requested)
         widget.delete_requested.connect(self.delete_requested)
+        widget.picture_clicked.connect(self.picture_clicked)
         self._layout.insertWidget(self._layout.count() - 1, widget)
         self.widgets.append(widget)
         return widget

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
 from inglenook.engine import split_whole
 
 from .formatting import human_duration
+from .image_viewer import Picture, ThumbnailRow
 from .markdown_view import MarkdownBody, RichText
 from .message_actions import MoreMenu, VersionPager
 from .reasoning_view import ReasoningView
@@ -69,6 +70,8 @@ class MessageWidget(QWidget):
     edit_text_requested = Signal(int)  # (message id): rewrite an answer in place
     branch_requested = Signal(int)  # (message id): a new chat holding this one up to here
     delete_requested = Signal(int)  # (message id)
+    picture_clicked = Signal(object)  # a Picture of the message's images, to see larger
+    picture_row: ThumbnailRow | None = None  # a user message's images (set_pictures)
 
     def __init__(self, role: str, parent: QWidget | None = None, author: str = "") -> None:
         super().__init__(parent)
@@ -87,6 +90,20 @@ class MessageWidget(QWidget):
             self._build_assistant(outer, author)
 
     # -- construction -----------------------------------------------------------------
+
+    def set_pictures(self, pictures: list[Picture]) -> None:
+        """Thumbnails of the images sent with this (user) message, above its text."""
+        if self.role != "user":
+            return
+        if self.picture_row is not None:
+            self.picture_row.deleteLater()
+            self.picture_row = None
+        if pictures:
+            self.picture_row = ThumbnailRow(pictures, self.bubble)
+            self.picture_row.picture_clicked.connect(self.picture_clicked)
+            layout = self.bubble.layout()
+            assert isinstance(layout, QVBoxLayout)
+            layout.insertWidget(0, self.picture_row)
 
     def _build_user(self, outer: QVBoxLayout) -> None:
         row = QHBoxLayout()

@@ -31,6 +31,7 @@ from .active_chat import ActiveChat
 from .message_history import MessageHistory
 from .app_settings import API_FIELDS, SettingsSaver
 from .attachments_controller import Attachments
+from .image_attachments import WaitingImages
 from .chat_controller import ChatController
 from .chat_page import ChatPage
 from .conversations import ConversationList
@@ -78,6 +79,11 @@ class MainWindow(QMainWindow):
         self.active = ActiveChat(engine, self.workers, self.chat_page, self.chat, self.model_list, self)
         self.history = MessageHistory(self.active, self)
         self.attachments = Attachments(engine, self.workers, self.chat_page.composer.attachments, self.active, self)
+        # Images for the next message: picked or dropped (through the attachments) or pasted.
+        self.images = WaitingImages(engine, self.workers, self.chat_page.composer.attachments, self.active,
+                                    self.model_list, self)
+        self.attachments.on_images = self.images.add_paths
+        self.active.waiting_images = self.images
         self._connect()
         self._shortcuts()
         # A title written in the background (engine/chat/background.py) shows in the sidebar.

@@ -57,6 +57,9 @@ def add_commands(commands: Any) -> None:
     serve.add_argument("--rpc-direct", metavar="HOST:PORT,…", help=argparse.SUPPRESS)  # that child process
     serve.add_argument("--strict-model-names", action="store_true", default=None,
                        help="answer unknown model names with 404 instead of the default model")
+    serve.add_argument("--fetch-image-urls", action="store_true",
+                       help="fetch http(s) image URLs that requests name (public addresses only; saved setting "
+                       "api_fetch_image_urls; off by default)")
     serve.set_defaults(handler=cmd_serve)
 
 
@@ -70,6 +73,8 @@ def cmd_serve(args: argparse.Namespace, paths: Paths) -> int:
         if args.context is not None:
             # This run only: the saved settings (and each model's own) stay as they are.
             engine.override_settings(context_size=args.context, model_context={})
+        if args.fetch_image_urls:
+            engine.override_settings(api_fetch_image_urls=True)  # this run only, like --context
         default_model = engine.resolve_model(args.model).id if args.model else None
         tls = TlsFiles.from_paths(args.tls_cert or engine.settings.tls_cert, args.tls_key or engine.settings.tls_key)
         rpc_host = None

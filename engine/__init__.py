@@ -47,7 +47,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ),
     "text": ("Split", "split_whole"),
     "store": (
-        "CacheUsage", "Conversation", "DiskState", "Message", "Paths", "Settings", "Store", "disk_state",
+        "CacheUsage", "Conversation", "DiskState", "Message", "Paths", "Settings", "Store", "StoredImage",
+        "disk_state",
     ),
     "models": (
         "AdapterImport", "AdapterRecord", "AdapterRegistry", "DownloadProgress", "Downloader", "FoundModel",
@@ -157,7 +158,7 @@ if TYPE_CHECKING:
     from .scheduling import LoadPlan as LoadPlan, Scheduler as Scheduler
     from .store import (
         CacheUsage as CacheUsage, Conversation as Conversation, DiskState as DiskState, Message as Message,
-        Paths as Paths, Settings as Settings, Store as Store, disk_state as disk_state,
+        Paths as Paths, Settings as Settings, Store as Store, StoredImage as StoredImage, disk_state as disk_state,
     )
     from .text import Split as Split, split_whole as split_whole
     from .tools import (

@@ -102,8 +102,8 @@ def image_from_data_url(url: str, *, what: str = "the image", param: str = "imag
                         max_bytes: int = MAX_IMAGE_BYTES) -> ImageInput:
     """A ``data:image/...;base64,...`` URL (what the OpenAI and Responses APIs send) decoded.
 
-    http(s) URLs are refused: fetching images from the network is off (a server that fetches
-    what a request names can be pointed at the machine's own services)."""
+    http(s) URLs are refused here: the API fetches them first, into data: URLs, only when its
+    settings allow it and only from public addresses (``api/shared/image_fetch``)."""
     if not isinstance(url, str) or not url.startswith("data:"):
         shown = url[:60] if isinstance(url, str) else type(url).__name__
         raise InvalidRequest(f"{what} must be a data: URL with base64 image data (fetching images from "

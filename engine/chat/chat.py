@@ -26,11 +26,12 @@ from ..documents import (
 from ..models import AdapterRegistry
 from ..remote import SEPARATOR, RemoteAnswer, RemoteCatalogue
 from ..scheduling import Scheduler
-from ..store import NOMINAL_AUTO_CONTEXT, Conversation, Message, PrefixCache, Store
+from ..store import NOMINAL_AUTO_CONTEXT, Conversation, Message, PrefixCache, Store, StoredImage
 from ..tools import Approver, McpManager
 from ..usage import TERMINAL, WINDOW, ReasoningCount, UsageRecorder
 from .assistants import AssistantLibrary
 from .document_search import DocumentSearch, passages_block
+from .images import ChatImages, message_text
 from .search import MeaningSearch
 from .titles import title_from
 
@@ -206,11 +207,13 @@ class Turn:
 
 class ChatService:
     def __init__(self, store: Store, scheduler: Scheduler, default_model: Any, cache: PrefixCache | None = None,
-                 usage: UsageRecorder | None = None, adapters: AdapterRegistry | None = None) -> None:
+                 usage: UsageRecorder | None = None, adapters: AdapterRegistry | None = None,
+                 images_folder: Path | None = None) -> None:
         """``default_model`` is a callable returning the id to use when a chat names none;
         ``cache`` holds the conversations' saved prompt states (deleted with them);
         ``usage`` hears each answer's reasoning token count; ``adapters``: the LoRA adapters
-        a conversation may name in its settings."""
+        a conversation may name in its settings; ``images_folder``: where images sent in
+        chats are kept (``Paths.images``; by default beside the database)."""
         self.store = store
         self.scheduler = scheduler
         self._default_model = default_model
@@ -236,6 +239,8 @@ class ChatService:
         self._document_search: DocumentSearch | None = None
         # The context a model's chats get, for "do the documents fit": the loaded model's.
         self.context_of: Callable[[str], int] = self._loaded_context
+        # Images sent with messages: kept with the chat, read again by every later turn.
+        self.images = ChatImages(store, images_folder or store.path.parent / "images", self)
 
     def new_conversation(
         self,
@@ -262,6 +267,7 @@ class ChatService:
         self.store.delete_conversation(conversation_id)
         if self.cache is not None:
             self.cache.forget_conversation(conversation_id)
+        self.images.files.collect()  # its images, unless another message shows them too
 
     def conversations(self, search: str | None = None) -> list[Conversation]:
         """Every conversation, most recent activity first; ``search`` matches titles and messages."""
@@ -324,6 +330,7 @@ class ChatService:
         count = min(max(2, len(messages) // 3), max(0, len(messages) - 1))
         if count:
             self.store.delete_oldest_messages(conversation_id, count)
+            self.images.files.collect()
         return self.store.messages(conversation_id)
 
     def attach_documents(self, conversation_id: int, documents: list[Document]) -> list[Document]:
@@ -350,7 +357,7 @@ class ChatService:
         self.passages_used.pop(conversation.id, None)
         if not documents or self._fits_whole(documents, model_id):
             return with_documents(history, documents)
-        question = next((m["content"] for m in reversed(history) if m["role"] == "user"), "")
+        question = next((message_text(m) for m in reversed(history) if m["role"] == "user"), "")
         found = self.document_search().find(question, documents)
         self.passages_used[conversation.id] = found
         return [{"role": "system", "content": passages_block(found)}, *history], 0
@@ -399,9 +406,10 @@ class ChatService:
         """Remove files from a collection, or the whole collection when ``paths`` is empty."""
         return self.documents.remove(collection, paths or [])
 
-    def history(self, conversation: Conversation) -> list[dict[str, str]]:
-        """The messages a model sees: the system prompt, then every kept message."""
-        messages: list[dict[str, str]] = []
+    def history(self, conversation: Conversation) -> list[dict[str, Any]]:
+        """The messages a model sees: the system prompt, then every kept message (a user
+        message with images as parts: its images, then its text)."""
+        messages: list[dict[str, Any]] = []
         if conversation.system_prompt:
             messages.append({"role": "system", "content": conversation.system_prompt})
         for message in self.store.messages(conversation.id):
@@ -413,7 +421,7 @@ class ChatService:
                 messages.append({"role": "user", "content": f"Result of a tool call: {message.content}"})
                 continue
             messages.append({"role": message.role, "content": message.content})
-        return messages
+        return self.images.into_history(conversation, messages)
 
     def default_model_id(self) -> str:
         return str(self._default_model())
@@ -461,16 +469,28 @@ class ChatService:
              **sampling_overrides: Any) -> Turn:
         """Commit the user's message, then start the answer. ``use_cache=False`` prefills
         the whole prompt even when a cached state covers part of it (for comparisons).
-        ``images`` go with this message to the model's vision projector (``inglenook run
-        --image``); they are not stored with the chat yet, so a later turn sees the text only."""
+        ``images`` go with this message to the model's vision projector; they are kept with
+        the message, so every later turn (and the chat reopened) shows them to the model
+        again. A local model without a projector refuses them before anything is kept."""
+        return self._send(conversation_id, text, use_cache, images or [], None, sampling_overrides)
+
+    def _send(self, conversation_id: int, text: str, use_cache: bool, images: list[ImageInput],
+              images_of: int | None, sampling_overrides: dict[str, Any]) -> Turn:
+        """``send``, with the images of message ``images_of`` (an edited question's) kept too."""
         if not text.strip():
             raise InvalidRequest("the message is empty", param="content")
         conversation = self.store.get_conversation(conversation_id)
+        if images:  # refused before anything is kept (an edited question's images are already kept)
+            self.images.check_model(conversation.model_id or self.default_model_id())
         first = not self.store.messages(conversation_id) and conversation.title in ("", "New chat")
         if first:
             conversation = self.store.update_conversation(conversation_id, title=title_from(text))
-        self.store.add_message(conversation_id, "user", text)
-        turn = self._answer(conversation, sampling_overrides, use_cache, images=images)
+        message = self.store.add_message(conversation_id, "user", text)
+        if images_of is not None:
+            self.images.files.copy(images_of, message.id)
+        if images:
+            self.images.files.attach(message.id, images)
+        turn = self._answer(conversation, sampling_overrides, use_cache)
         if first and self.background is not None and self.client == WINDOW:
             self.background.request_title(conversation_id, text)  # written once the machine is idle
         return turn
@@ -495,7 +515,8 @@ class ChatService:
         if not text.strip():
             raise InvalidRequest("the message is empty", param="content")
         self.store.set_leaf(message.conversation_id, message.parent_id)
-        return self.send(message.conversation_id, text, use_cache=use_cache, **sampling_overrides)
+        # The question's images stay with its edited version.
+        return self._send(message.conversation_id, text, use_cache, [], message.id, sampling_overrides)
 
     def continue_answer(self, conversation_id: int, use_cache: bool = True, **sampling_overrides: Any) -> Turn:
         """Write more of the last answer (one cut off by its length limit or by Stop): the
@@ -518,7 +539,22 @@ class ChatService:
         """Delete one message (and none after it); returns the conversation's path."""
         message = self.store.get_message(message_id)
         self.store.delete_message(message_id)
+        self.images.files.collect()
         return self.store.messages(message.conversation_id)
+
+    def message_images(self, conversation_id: int) -> dict[int, list[StoredImage]]:
+        """Message id → the images sent with it (files in the data folder), for the messages
+        of the conversation that have any (the window's thumbnails, export)."""
+        return self.images.files.of_conversation(conversation_id)
+
+    def image_problem(self, model_id: str | None) -> str | None:
+        """Why ``model_id`` (None: the default model) cannot be sent images; None when it can."""
+        return self.images.problem(model_id or self.default_model_id())
+
+    def reads_images(self, model_id: str | None) -> bool:
+        """Whether ``model_id`` (None: the default model) can be sent images: a local model
+        with a paired vision projector beside it, or a remote engine's (its server decides)."""
+        return self.images.problem(model_id or self.default_model_id()) is None
 
     def versions(self, message_id: int) -> list[Message]:
         """``message_id`` and its other versions (regenerated answers, edited questions)."""
@@ -547,13 +583,14 @@ class ChatService:
         for kept in path[:upto + 1]:
             stats = {k: v for k, v in dataclasses.asdict(kept).items()
                      if k not in ("id", "conversation_id", "role", "content", "parent_id")}
-            self.store.add_message(branch.id, kept.role, kept.content, **stats)
+            copied = self.store.add_message(branch.id, kept.role, kept.content, **stats)
+            self.images.files.copy(kept.id, copied.id)  # the same files: a branch shows its images
         if self.cache is not None:
             self.cache.copy_conversation(source.id, branch.id)
         return self.store.get_conversation(branch.id)
 
     def _answer(self, conversation: Conversation, overrides: dict[str, Any], use_cache: bool = True,
-                extends: Message | None = None, images: list[ImageInput] | None = None) -> Turn:
+                extends: Message | None = None) -> Turn:
         model_id = conversation.model_id or self._default_model()
         settings = {**conversation.sampling, **overrides}
         sampling = SamplingParams.from_dict(settings)
@@ -566,9 +603,6 @@ class ChatService:
             if SEPARATOR in model_id and self.remotes.owner(model_id) is not None:
                 raise InvalidRequest(f"{model_id} is answered by a remote engine, which cannot continue an answer")
             messages = messages[:-1]  # the answer goes after the prompt, unfinished (answer_prefix)
-        if images and messages and messages[-1]["role"] == "user":
-            parts = [{"type": "image", "image": image} for image in images]
-            messages[-1] = {**messages[-1], "content": [*parts, {"type": "text", "text": messages[-1]["content"]}]}
         job = GenerateJob(
             model_id=model_id,
             sampling=sampling,
@@ -583,7 +617,8 @@ class ChatService:
         if SEPARATOR in model_id and self.remotes.owner(model_id) is not None:
             # The same events as a local job; nothing runs here, so there is no usage to count.
             assert job.messages is not None
-            return Turn(self.store, conversation, self.remotes.chat(model_id, job.messages, sampling), model_id,
+            remote_messages = self.images.for_remote(job.messages)
+            return Turn(self.store, conversation, self.remotes.chat(model_id, remote_messages, sampling), model_id,
                         reply_to)
         if self.background is not None:
             self.background.person_started()  # a title being written gives way

@@ -93,7 +93,7 @@ class Engine:
         self.usage = UsageRecorder(self.store, lambda: self.settings.usage_retention_days)
         self.scheduler.add_finished_observer(self.usage.observe)
         self.chats = ChatService(self.store, self.scheduler, self.default_model_id, cache=self.cache, usage=self.usage,
-                                 adapters=self.adapters)
+                                 adapters=self.adapters, images_folder=self.paths.images)
         # Which installed models can chat (template read once per file): background work and
         # the API's routing alias ask the same one.
         self.chat_models = ChatModels(self.registry)

@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 
 from ..base import (
-    FILE_TYPES, GGUFInfo, ModelLoadError, ModelNotFound, ModelRecord, fingerprint_file, read_gguf,
+    FILE_TYPES, GGUFInfo, ModelLoadError, ModelNotFound, ModelRecord, fingerprint_file, is_projector_name,
+    read_gguf,
 )
 from ..store import Paths, Store
 from .starter import find_starter_model
@@ -50,6 +51,8 @@ def unrunnable_reason(info: GGUFInfo) -> str | None:
     """Why llama.cpp would refuse this file for certain, seen from its header alone."""
     if info.metadata.get("general.type") == "adapter":
         return "it is a LoRA adapter, not a model (`inglenook import` adds it as an adapter)"
+    if info.architecture == "clip":
+        return "it is a vision projector (an mmproj file), read beside the model it belongs to, not run on its own"
     if not info.tensors:
         return "it holds no tensors (a vocabulary-only or empty file)"
     unknown = sorted({t.ggml_type for t in info.tensors if t.n_bytes is None})
@@ -85,8 +88,8 @@ class ModelRegistry:
                 self._try_register(starter, "starter")
             for folder in [self.paths.models, *self.extra_dirs]:
                 for path in sorted(folder.rglob("*.gguf")) if folder.is_dir() else []:
-                    if self.paths.downloads in path.parents or is_secondary_shard(path):
-                        continue
+                    if self.paths.downloads in path.parents or is_secondary_shard(path) or is_projector_name(path):
+                        continue  # a projector is read beside its model, never listed as one
                     self._try_register(path, "scan")
             self._forget_vanished()
             return self.list()

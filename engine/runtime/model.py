@@ -294,6 +294,9 @@ class LoadedModel(ModelLoading, SequenceStates, VisionPrompts):
             decode_rows.append((sequence, [sequence.feed, *draft], ALL if draft else LAST))
         room = max(0, min(prefill_budget, self._batch_capacity - sum(len(tokens) for _, tokens, _ in decode_rows)))
         prefill_rows: list[Row] = []
+        deferred: list[tuple[Sequence, list[int]]] = []
+        if self._images is not None:  # encoded on their own thread while steps go on
+            self.prefetch_images([s for s in live if s.state == PREFILL and s.leader is None])
         for sequence in live:
             if sequence.leader is not None and sequence.leader.done:
                 sequence.leader = None  # its leader was cancelled mid-prefill: prefill alone
@@ -302,8 +305,19 @@ class LoadedModel(ModelLoading, SequenceStates, VisionPrompts):
             chunk = sequence.take_prefill(room)
             if self._images is not None:
                 chunk = self.whole_images(sequence, chunk)
+                if not self.images_ready(chunk):
+                    # Its image is still being encoded: the others' rows go now, this chunk
+                    # in a later step.
+                    sequence.pending = chunk + sequence.pending
+                    deferred.append((sequence, chunk))
+                    continue
             prefill_rows.append((sequence, chunk, NONE if sequence.pending else LAST))
             room -= len(chunk)
+        if deferred and not prefill_rows and not decode_rows:
+            # Nothing else to feed: this step waits for the encoding (no stream stalls on it).
+            sequence, chunk = deferred[0]
+            sequence.pending = sequence.pending[len(chunk):]
+            prefill_rows.append((sequence, chunk, NONE if sequence.pending else LAST))
         # Decode rows and prompt chunks go to llama.cpp in separate calls. With a KV stream
         # per sequence it cuts a batch into micro-batches that take the same number of
         # tokens from each sequence: the answers' rows and a prompt chunk in one call became

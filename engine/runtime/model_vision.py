@@ -123,6 +123,22 @@ class VisionPrompts:
             return True
         return self._images is not None and is_image_id(token) and self._images.knows(token)
 
+    def prefetch_images(self, readers: list["Sequence"]) -> None:
+        """Start encoding the images that reading sequences' prompts hold (once each)."""
+        table = self._images
+        if table is None:
+            return
+        for sequence in readers:
+            if sequence.images_prefetched:
+                continue
+            sequence.images_prefetched = True
+            if any(is_image_id(t) for t in sequence.pending):
+                table.prefetch(sequence.pending)
+
+    def images_ready(self, chunk: list[int]) -> bool:
+        """Whether ``chunk``'s image rows can be decoded without waiting for the encoder."""
+        return self._images is None or self._images.ready(chunk)
+
     def has_image_rows(self, tokens: list[int]) -> bool:
         return self._images is not None and any(is_image_id(t) for t in tokens)
 

@@ -41,6 +41,7 @@ class Sequence:
         self.usage: Usage = Usage(prompt_tokens=len(prompt), cached_tokens=cached_tokens)
         self.timings: Timings = Timings()
         self.pending = prompt[cached_tokens:]  # prompt tokens not yet in the KV cache
+        self.images_prefetched = False  # its images' encoding was started (LoadedModel.prefetch_images)
         self.state = PREFILL
         self.feed: int | None = None  # the token to decode next step
         self.events: list[GenerationEvent] = []

@@ -22,6 +22,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -178,9 +179,10 @@ class VisionEncoder:
         return rows.reshape(len(span.ids), n_embd)
 
     def free_chunk(self, span: ImageSpan) -> None:
-        if span.chunk is not None:
-            self._mtmd.mtmd_input_chunk_free(span.chunk)
-            span.chunk = None
+        with self._lock:  # never while an encoding thread reads it
+            if span.chunk is not None:
+                self._mtmd.mtmd_input_chunk_free(span.chunk)
+                span.chunk = None
 
 
 def placeholder_ids(digest: str, n_tokens: int) -> list[int]:
@@ -191,7 +193,14 @@ def placeholder_ids(digest: str, n_tokens: int) -> list[int]:
 
 class ImageTable:
     """The images a model has seen: placeholder id -> (image, row); their chunks until
-    encoded and their vectors for a while after."""
+    encoded and their vectors for a while after.
+
+    Encoding runs on a thread of its own (``prefetch``), started when a prompt about to be
+    read holds an image no cached prefix covered: the scheduler's steps go on feeding the
+    other streams meanwhile (``ready`` tells the step whether the image's rows can be
+    decoded without waiting). ``rows`` waits for an encoding in flight, or encodes at once.
+    Called from the scheduler's thread only; the encoding thread touches ``_encoding``'s
+    futures and the encoder (whose own lock keeps libmtmd's context to one caller)."""
 
     def __init__(self, encoder: VisionEncoder, n_embd: int) -> None:
         self.encoder = encoder
@@ -199,8 +208,39 @@ class ImageTable:
         self._spans: OrderedDict[str, ImageSpan] = OrderedDict()
         self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
         self._by_id: dict[int, tuple[str, int]] = {}
+        self._encoding: dict[str, Future[np.ndarray]] = {}
+        self._pool: ThreadPoolExecutor | None = None
+
+    def prefetch(self, tokens: list[int]) -> None:
+        """Start encoding, off the calling thread, the images whose rows ``tokens`` hold and
+        that are neither encoded nor being encoded."""
+        for digest in self._digests(tokens):
+            if digest in self._vectors or digest in self._encoding or digest not in self._spans:
+                continue
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="image-encoder")
+            span = self._spans[digest]
+            self._encoding[digest] = self._pool.submit(self.encoder.encode, span, self.n_embd)
+
+    def ready(self, tokens: list[int]) -> bool:
+        """Whether every image in ``tokens`` is encoded (or has failed: ``rows`` says why)."""
+        return all(digest in self._vectors or (digest in self._encoding and self._encoding[digest].done())
+                   for digest in self._digests(tokens))
+
+    def _digests(self, tokens: list[int]) -> list[str]:
+        found: list[str] = []
+        for token in tokens:
+            if is_image_id(token):
+                where = self._by_id.get(token)
+                if where is not None and where[0] not in found:
+                    found.append(where[0])
+        return found
 
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+        self._encoding.clear()
         for span in self._spans.values():
             self.encoder.free_chunk(span)
         self._spans.clear()
@@ -221,6 +261,9 @@ class ImageTable:
             self._forget(dropped)
 
     def _forget(self, span: ImageSpan) -> None:
+        pending = self._encoding.pop(span.digest, None)
+        if pending is not None:
+            pending.cancel()  # a running one finishes first: free_chunk waits for the encoder's lock
         self.encoder.free_chunk(span)
         self._vectors.pop(span.digest, None)
         for token in span.ids:
@@ -244,8 +287,11 @@ class ImageTable:
     def _vectors_of(self, digest: str) -> np.ndarray:
         vectors = self._vectors.get(digest)
         if vectors is None:
-            span = self._spans[digest]
-            vectors = self.encoder.encode(span, self.n_embd)
+            pending = self._encoding.pop(digest, None)
+            if pending is not None and not pending.cancelled():
+                vectors = pending.result()  # raises the encoding's error, if it failed
+            else:
+                vectors = self.encoder.encode(self._spans[digest], self.n_embd)
             self._vectors[digest] = vectors
             while len(self._vectors) > KEEP_ENCODED:
                 self._vectors.popitem(last=False)

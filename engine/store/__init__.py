@@ -1,5 +1,5 @@
 """What is kept on disk: the SQLite store, its migrations and salvage, settings, the data
-folders (paths), KV state files and the prefix cache over them.
+folders (paths), images sent with messages, KV state files and the prefix cache over them.
 
 May import: base.
 """
@@ -14,6 +14,7 @@ from ..base import lazy_door
 # the TYPE_CHECKING block below, which is what type checkers read (a test compares them).
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "cache": ("CacheUsage", "MIB", "PrefixCache"),
+    "message_images": ("MessageImages", "StoredImage", "encode_png"),
     "paths": ("DiskState", "Paths", "disk_state"),
     "settings": ("AUTO_CONTEXT", "NOMINAL_AUTO_CONTEXT", "Settings"),
     "sqlite_tables": ("table_named",),
@@ -24,6 +25,9 @@ __all__, __getattr__, __dir__ = lazy_door(__name__, _EXPORTS)
 
 if TYPE_CHECKING:
     from .cache import MIB as MIB, CacheUsage as CacheUsage, PrefixCache as PrefixCache
+    from .message_images import (
+        MessageImages as MessageImages, StoredImage as StoredImage, encode_png as encode_png,
+    )
     from .paths import DiskState as DiskState, Paths as Paths, disk_state as disk_state
     from .settings import (
         AUTO_CONTEXT as AUTO_CONTEXT, NOMINAL_AUTO_CONTEXT as NOMINAL_AUTO_CONTEXT, Settings as Settings,

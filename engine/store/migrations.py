@@ -322,6 +322,22 @@ def m013_documents(db: sqlite_utils.Database) -> None:
     )
 
 
+def m016_images(db: sqlite_utils.Database) -> None:
+    """Images sent with messages (issue 31): ``message_images`` links a message to its images
+    in order. The files live in the data folder's ``images/``, named by ``digest`` (the
+    image's pixel hash, also its key in the prefix cache), so the same picture in two
+    messages is one file; a trigger removes a message's links with it, and a file no link
+    names any more is removed by ``MessageImages.collect``."""
+    table_named(db, "message_images").create(
+        {"message_id": int, "position": int, "digest": str, "mime": str, "size": int, "width": int,
+         "height": int},
+        pk=("message_id", "position"),
+    )
+    table_named(db, "message_images").create_index(["digest"])
+    db.conn.execute("CREATE TRIGGER message_images_follow_messages AFTER DELETE ON messages "
+                    "BEGIN DELETE FROM message_images WHERE message_id = OLD.id; END")
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     m001_initial,
     m003_lab_results,
@@ -336,4 +352,5 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     m012_mcp_servers,
     m013_documents,
     m015_message_tree,
+    m016_images,
 ]

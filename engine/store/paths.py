@@ -53,6 +53,11 @@ class Paths:
         return self.cache / "states"
 
     @property
+    def images(self) -> Path:
+        """Images sent in chats, one file per picture (``store/message_images.py``)."""
+        return self.data / "images"
+
+    @property
     def downloads(self) -> Path:
         """Partial downloads live here until verified; never scanned as models."""
         return self.models / ".partial"

@@ -52,6 +52,9 @@ class Settings:
     cors_origins: list[str] = field(default_factory=list)
     allowed_hosts: list[str] = field(default_factory=list)
     strict_model_names: bool = False
+    # http(s) image URLs in API requests: fetched from public addresses only (never loopback,
+    # private, link-local or reserved ones), up to 20 MB within 10 s; off, such a request is a 400.
+    api_fetch_image_urls: bool = False
     # TLS for LAN use: both paths, or neither (plain HTTP). Named keys are in api/shared/keys.py.
     tls_cert: str | None = None
     tls_key: str | None = None

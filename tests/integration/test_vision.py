@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from inglenook.engine.base import ImageInput, InvalidRequest, decode_image
+from inglenook.engine.base import ImageInput, InvalidRequest, decode_image, image_from_rgb
 from inglenook.engine.base.sampling import SamplingParams
 from inglenook.engine.runtime.model import LoadedModel
 from inglenook.engine.runtime.model_loading import LoadOptions
@@ -205,3 +205,76 @@ def test_an_image_question_beside_text_streams_agrees_with_its_lone_self(
         assert beside[0] == alone[0] and abs(beside[1] - alone[1]) < 1e-2
         loaded = engine.scheduler.loaded_models()[0]
         assert not any(slot.busy for slot in loaded.slots)
+
+
+def test_a_slow_image_encoding_does_not_stall_other_streams(home, smollm2_path: Path, picture: ImageInput) -> None:
+    """The encoder runs on a thread of its own: while it works (held here until released),
+    the step loop goes on feeding a text answer; the image question then answers as alone."""
+    import threading
+
+    from inglenook.engine.base.generation_events import Chunk
+    from inglenook.engine.base.jobs import GenerateJob
+    from inglenook.engine.core.engine import Engine
+
+    from ..conftest import MODEL_CACHE
+    from ..mmproj_writer import vision_copy_of_smollm2
+    from ..polling import wait_until
+
+    model = vision_copy_of_smollm2(smollm2_path, MODEL_CACHE / "smolvision")
+    probe = SamplingParams(temperature=0.0, max_tokens=4, logprobs=0)
+    with Engine() as engine:
+        engine.update_settings(parallel_sequences=3, context_size=1024, prefill_chunk=32)
+        (record,) = engine.import_path(model.parent).imported
+
+        def submit(messages: list[dict], sampling: SamplingParams = probe):
+            return engine.scheduler.submit(GenerateJob(record.id, sampling=sampling, messages=messages,
+                                                       use_cache=False))
+
+        assert [e for e in submit(image_turn(picture, "What is this?")) if isinstance(e, Chunk)]  # loads it
+        (loaded,) = engine.scheduler.loaded_models()
+        encoder = loaded.vision_table().encoder
+        real_encode, release, started = encoder.encode, threading.Event(), threading.Event()
+
+        def held_encode(span, n_embd):
+            started.set()
+            release.wait(timeout=300)
+            return real_encode(span, n_embd)
+
+        encoder.encode = held_encode
+        other = image_from_rgb(picture.width, picture.height, bytes(reversed(picture.rgb)))
+        stream = submit([{"role": "user", "content": "Tell me about owls."}],
+                        SamplingParams(temperature=0.0, max_tokens=200))
+        text: list[Chunk] = []
+        try:
+            wait_until(lambda: bool(_drain(stream, text)), timeout=120)
+            image_question = submit(image_turn(other, "What is this?"))  # a new image: it must be encoded
+            wait_until(started.is_set, timeout=120)
+            before = len(text)
+            # With the encoder held, the owl answer keeps coming: the step loop is not waiting.
+            wait_until(lambda: len(_drain(stream, text)) >= before + 5, timeout=120)
+            answer: list[Chunk] = []
+            assert not _drain(image_question, answer)  # its rows wait for the encoder
+        finally:
+            release.set()
+        wait_until(lambda: _drain(image_question, answer, ended=True) is not None and bool(answer), timeout=300)
+        assert encoder.timings.images_encoded >= 2
+        stream.cancel()
+        again = [e for e in submit(image_turn(other, "What is this?")) if isinstance(e, Chunk)]
+        # The same greedy answer as when it was encoded beside a stream.
+        assert [c.token_ids for c in again] == [c.token_ids for c in answer]
+
+
+def _drain(handle, into: list, ended: bool = False) -> list | None:
+    """Add the chunks that arrived to ``into``, without waiting; with ``ended``, None until
+    the job has ended."""
+    from inglenook.engine.base.generation_events import Chunk
+    from inglenook.engine.base.jobs import EMPTY, ENDED
+
+    while True:
+        event = handle.poll()
+        if event is EMPTY:
+            return None if ended else into
+        if event is ENDED:
+            return into
+        if isinstance(event, Chunk):
+            into.append(event)

@@ -250,11 +250,12 @@ def _user_turn(blocks: list[ContentBlock], index: int) -> list[ChatMessage]:
             # A file: the shared plan takes it out of the turn and places it first, whole.
             flush()
             out.append(ChatMessage(role="user", content=[file_part(block.title, _base64_source(block))]))
-        elif block.type == "image" and _base64_source(block) is not None:
+        elif block.type == "image" and (_base64_source(block) or _url_source(block)) is not None:
             # Read by the model's vision projector; a text-only model answers 400 naming itself.
+            # A URL source is fetched by the shared plan when the settings allow it (else a 400).
             if not images:
                 images.extend(ContentPart(type="text", text=text) for text in texts)
-            images.append(ContentPart(type="image_url", image_url={"url": _base64_source(block)}))
+            images.append(ContentPart(type="image_url", image_url={"url": _base64_source(block) or _url_source(block)}))
         elif block.type in MEDIA_BLOCKS:
             texts.append(_media_text(block, where))
             if images:
@@ -306,6 +307,15 @@ def _base64_source(block: ContentBlock) -> str | None:
     default = "image/png" if block.type == "image" else "application/octet-stream"
     media = source.get("media_type") if isinstance(source.get("media_type"), str) and source.get("media_type") else default
     return f"data:{media};base64,{source['data']}"
+
+
+def _url_source(block: ContentBlock) -> str | None:
+    """An image block's ``{"type": "url", "url": ...}`` source, when it is an http(s) URL."""
+    source = block.source if isinstance(block.source, dict) else {}
+    url = source.get("url")
+    if source.get("type") == "url" and isinstance(url, str) and url[:8].lower().startswith(("http://", "https://")):
+        return url
+    return None
 
 
 def _media_text(block: ContentBlock, where: str) -> str:

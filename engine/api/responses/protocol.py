@@ -259,15 +259,16 @@ def add_items(messages: list[ChatMessage], items: list[dict[str, Any]], where: s
 
 def image_parts(content: list[Any], label: str) -> list[ContentPart]:
     """A user message with ``input_image`` parts in the chat shape (``image_url`` parts, decoded
-    with the chat API's images). Only base64 data URLs: fetching URLs and ``file_id`` are off."""
+    with the chat API's images). Base64 data URLs, or http(s) URLs that the shared plan fetches
+    when the settings allow it (``api/shared/image_fetch``); ``file_id`` is not supported."""
     parts: list[ContentPart] = []
     for n, part in enumerate(content):
         kind = part.get("type") if isinstance(part, dict) else None
         if kind == "input_image":
             url = part.get("image_url")
-            if not isinstance(url, str) or not url.startswith("data:"):
+            if not isinstance(url, str) or not url[:8].lower().startswith(("data:", "http://", "https://")):
                 raise InvalidRequest(f"{label}.content[{n}]: an input_image needs image_url as a base64 data: URL "
-                                     "(fetching images and file ids are not supported)", param="input")
+                                     "or an http(s) URL (file ids are not supported)", param="input")
             parts.append(ContentPart(type="image_url", image_url={"url": url}))
         else:
             parts.append(ContentPart(type="text", text=part_text([part], f"{label}.content[{n}]")))

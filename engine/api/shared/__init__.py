@@ -19,6 +19,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "connections": ("DEFAULT_MAX_CONNECTIONS", "DEFAULT_READ_TIMEOUT_S", "guarded_h11"),
     "documents": ("file_part", "hoist_documents"),
     "errors": ("ApiError", "error_body", "error_for"),
+    "image_fetch": ("fetch_image", "fetched_images", "public_addresses", "refused_reason"),
     "key_limits": ("GENERATION_PATHS", "KeyTraffic", "stamp_client"),
     "keys": ("ApiKeyRecord", "ApiKeys", "KeyLimits"),
     "requests": ("GenerationPlan", "ModelNames", "chat_plan", "completion_plan", "looks_like_path"),
@@ -45,6 +46,10 @@ if TYPE_CHECKING:
         guarded_h11 as guarded_h11,
     )
     from .documents import file_part as file_part, hoist_documents as hoist_documents
+    from .image_fetch import (
+        fetch_image as fetch_image, fetched_images as fetched_images, public_addresses as public_addresses,
+        refused_reason as refused_reason,
+    )
     from .errors import ApiError as ApiError, error_body as error_body, error_for as error_for
     from .key_limits import (
         GENERATION_PATHS as GENERATION_PATHS, KeyTraffic as KeyTraffic, stamp_client as stamp_client,

@@ -25,6 +25,7 @@ from ...text import (
 )
 from .api_engine import ApiEngine
 from .documents import hoist_documents
+from .image_fetch import fetched_images
 from .lora import requested_lora
 
 log = logging.getLogger(__name__)
@@ -155,7 +156,9 @@ def chat_plan(request: ChatCompletionRequest, names: ModelNames) -> GenerationPl
     tools = plan_tools(request.tools, request.tool_choice, abilities)
     # Files in the request (documents) come out of the messages and go first, whole, in
     # their stable block: a client sending the same file again reuses its cached prefill.
-    request_messages, documents = hoist_documents(request.messages)
+    # Images named by http(s) URL: fetched (public addresses only) when the settings allow, else refused.
+    messages_in = fetched_images(request.messages, bool(names.engine.settings.api_fetch_image_urls))
+    request_messages, documents = hoist_documents(messages_in)
     # A line that changes every request near the top would defeat the prefix cache.
     messages = VOLATILE_LINES.steady(record.id, engine_messages(request_messages, abilities, tools))
     messages, _ = with_documents(messages, documents)
