@@ -27,7 +27,7 @@ from ..models import AdapterRegistry
 from ..remote import SEPARATOR, RemoteAnswer, RemoteCatalogue
 from ..scheduling import Scheduler
 from ..store import NOMINAL_AUTO_CONTEXT, Conversation, Message, PrefixCache, Store
-from ..tools import Approver, McpManager
+from ..tools import DEFAULT_MAX_ROUNDS, Approver, McpManager
 from ..usage import TERMINAL, WINDOW, ReasoningCount, UsageRecorder
 from .assistants import AssistantLibrary
 from .document_search import DocumentSearch, passages_block
@@ -441,7 +441,7 @@ class ChatService:
                         **sampling_overrides: Any) -> ToolTurn:
         """Commit the user's message; the returned ``ToolTurn`` answers it with the chat's
         tools when ``run`` (blocking: call it on a worker thread). ``approver`` decides each call."""
-        from .tool_turn import DEFAULT_MAX_ROUNDS, ToolTurn  # noqa: PLC0415
+        from .tool_turn import ToolTurn  # noqa: PLC0415
 
         if not text.strip():
             raise InvalidRequest("the message is empty", param="content")

@@ -32,7 +32,7 @@ from ..runtime import header_of
 from ..store import Conversation, Message, Store, table_named
 from ..text import TemplateAbilities, ToolCallFilter, ToolPlan, engine_messages, plan_tools
 from ..tools import (
-    ALWAYS, IN_CHAT, Approver, CallRequest, Decision, McpError, McpTool, Permissions, ToolResult,
+    ALWAYS, ANSWER_ONLY_GRAMMAR, DEFAULT_MAX_ROUNDS, IN_CHAT, Approver, CallRequest, Decision, McpError, McpTool, Permissions, ToolResult,
     error_result,
 )
 from .chat import Turn
@@ -42,13 +42,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Rounds of model → calls → results in one turn, unless the caller says otherwise.
-DEFAULT_MAX_ROUNDS = 5
 RAN, DENIED, FAILED, NOT_RUN = "ran", "denied", "failed", "not run"
-#: The last round of a turn must answer in words: its prompt offers the same tools (so it is
-#: a prefix-cache hit like the others) and this grammar only keeps the answer from opening a
-#: call (JSON, a list or a tag), which tiny models otherwise write again and again.
-ANSWER_ONLY_GRAMMAR = 'root ::= [^{<\\[\\x00-\\x20] [^\\x00]*'
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ then each round's reasoning and text, and an ``mcp_call`` per call run (or an
 call of one of the client's own function tools does). Each round is an ordinary chat plan; its
 calls and results join the chat request's messages for the next. Rounds stop when the model
 answers without calling, at ``max_tool_calls`` (the next round may not call) or after
-``MAX_ROUNDS``.
+``DEFAULT_MAX_ROUNDS``.
 
 One generator serves both modes: it yields the stream's events (the same events and order as
 ``stream.response_stream``, plus OpenAI's ``response.mcp_list_tools.*`` and
@@ -23,10 +23,11 @@ from dataclasses import dataclass
 import anyio
 from fastapi import Request
 
-from ...base import ChatCompletionRequest, ChatMessage, FunctionCall, ToolCall, Usage
-from ...text import AnswerSplitter
+from ...base import ChatCompletionRequest, ChatMessage, FunctionCall, GenerateJob, ToolCall, Usage
+from ...text import AnswerPiece, AnswerSplitter
+from ...tools import ANSWER_ONLY_GRAMMAR, DEFAULT_MAX_ROUNDS
 from ..shared import ApiError, ApiService, chat_plan, error_for, keepalive, run_plan
-from .mcp_tools import MAX_ROUNDS, McpRequest
+from .mcp_tools import McpRequest
 from .output import (
     InputTokensDetails, McpCallItem, ResponseError, ResponseMeta, ResponseObject, ResponseUsage, Status, new_id,
 )
@@ -77,12 +78,13 @@ async def mcp_events(answer: McpAnswer, streams: OutputStreams) -> AsyncIterator
     usage = Usage()
     calls_left = chat_calls_limit(answer)
     status: Status = "completed"
-    for index in range(MAX_ROUNDS):
+    for index in range(DEFAULT_MAX_ROUNDS):
         if index > 0:
             chat.tool_choice = "auto"  # a forced tool is the first round's only
-        if calls_left <= 0 or index == MAX_ROUNDS - 1:
-            chat.tool_choice = "none"  # this round answers in words
         plan = await anyio.to_thread.run_sync(chat_plan, chat, answer.service.names)
+        last_round = calls_left <= 0 or index == DEFAULT_MAX_ROUNDS - 1
+        if last_round:
+            words_only(plan.jobs)
         run = (await run_plan(answer.request, answer.service, plan, True))[0]
         splitter = AnswerSplitter(plan.tools, chat.parallel_tool_calls is not False, plan.reasoning_inside)
         text = ""
@@ -91,11 +93,10 @@ async def mcp_events(answer: McpAnswer, streams: OutputStreams) -> AsyncIterator
                 yield keepalive(progress)
             async for chunk in run.chunks():
                 piece = splitter.feed(chunk.text)
-                text += piece.text
+                piece, text = _after_blank(piece, text)
                 for framed in streams.piece(piece, []):
                     yield framed
-            last = splitter.finish()
-            text += last.text
+            last, text = _after_blank(splitter.finish(), text)
             for framed in streams.piece(last, []):
                 yield framed
         finally:
@@ -107,7 +108,7 @@ async def mcp_events(answer: McpAnswer, streams: OutputStreams) -> AsyncIterator
             yield framed
         ours = [c for c in splitter.calls if c.function.name in mcp.by_name]
         theirs = [c for c in splitter.calls if c.function.name not in mcp.by_name]
-        if not ours or theirs or status == "incomplete":
+        if not ours or theirs or status == "incomplete" or last_round:
             break  # an answer, or a call of the client's own functions: the client's turn
         chat.messages.append(ChatMessage(role="assistant", content=text.strip() or None))
         waiting = False
@@ -134,10 +135,28 @@ async def mcp_events(answer: McpAnswer, streams: OutputStreams) -> AsyncIterator
         output_tokens=usage.completion_tokens, total_tokens=usage.prompt_tokens + usage.completion_tokens))
 
 
+def words_only(jobs: list[GenerateJob]) -> None:
+    """This round answers in words: the same tools are offered (the prompt's prefix is the
+    cached one) but the answer may not open a call. A client's own grammar (a JSON format) stays."""
+    for job in jobs:
+        if job.sampling.grammar is None:
+            job.sampling = job.sampling.with_overrides(grammar=ANSWER_ONLY_GRAMMAR)
+
+
+def _after_blank(piece: AnswerPiece, text: str) -> tuple[AnswerPiece, str]:
+    """``piece`` with its text held back while the round's text is only blank (a model often
+    writes a newline before a call: no message item for that); the round's text so far."""
+    if not text.strip():
+        pending = text + piece.text
+        shown = pending if pending.strip() else ""
+        return AnswerPiece(piece.reasoning, shown.lstrip(), piece.call_events), pending
+    return piece, text + piece.text
+
+
 def chat_calls_limit(answer: McpAnswer) -> int:
     """Calls the rounds may still run: ``max_tool_calls`` less the approved ones run first."""
     limit = answer.meta.request.max_tool_calls
-    return MAX_ROUNDS if limit is None else max(0, limit - len(answer.approved))
+    return DEFAULT_MAX_ROUNDS if limit is None else max(0, limit - len(answer.approved))
 
 
 async def _call(streams: OutputStreams, event: EventWriter, mcp: McpRequest, server: str, tool: str, arguments: str,

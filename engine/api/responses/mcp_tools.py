@@ -29,8 +29,6 @@ from .protocol import MCP_APPROVAL_REQUEST, MCP_APPROVAL_RESPONSE, MCP_CALL, MCP
 
 log = logging.getLogger(__name__)
 
-#: Rounds of model → MCP calls → results in one response, unless ``max_tool_calls`` is lower.
-MAX_ROUNDS = 5
 _ALWAYS_ID = 0  # mcp_permissions' conversation id for "always allow"
 
 
