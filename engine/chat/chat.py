@@ -449,7 +449,9 @@ class ChatService:
         model_id = conversation.model_id or self.default_model_id()
         if SEPARATOR in model_id and self.remotes.owner(model_id) is not None:
             raise InvalidRequest(f"tools run with local models only; {model_id} is answered by a remote engine")
-        rounds = DEFAULT_MAX_ROUNDS if max_rounds is None else max_rounds
+        # Unless the caller says, the chat's own settings (Chat settings → Tools) decide.
+        rounds = int(conversation.sampling.get("tool_rounds") or DEFAULT_MAX_ROUNDS) if max_rounds is None else max_rounds
+        tool_choice = tool_choice or conversation.sampling.get("tool_choice") or None
         if rounds < 1:
             raise InvalidRequest("a tool turn needs at least one round", param="max_rounds")
         if not self.store.messages(conversation_id) and conversation.title in ("", "New chat"):

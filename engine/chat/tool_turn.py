@@ -142,11 +142,16 @@ class ToolTurn:
         offered = [Tool.model_validate(d) for d in toolset.definitions()]
         model_id = conversation.model_id or service.default_model_id()
         abilities = self._abilities(model_id)
+        first_choice = self.tool_choice or "auto"
+        if first_choice not in ("auto", "required", "none") and first_choice not in toolset.tools:
+            # A tool chosen in the chat's settings whose server is off now, or that was switched off.
+            log.warning("the chosen tool %r is not offered in this chat; the model decides", first_choice)
+            first_choice = "auto"
         for index in range(self.max_rounds):
             if self.cancelled:
                 break
             final = index > 0 and index == self.max_rounds - 1
-            choice = (self.tool_choice or "auto") if index == 0 else self.then_choice
+            choice = first_choice if index == 0 else self.then_choice
             plan = plan_tools(offered, _choice(choice), abilities)
             # The answer streams through a filter that holds back what may be a call, so the
             # person sees the model's words and the call's own block, never its raw text.
