@@ -302,6 +302,9 @@ class ActiveChat(QObject):
 
     def _show_waiting(self, request: CallRequest, pending: Any) -> None:
         block = ToolCallWidget(request)
+        if pending.draft:  # shown again: with the person's edits of the arguments
+            block.arguments.setPlainText(pending.draft)
+        block.arguments.textChanged.connect(lambda: setattr(pending, "draft", block.arguments.toPlainText()))
         block.decided.connect(pending.answer)
         self.call_blocks[request.call_id] = block
         self.page.view.add_tool_call(block)

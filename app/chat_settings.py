@@ -40,8 +40,9 @@ NO_ADAPTER = "None"
 LORA = "lora"  # the settings key ChatService reads (engine/chat/chat.py LORA_KEY)
 TOOL_ROUNDS, TOOL_CHOICE = "tool_rounds", "tool_choice"  # read by ChatService.send_with_tools
 # The tool choices besides a named tool: (stored value, words); "auto" is stored as nothing.
-TOOL_CHOICES = (("auto", "Auto: the model decides"), ("none", "None: answer without tools"),
-                ("required", "Any tool: must call one"))
+TOOL_CHOICES = (("auto", "Auto"), ("none", "No tools"), ("required", "Any tool"))
+TOOL_CHOICE_TIPS = {"auto": "The model decides whether to call a tool", "none": "Answer without offering tools",
+                    "required": "The first round must call one of the tools"}
 OWN_KEYS = ("temperature", "top_p", "top_k", "max_tokens", LORA, TOOL_ROUNDS, TOOL_CHOICE)
 
 
@@ -185,6 +186,9 @@ class ChatSettingsPanel(QFrame):
         self.tool_rounds.setValue(DEFAULT_MAX_ROUNDS)
         self.tool_rounds.setToolTip("Rounds of model → tool calls → results in one answer; the last answers in words")
         self.tool_choice = QComboBox(self.tool_controls)
+        # Tool names can be long: the box keeps the panel's width and elides, never widens it.
+        self.tool_choice.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.tool_choice.setMinimumContentsLength(12)
         self.tool_choice.setToolTip("Which tool the first round must call; later rounds let the model decide")
         self._fill_tool_choice([], "auto")
         form.addRow(_label("Rounds", self.tool_controls), self.tool_rounds)
@@ -209,9 +213,11 @@ class ChatSettingsPanel(QFrame):
             combo.clear()
             for value, words in TOOL_CHOICES:
                 combo.addItem(words, value)
+                combo.setItemData(combo.count() - 1, TOOL_CHOICE_TIPS[value], Qt.ItemDataRole.ToolTipRole)
             listed = [*names, *([chosen] if chosen not in names and chosen not in dict(TOOL_CHOICES) else [])]
             for name in listed:
-                combo.addItem(f"Call {name}", name)
+                combo.addItem(name, name)
+                combo.setItemData(combo.count() - 1, f"The first round must call {name}", Qt.ItemDataRole.ToolTipRole)
             combo.setCurrentIndex(max(0, combo.findData(chosen)))
         finally:
             combo.blockSignals(False)

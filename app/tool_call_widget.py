@@ -228,6 +228,7 @@ class Pending:
         self.conversation_id = request.conversation_id
         self.event = threading.Event()
         self.decision = Decision(verdict="deny")
+        self.draft = ""  # the arguments as the person edited them, kept when the block leaves the view
         self._on_settled = on_settled
 
     def answer(self, decision: Decision) -> None:

@@ -18,6 +18,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QHBoxLayout,
+    QHeaderView,
     QLabel,
     QLineEdit,
     QPlainTextEdit,
@@ -62,6 +63,10 @@ class ToolsPage(QWidget):
         self.tree.headerItem().setToolTip(API_COLUMN, "Let API clients (a Responses request naming the server) "
                                           "have Inglenook run its tools")
         self.tree.setColumnWidth(0, 220)
+        header = self.tree.header()
+        header.setStretchLastSection(False)  # the descriptions take the room, the API switch its own
+        header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(API_COLUMN, QHeaderView.ResizeMode.ResizeToContents)
         self.tree.setWordWrap(True)
         self.tree.setMinimumHeight(200)
         self.tree.itemChanged.connect(self._tool_switched)

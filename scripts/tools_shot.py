@@ -89,7 +89,7 @@ def main() -> int:
         window.chat_page.settings_toggle.setChecked(False)
         window.open_conversation(chat.id)
         wait(app, lambda: bool(window.view.tool_calls) and window.view.tool_calls[0].waiting)
-        block = window.view.tool_calls[0]
+        block = window.view.tool_calls[0]  # shown again, with the edited arguments
         block.approve.click()
         wait(app, lambda: not window.chat.is_streaming(chat.id) and window.view.streaming_widget() is None)
         block.toggle.setChecked(True)  # open, to show the result

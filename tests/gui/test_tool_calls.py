@@ -180,7 +180,9 @@ def test_a_call_waiting_in_another_chat_is_marked_and_shown_again(qtbot, window,
     cid = time_chat(qtbot, window, time_server_command)
     choose_tool_settings(qtbot, window, cid, "get_current_time", rounds=2)
     type_and_send(qtbot, window, "What time is it in Tokyo?")
-    waiting_block(qtbot, window, 0)
+    first = waiting_block(qtbot, window, 0)
+    first.arguments.selectAll()
+    qtbot.keyClicks(first.arguments, '{"timezone": "Asia/Tokyo"}')  # edited, then left before approving
 
     def marked() -> set[int]:
         items = [window.sidebar.list.item(row) for row in range(window.sidebar.list.count())]
@@ -194,6 +196,8 @@ def test_a_call_waiting_in_another_chat_is_marked_and_shown_again(qtbot, window,
     window.sidebar.list.setCurrentRow(window.sidebar.ids().index(cid))  # opened from the sidebar
     block = waiting_block(qtbot, window, 0)
     assert block.waiting and block.toggle.text().startswith("get_current_time")
+    assert json.loads(block.arguments.toPlainText()) == {"timezone": "Asia/Tokyo"}  # the edit was kept
     decide(qtbot, window, cid, block, block.approve, "running…")
-    assert block.done and window.engine.chats.tool_calls(cid)[0].status in ("ran", "failed")
+    assert block.done and json.loads(block.result.toPlainText())["timezone"] == "Asia/Tokyo"
+    assert window.engine.chats.tool_calls(cid)[0].status == "ran"
     qtbot.waitUntil(lambda: marked() == set())
