@@ -36,6 +36,7 @@ TITLE_ROLE = Qt.ItemDataRole.UserRole + 4  # the saved title, to tell a rename f
 SUMMARY_ROLE = Qt.ItemDataRole.UserRole + 5  # a long conversation's summary ("" when it has none)
 APPROVAL_ROLE = Qt.ItemDataRole.UserRole + 6  # a tool call in it waits for the person
 APPROVAL_BADGE = "needs approval"
+APPROVAL_TIP = "\n\nA tool call waits for your approval"
 ROW_HEIGHT = 38
 AGES_REFRESH_MS = 30_000  # "now", "5m", "2h" are painted from the clock: repaint them now and then
 
@@ -299,7 +300,7 @@ class Sidebar(QFrame):
                     font.setItalic(True)
                     item.setFont(font)
                     tip = f"Related by meaning to your search\n\n{tip}"
-                item.setToolTip(tip)
+                item.setToolTip(tip + APPROVAL_TIP if conversation.id in self.needs_approval else tip)
                 self.list.addItem(item)
                 if conversation.id == current:
                     self.list.setCurrentItem(item)
@@ -351,9 +352,10 @@ class Sidebar(QFrame):
             for row in range(self.list.count()):
                 item = self.list.item(row)
                 waiting = item.data(ID_ROLE) in self.needs_approval
-                item.setData(APPROVAL_ROLE, waiting)
-                title = item.data(TITLE_ROLE) or item.text()
-                item.setToolTip(f"{title}\n\nA tool call waits for your approval" if waiting else title)
+                if bool(item.data(APPROVAL_ROLE)) != waiting:
+                    item.setData(APPROVAL_ROLE, waiting)
+                    tip = item.toolTip().removesuffix(APPROVAL_TIP)
+                    item.setToolTip(tip + APPROVAL_TIP if waiting else tip)
         finally:
             self._filling = False
 

@@ -201,3 +201,23 @@ def test_a_call_waiting_in_another_chat_is_marked_and_shown_again(qtbot, window,
     assert block.done and json.loads(block.result.toPlainText())["timezone"] == "Asia/Tokyo"
     assert window.engine.chats.tool_calls(cid)[0].status == "ran"
     qtbot.waitUntil(lambda: marked() == set())
+
+
+def test_the_needs_approval_badge_keeps_each_row_tooltip(qtbot) -> None:
+    from inglenook.app.sidebar import APPROVAL_ROLE, Sidebar
+    from inglenook.engine import Conversation
+
+    sidebar = Sidebar()
+    qtbot.addWidget(sidebar)
+    chats = [Conversation(n, f"Chat {n}", None, None, {}, 0.0, float(n)) for n in (1, 2)]
+    sidebar.set_conversations(chats, None, set(), summaries={1: "About clocks."})
+    sidebar.set_needs_approval({1})
+    first, second = sidebar.list.item(0), sidebar.list.item(1)
+    assert first.data(APPROVAL_ROLE) and not second.data(APPROVAL_ROLE)
+    assert first.toolTip() == "Chat 1\n\nAbout clocks.\n\nA tool call waits for your approval"
+    sidebar.set_conversations(chats, None, set(), summaries={1: "About clocks."})  # a refresh keeps the mark
+    assert sidebar.list.item(0).data(APPROVAL_ROLE) and sidebar.list.item(0).toolTip().endswith("approval")
+    sidebar.show()
+    sidebar.grab()  # the badge paints
+    sidebar.set_needs_approval(set())
+    assert not sidebar.list.item(0).data(APPROVAL_ROLE) and sidebar.list.item(0).toolTip() == "Chat 1\n\nAbout clocks."

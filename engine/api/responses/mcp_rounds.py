@@ -79,8 +79,8 @@ async def mcp_events(answer: McpAnswer, streams: OutputStreams) -> AsyncIterator
     calls_left = chat_calls_limit(answer)
     status: Status = "completed"
     for index in range(DEFAULT_MAX_ROUNDS):
-        if index > 0:
-            chat.tool_choice = "auto"  # a forced tool is the first round's only
+        if (index > 0 or answer.approved) and chat.tool_choice != "none":
+            chat.tool_choice = "auto"  # a forced tool is the first round's only (an approved call was one)
         plan = await anyio.to_thread.run_sync(chat_plan, chat, answer.service.names)
         last_round = calls_left <= 0 or index == DEFAULT_MAX_ROUNDS - 1
         if last_round:
