@@ -51,7 +51,8 @@ class ActiveChat(QObject):
         # The chat's tool switches (Settings → Tools holds the servers), and the blocks of
         # calls in flight by call id (a result finds its block).
         self.tools_box = ChatToolsBox(engine.chats, workers, page.panel)
-        page.panel.add_section("TOOLS", self.tools_box)
+        page.panel.add_tools_section(self.tools_box)  # the servers' switches, then rounds and tool choice
+        self.tools_box.tools_listed.connect(page.panel.set_tool_names)
         self.call_blocks: dict[str, ToolCallWidget] = {}
         # The composer's images for the next message (image_attachments.WaitingImages; the window sets it).
         self.waiting_images: WaitingImages | None = None
@@ -135,6 +136,9 @@ class ActiveChat(QObject):
         page.title_label.setText(conversation.title or "New chat")
         answered = {call.result_message_id: call for call in calls}
         page.view.set_messages(messages, versions, lambda m: _saved_block(answered.get(m.id)))
+        self.call_blocks.clear()  # the view's blocks are gone; the calls still waiting get new ones
+        for pending in self.chat.approvals.waiting(conversation.id):
+            self._show_waiting(pending.request, pending)
         self.tools_box.load(conversation.id)
         streaming = self.chat.is_streaming(conversation.id)
         if streaming:
@@ -320,17 +324,25 @@ class ActiveChat(QObject):
 
     def _tool_call_asked(self, conversation_id: int, request: CallRequest, pending: Any) -> None:
         """A call waits for the person: its block, with Approve / Deny, in the conversation."""
+        if conversation_id == self.current_id:
+            self._show_waiting(request, pending)
+        else:  # another chat's call: the sidebar marks it, and opening it shows the block
+            log.info("a tool call waits for approval in conversation %d", conversation_id)
+
+    def _show_waiting(self, request: CallRequest, pending: Any) -> None:
         block = ToolCallWidget(request)
+        if pending.draft:  # shown again: with the person's edits of the arguments
+            block.arguments.setPlainText(pending.draft)
+        block.arguments.textChanged.connect(lambda: setattr(pending, "draft", block.arguments.toPlainText()))
         block.decided.connect(pending.answer)
         self.call_blocks[request.call_id] = block
-        if conversation_id == self.current_id:
-            self.page.view.add_tool_call(block)
-        else:  # another chat's call waits for when the person opens it
-            log.info("a tool call waits for approval in conversation %d", conversation_id)
+        self.page.view.add_tool_call(block)
 
     def _tool_call_done(self, conversation_id: int, record: CallRecord) -> None:
         block = self.call_blocks.pop(record.call_id, None)
-        if block is None and conversation_id == self.current_id:
+        if conversation_id != self.current_id:
+            return  # its block went with the view when another chat was opened
+        if block is None:
             block = _saved_block(record)  # not asked (allowed before): shown as it ran
             if block is not None:
                 self.page.view.add_tool_call(block)

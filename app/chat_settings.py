@@ -1,6 +1,9 @@
-"""Per-conversation settings: system prompt, sampling, presets and a LoRA adapter (a panel
-beside the chat). The adapter and its scale are kept in the conversation's settings under
-``lora`` (``[{"id", "scale"}]``), which ``ChatService`` checks before they are saved."""
+"""Per-conversation settings: system prompt, sampling, presets, a LoRA adapter and, for a chat
+with tools, its rounds and tool choice (a panel beside the chat). The adapter and its scale are
+kept in the conversation's settings under ``lora`` (``[{"id", "scale"}]``), which
+``ChatService`` checks before they are saved; the tools' under ``tool_rounds`` and
+``tool_choice`` ("none", "required" or a tool's name; absent: the model decides), which
+``ChatService.send_with_tools`` reads."""
 
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inglenook.engine import MAX_SCALE, AdapterRecord, Assistant, SamplingParams
+from inglenook.engine import DEFAULT_MAX_ROUNDS, MAX_SCALE, AdapterRecord, Assistant, SamplingParams
 
 from .assistant_picker import AssistantPicker
 
@@ -35,6 +38,12 @@ PRESETS: dict[str, dict[str, Any]] = {
 CUSTOM = "Custom"
 NO_ADAPTER = "None"
 LORA = "lora"  # the settings key ChatService reads (engine/chat/chat.py LORA_KEY)
+TOOL_ROUNDS, TOOL_CHOICE = "tool_rounds", "tool_choice"  # read by ChatService.send_with_tools
+# The tool choices besides a named tool: (stored value, words); "auto" is stored as nothing.
+TOOL_CHOICES = (("auto", "Auto"), ("none", "No tools"), ("required", "Any tool"))
+TOOL_CHOICE_TIPS = {"auto": "The model decides whether to call a tool", "none": "Answer without offering tools",
+                    "required": "The first round must call one of the tools"}
+OWN_KEYS = ("temperature", "top_p", "top_k", "max_tokens", LORA, TOOL_ROUNDS, TOOL_CHOICE)
 
 
 def preset_for(sampling: dict[str, Any]) -> str:
@@ -104,6 +113,7 @@ class ChatSettingsPanel(QFrame):
         layout.addSpacing(6)
         self._build_numbers(body, layout)
         self._build_adapter(body, layout)
+        self._build_tool_controls(body)
         self._sections = layout  # add_section puts more (the chat's tools) above the stretch
         layout.addStretch(1)
         scroll.setWidget(body)
@@ -162,6 +172,56 @@ class ChatSettingsPanel(QFrame):
         layout.addLayout(form)
         self._sync_adapter_scale()
 
+    def _build_tool_controls(self, body: QWidget) -> None:
+        """A chat with tools: how many rounds of calls one answer may take, and which tool (if
+        any) its first round must call — forced through the grammar, as the API's tool_choice.
+        Shown under the chat's tool switches (``add_tools_section``)."""
+        self.tool_controls = QWidget(body)
+        form = QFormLayout(self.tool_controls)
+        form.setContentsMargins(0, 4, 0, 0)
+        form.setHorizontalSpacing(12)
+        form.setVerticalSpacing(10)
+        self.tool_rounds = QSpinBox(self.tool_controls)
+        self.tool_rounds.setRange(1, 20)
+        self.tool_rounds.setValue(DEFAULT_MAX_ROUNDS)
+        self.tool_rounds.setToolTip("Rounds of model → tool calls → results in one answer; the last answers in words")
+        self.tool_choice = QComboBox(self.tool_controls)
+        # Tool names can be long: the box keeps the panel's width and elides, never widens it.
+        self.tool_choice.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.tool_choice.setMinimumContentsLength(12)
+        self.tool_choice.setToolTip("Which tool the first round must call; later rounds let the model decide")
+        self._fill_tool_choice([], "auto")
+        form.addRow(_label("Rounds", self.tool_controls), self.tool_rounds)
+        form.addRow(_label("Tool choice", self.tool_controls), self.tool_choice)
+
+    def add_tools_section(self, switches: QWidget) -> None:
+        """The TOOLS section: the chat's server switches, then its rounds and tool choice."""
+        self.add_section("TOOLS", switches)
+        self._sections.insertWidget(self._sections.count() - 1, self.tool_controls)
+
+    def set_tool_names(self, names: list[str]) -> None:
+        """The tools this chat offers (its switched-on servers'), for the tool choice."""
+        self._fill_tool_choice(names, self.chosen_tool())
+
+    def chosen_tool(self) -> str:
+        return str(self.tool_choice.currentData() or "auto")
+
+    def _fill_tool_choice(self, names: list[str], chosen: str) -> None:
+        combo = self.tool_choice
+        combo.blockSignals(True)
+        try:
+            combo.clear()
+            for value, words in TOOL_CHOICES:
+                combo.addItem(words, value)
+                combo.setItemData(combo.count() - 1, TOOL_CHOICE_TIPS[value], Qt.ItemDataRole.ToolTipRole)
+            listed = [*names, *([chosen] if chosen not in names and chosen not in dict(TOOL_CHOICES) else [])]
+            for name in listed:
+                combo.addItem(name, name)
+                combo.setItemData(combo.count() - 1, f"The first round must call {name}", Qt.ItemDataRole.ToolTipRole)
+            combo.setCurrentIndex(max(0, combo.findData(chosen)))
+        finally:
+            combo.blockSignals(False)
+
     def _connect(self) -> None:
         # Edits are saved after a pause in typing, not on every keystroke.
         self._timer = QTimer(self)
@@ -170,8 +230,9 @@ class ChatSettingsPanel(QFrame):
         self._timer.timeout.connect(self._emit)
         self.preset.currentTextChanged.connect(self._preset_chosen)
         self.system_prompt.textChanged.connect(self._edited)
-        for spin in (self.temperature, self.top_p, self.top_k, self.max_tokens, self.adapter_scale):
+        for spin in (self.temperature, self.top_p, self.top_k, self.max_tokens, self.adapter_scale, self.tool_rounds):
             spin.valueChanged.connect(self._edited)
+        self.tool_choice.currentIndexChanged.connect(self._edited)
         self.adapter.currentIndexChanged.connect(self._adapter_chosen)
         self._context_timer = QTimer(self)
         self._context_timer.setSingleShot(True)
@@ -196,8 +257,7 @@ class ChatSettingsPanel(QFrame):
         try:
             self.conversation_id = conversation_id
             defaults = SamplingParams()
-            self._extra = {k: v for k, v in sampling.items()
-                           if k not in ("temperature", "top_p", "top_k", "max_tokens", LORA)}
+            self._extra = {k: v for k, v in sampling.items() if k not in OWN_KEYS}
             self.system_prompt.setPlainText(system_prompt or "")
             self.temperature.setValue(float(sampling.get("temperature", defaults.temperature)))
             self.top_p.setValue(float(sampling.get("top_p", defaults.top_p)))
@@ -205,6 +265,9 @@ class ChatSettingsPanel(QFrame):
             self.max_tokens.setValue(int(sampling.get("max_tokens") or 0))
             self.preset.setCurrentText(preset_for(sampling))
             self._show_adapter(sampling.get(LORA))
+            self.tool_rounds.setValue(int(sampling.get(TOOL_ROUNDS) or DEFAULT_MAX_ROUNDS))
+            names = [str(self.tool_choice.itemData(i)) for i in range(len(TOOL_CHOICES), self.tool_choice.count())]
+            self._fill_tool_choice(names, str(sampling.get(TOOL_CHOICE) or "auto"))
         finally:
             self._loading = False
 
@@ -263,6 +326,10 @@ class ChatSettingsPanel(QFrame):
         adapter_id = self.adapter.currentData()
         if adapter_id is not None:
             values[LORA] = [{"id": adapter_id, "scale": round(self.adapter_scale.value(), 3)}]
+        if self.tool_rounds.value() != DEFAULT_MAX_ROUNDS:
+            values[TOOL_ROUNDS] = self.tool_rounds.value()
+        if self.chosen_tool() != "auto":
+            values[TOOL_CHOICE] = self.chosen_tool()
         return values
 
     def _preset_chosen(self, name: str) -> None:

@@ -54,6 +54,7 @@ class ConversationList(QObject):
         sidebar.export_requested.connect(self.export)
         sidebar.undo_requested.connect(self.undo_delete)
         chat.streams_changed.connect(lambda: sidebar.set_streaming(set(chat.streams)))
+        chat.approvals.waiting_changed.connect(sidebar.set_needs_approval)  # the "needs approval" badges
         # A new answer moves its chat to the top; the first message also names it.
         chat.answer_started.connect(lambda *_: self.refresh())
         chat.answer_finished.connect(lambda *_: self.refresh())

@@ -34,12 +34,16 @@ TIME_ROLE = Qt.ItemDataRole.UserRole + 2
 STREAMING_ROLE = Qt.ItemDataRole.UserRole + 3
 TITLE_ROLE = Qt.ItemDataRole.UserRole + 4  # the saved title, to tell a rename from other item changes
 SUMMARY_ROLE = Qt.ItemDataRole.UserRole + 5  # a long conversation's summary ("" when it has none)
+APPROVAL_ROLE = Qt.ItemDataRole.UserRole + 6  # a tool call in it waits for the person
+APPROVAL_BADGE = "needs approval"
+APPROVAL_TIP = "\n\nA tool call waits for your approval"
 ROW_HEIGHT = 38
 AGES_REFRESH_MS = 30_000  # "now", "5m", "2h" are painted from the clock: repaint them now and then
 
 
 class _ConversationDelegate(QStyledItemDelegate):
-    """A title and its last activity; a dot while an answer streams in."""
+    """A title and its last activity; a dot while an answer streams in, a "needs approval"
+    badge while one of its tool calls waits for the person."""
 
     def sizeHint(self, option: QStyleOptionViewItem, index) -> QSize:  # noqa: ANN001, N802
         return QSize(option.rect.width(), ROW_HEIGHT)
@@ -68,16 +72,34 @@ class _ConversationDelegate(QStyledItemDelegate):
         when = relative_time(index.data(TIME_ROLE) or 0)
         if index.data(STREAMING_ROLE):
             when = "●"
-        time_width = painter.fontMetrics().horizontalAdvance(when) + 4
-        painter.setPen(QColor(colors["accent"] if index.data(STREAMING_ROLE) else colors["muted"]))
-        painter.drawText(QRect(rect.right() - time_width, rect.top(), time_width, rect.height()),
-                         Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, when)
+        if index.data(APPROVAL_ROLE):
+            time_width = self._paint_badge(painter, rect, colors)
+        else:
+            time_width = painter.fontMetrics().horizontalAdvance(when) + 4
+            painter.setPen(QColor(colors["accent"] if index.data(STREAMING_ROLE) else colors["muted"]))
+            painter.drawText(QRect(rect.right() - time_width, rect.top(), time_width, rect.height()),
+                             Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, when)
         painter.setFont(opt.font)
         painter.setPen(QColor(colors["text"]))
         text_rect = QRect(rect.left(), rect.top(), rect.width() - time_width - 8, rect.height())
         painter.drawText(text_rect, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
                          painter.fontMetrics().elidedText(title, Qt.TextElideMode.ElideRight, text_rect.width()))
         painter.restore()
+
+    @staticmethod
+    def _paint_badge(painter: QPainter, rect: QRect, colors: dict[str, str]) -> int:
+        """The "needs approval" pill at the row's right; its width."""
+        metrics = painter.fontMetrics()
+        width = metrics.horizontalAdvance(APPROVAL_BADGE) + 12
+        height = metrics.height() + 4
+        pill = QRect(rect.right() - width, rect.center().y() - height // 2 + 1, width, height)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        painter.setPen(QColor(colors["warn_border"]))
+        painter.setBrush(QColor(colors["warn_bg"]))
+        painter.drawRoundedRect(pill, height / 2, height / 2)
+        painter.setPen(QColor(colors["text"]))
+        painter.drawText(pill, Qt.AlignmentFlag.AlignCenter, APPROVAL_BADGE)
+        return width
 
 
 class Sidebar(QFrame):
@@ -104,6 +126,7 @@ class Sidebar(QFrame):
         layout.setContentsMargins(12, 14, 12, 10)
         layout.setSpacing(8)
         self._filling = False  # True while the list is refilled: its signals are not the user's
+        self.needs_approval: set[int] = set()  # conversations with a tool call waiting for the person
         layout.addLayout(self._brand())
         layout.addSpacing(4)
         self._build_conversations(layout)
@@ -267,6 +290,7 @@ class Sidebar(QFrame):
                 item.setData(TIME_ROLE, conversation.updated_at)
                 item.setData(TITLE_ROLE, item.text())
                 item.setData(STREAMING_ROLE, conversation.id in streaming)
+                item.setData(APPROVAL_ROLE, conversation.id in self.needs_approval)
                 item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
                 summary = summaries.get(conversation.id, "")
                 item.setData(SUMMARY_ROLE, summary)
@@ -276,7 +300,7 @@ class Sidebar(QFrame):
                     font.setItalic(True)
                     item.setFont(font)
                     tip = f"Related by meaning to your search\n\n{tip}"
-                item.setToolTip(tip)
+                item.setToolTip(tip + APPROVAL_TIP if conversation.id in self.needs_approval else tip)
                 self.list.addItem(item)
                 if conversation.id == current:
                     self.list.setCurrentItem(item)
@@ -317,6 +341,21 @@ class Sidebar(QFrame):
             for row in range(self.list.count()):
                 item = self.list.item(row)
                 item.setData(STREAMING_ROLE, item.data(ID_ROLE) in streaming)
+        finally:
+            self._filling = False
+
+    def set_needs_approval(self, conversation_ids: set[int]) -> None:
+        """Mark the chats where a tool call waits for the person (a badge on their rows)."""
+        self.needs_approval = set(conversation_ids)
+        self._filling = True
+        try:
+            for row in range(self.list.count()):
+                item = self.list.item(row)
+                waiting = item.data(ID_ROLE) in self.needs_approval
+                if bool(item.data(APPROVAL_ROLE)) != waiting:
+                    item.setData(APPROVAL_ROLE, waiting)
+                    tip = item.toolTip().removesuffix(APPROVAL_TIP)
+                    item.setToolTip(tip + APPROVAL_TIP if waiting else tip)
         finally:
             self._filling = False
 

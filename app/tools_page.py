@@ -14,10 +14,11 @@ import logging
 import shlex
 from typing import Any
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QHBoxLayout,
+    QHeaderView,
     QLabel,
     QLineEdit,
     QPlainTextEdit,
@@ -38,6 +39,7 @@ log = logging.getLogger(__name__)
 
 NAME_ROLE = Qt.ItemDataRole.UserRole
 TOOL_ROLE = Qt.ItemDataRole.UserRole + 1
+API_COLUMN = 2
 
 
 def state_words(state: Any) -> str:
@@ -57,8 +59,14 @@ class ToolsPage(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         self.tree = QTreeWidget(self)
         self.tree.setObjectName("ToolsTree")
-        self.tree.setHeaderLabels(["Server / tool", "State / description"])
+        self.tree.setHeaderLabels(["Server / tool", "State / description", "API clients"])
+        self.tree.headerItem().setToolTip(API_COLUMN, "Let API clients (a Responses request naming the server) "
+                                          "have Inglenook run its tools")
         self.tree.setColumnWidth(0, 220)
+        header = self.tree.header()
+        header.setStretchLastSection(False)  # the descriptions take the room, the API switch its own
+        header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(API_COLUMN, QHeaderView.ResizeMode.ResizeToContents)
         self.tree.setWordWrap(True)
         self.tree.setMinimumHeight(200)
         self.tree.itemChanged.connect(self._tool_switched)
@@ -125,6 +133,11 @@ class ToolsPage(QWidget):
                 item = QTreeWidgetItem([config.name, state_words(state)])
                 item.setData(0, NAME_ROLE, config.name)
                 item.setToolTip(0, config.target)
+                item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
+                item.setCheckState(API_COLUMN, Qt.CheckState.Checked if config.allow_api else Qt.CheckState.Unchecked)
+                item.setText(API_COLUMN, "allowed" if config.allow_api else "off")
+                item.setToolTip(API_COLUMN, "API clients may have it run (a Responses request's mcp tool)"
+                                if config.allow_api else "API clients may not name it")
                 self.tree.addTopLevelItem(item)
                 for tool in state.tools:
                     child = QTreeWidgetItem([tool.name, tool.description])
@@ -247,12 +260,21 @@ class ToolsPage(QWidget):
             self.start_server(name)
 
     def _tool_switched(self, item: QTreeWidgetItem, column: int) -> None:
+        if not self._filling and column == API_COLUMN and not item.data(0, TOOL_ROLE):
+            self._api_switched(item)
+            return
         tool = item.data(0, TOOL_ROLE)
         if self._filling or column != 0 or not tool:
             return
         server, on = item.data(0, NAME_ROLE), item.checkState(0) == Qt.CheckState.Checked
         servers = self.manager.servers
         self.workers.disk.run(lambda: servers.set_tool_enabled(server, tool, on), None, self._failed)
+
+    def _api_switched(self, item: QTreeWidgetItem) -> None:
+        server, on = item.data(0, NAME_ROLE), item.checkState(API_COLUMN) == Qt.CheckState.Checked
+        servers = self.manager.servers
+        words = (f"API clients may now have {server} run." if on else f"{server} is no longer run for API clients.")
+        self.workers.disk.run(lambda: servers.update(server, allow_api=on), lambda _: self._done(words), self._failed)
 
     def _done(self, words: str) -> None:
         self.message.setText(words)
@@ -263,7 +285,11 @@ class ToolsPage(QWidget):
 
 
 class ChatToolsBox(QWidget):
-    """The chat settings panel's switches: which servers' tools this chat offers its model."""
+    """The chat settings panel's switches: which servers' tools this chat offers its model.
+    ``tools_listed`` names those tools (their servers started on the network lane) for the
+    panel's tool choice."""
+
+    tools_listed = Signal(list)  # the names the model sees the chat's tools by
 
     def __init__(self, chats: ChatService, workers: Workers, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -301,6 +327,19 @@ class ChatToolsBox(QWidget):
             self._layout.addWidget(box)
             self.boxes[name] = box
         self.hint.setVisible(not names)
+        self._list_tools([name for name in names if name in chosen])
+
+    def _list_tools(self, servers: list[str]) -> None:
+        cid, chats = self.conversation_id, self.chats
+        if not servers:
+            self.tools_listed.emit([])
+            return
+
+        def listed(names: list[str]) -> None:
+            if cid == self.conversation_id:  # not a chat the person has left meanwhile
+                self.tools_listed.emit(names)
+
+        self.workers.network.run(lambda: list(chats.tools.tools_for(servers).tools), listed)
 
     def _changed(self, _on: bool) -> None:
         cid = self.conversation_id
@@ -309,3 +348,4 @@ class ChatToolsBox(QWidget):
         chosen = [name for name, box in self.boxes.items() if box.isChecked()]
         chats = self.chats
         self.workers.disk.run(lambda: chats.set_chat_tools(cid, chosen))
+        self._list_tools(chosen)

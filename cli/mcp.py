@@ -1,5 +1,6 @@
 """``inglenook mcp``: MCP tool servers: add (stdio or Streamable HTTP), import an
-``mcpServers`` JSON, list, remove, and test (start it and list its tools)."""
+``mcpServers`` JSON, list, remove, test (start it and list its tools), and allow-api (whether
+API clients may have it run: a Responses request's ``{"type": "mcp", "server_label": NAME}``)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,11 @@ from inglenook.engine import Paths
 def add_commands(commands: Any) -> None:
     mcp = commands.add_parser(
         "mcp",
-        help="MCP tool servers: add, import, list, remove, test",
+        help="MCP tool servers: add, import, list, remove, test, allow-api",
         description="Tool servers (Model Context Protocol) that chats may call. Environment and header "
-        "values are kept in the system keyring, never in the database.",
+        "values are kept in the system keyring, never in the database. API clients may name a server "
+        "(Responses API: tools=[{\"type\": \"mcp\", \"server_label\": NAME}]) only once it is allowed "
+        "for them: inglenook mcp allow-api NAME on.",
     )
     actions = mcp.add_subparsers(dest="mcp_action", metavar="ACTION", required=True)
     add = actions.add_parser("add", help="add a server: NAME -- COMMAND [ARGS...] or NAME --url URL",
@@ -31,6 +34,8 @@ def add_commands(commands: Any) -> None:
     add.add_argument("--env", action="append", default=[], metavar="K=V", help="an environment variable (repeatable)")
     add.add_argument("--cwd", default="", help="the folder a stdio server starts in")
     add.add_argument("--timeout", type=float, metavar="SECONDS", help="how long a call may take (default 60)")
+    add.add_argument("--allow-api", action="store_true",
+                     help="let API clients have it run (off by default; see: inglenook mcp allow-api)")
     imported = actions.add_parser("import", help="add the servers of an mcpServers JSON file (- reads stdin); "
                                   "without FILE, list other apps' files (Claude Desktop, Cursor, LM Studio)")
     imported.add_argument("file", metavar="FILE", nargs="?")
@@ -39,6 +44,14 @@ def add_commands(commands: Any) -> None:
     remove.add_argument("name", metavar="NAME")
     test = actions.add_parser("test", help="start a server and list its tools")
     test.add_argument("name", metavar="NAME")
+    allow = actions.add_parser(
+        "allow-api", help="whether API clients may have a server run: allow-api NAME on|off",
+        description="With on, a Responses API request may name the server "
+        '(tools=[{"type": "mcp", "server_label": NAME}]) and Inglenook runs its tools. A call runs '
+        "without asking when you allowed that tool always in a chat, or the request says "
+        'require_approval "never"; otherwise the client gets an mcp_approval_request to answer.')
+    allow.add_argument("name", metavar="NAME")
+    allow.add_argument("switch", choices=("on", "off"))
     mcp.set_defaults(handler=cmd_mcp, parser=add)
 
 
@@ -54,6 +67,11 @@ def cmd_mcp(args: argparse.Namespace, paths: Paths) -> int:
             return _import(args.file, servers)
         if args.mcp_action == "list":
             return _list(servers)
+        if args.mcp_action == "allow-api":
+            servers.update(args.name, allow_api=args.switch == "on")
+            words = "may now be run by API clients" if args.switch == "on" else "is no longer run for API clients"
+            print(f"The MCP server {args.name} {words}.")
+            return 0
         if args.mcp_action == "remove":
             servers.remove(args.name)
             print(f"Removed the MCP server {args.name}.")
@@ -69,6 +87,7 @@ def _add(args: argparse.Namespace, servers: Any) -> int:
     if bool(args.url) == bool(args.command):
         args.parser.error("give either -- COMMAND [ARGS...] (stdio) or --url URL (Streamable HTTP)")
     extra: dict[str, Any] = {} if args.timeout is None else {"timeout_s": args.timeout}
+    extra["allow_api"] = args.allow_api
     if args.url:
         if args.env or args.cwd:
             args.parser.error("--env and --cwd are for stdio servers")
@@ -114,10 +133,11 @@ def _list(servers: Any) -> int:
     if not found:
         print("No MCP servers. `inglenook mcp add NAME -- COMMAND` or `inglenook mcp import FILE` adds them.")
         return 0
-    rows = [["NAME", "TRANSPORT", "ON", "TARGET", "SECRETS"]]
+    rows = [["NAME", "TRANSPORT", "ON", "API", "TARGET", "SECRETS"]]
     for config in found:
         secrets = ", ".join([*sorted(config.env), *sorted(config.headers)]) or "-"
-        rows.append([config.name, config.transport, "yes" if config.enabled else "no", config.target, secrets])
+        rows.append([config.name, config.transport, "yes" if config.enabled else "no",
+                     "yes" if config.allow_api else "no", config.target, secrets])
     print_table(rows)
     return 0
 

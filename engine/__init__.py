@@ -72,7 +72,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ),
     "api.shared": ("ApiKeyRecord", "ApiKeys", "KeyLimits"),
     "tools": (
-        "CallRequest", "Decision", "McpError", "McpManager", "McpServerConfig", "McpServers", "McpTool",
+        "DEFAULT_MAX_ROUNDS", "CallRequest", "Decision", "McpError", "McpManager", "McpServerConfig", "McpServers", "McpTool",
         "ServerState", "ToolResult", "other_app_configs", "parse_mcp_servers", "parse_pairs",
     ),
     "lab": (
@@ -162,7 +162,8 @@ if TYPE_CHECKING:
     )
     from .text import Split as Split, split_whole as split_whole
     from .tools import (
-        CallRequest as CallRequest, Decision as Decision, McpError as McpError, McpManager as McpManager,
+        DEFAULT_MAX_ROUNDS as DEFAULT_MAX_ROUNDS, CallRequest as CallRequest, Decision as Decision,
+        McpError as McpError, McpManager as McpManager,
         McpServerConfig as McpServerConfig, McpServers as McpServers, McpTool as McpTool,
         ServerState as ServerState, ToolResult as ToolResult, other_app_configs as other_app_configs,
         parse_mcp_servers as parse_mcp_servers, parse_pairs as parse_pairs,

@@ -1,5 +1,7 @@
-"""Screenshots of tools (issue 29): Settings → Tools with mcp-server-time ready, a call waiting
-for Approve in the conversation, and the finished call with the model's answer.
+"""Screenshots of tools (issue 29): Settings → Tools with mcp-server-time ready (and allowed for
+API clients), a call waiting for Approve in the conversation, the same call marked "needs
+approval" in the sidebar while another chat is open (its Chat settings showing the tools'
+rounds and tool choice), and the finished call with the model's answer.
 
 Runs like scripts/screenshots.py (offscreen, 1280x800, a throwaway INGLENOOK_HOME, the
 starter model answering live); mcp-server-time comes from PyPI (the dev extra).
@@ -41,6 +43,7 @@ def main() -> int:
 
         for name, command in configs:
             window.engine.chats.tools.servers.add(McpServerConfig(name, command=command[0], args=tuple(command[1:])))
+        window.engine.chats.tools.servers.update("time", allow_api=True)
         page.start_server("time")
         wait(app, lambda: (item := page.item_named("time")) is not None and item.text(1).startswith("ready"))
         settle(app)
@@ -54,7 +57,11 @@ def main() -> int:
         window.conversations.refresh()
         window.open_conversation(chat.id)
         wait(app, lambda: window.conversation is not None and window.conversation.id == chat.id)
-        window.chat.tool_choice, window.chat.tool_rounds = "get_current_time", 2
+        panel = window.panel
+        wait(app, lambda: panel.tool_choice.findData("get_current_time") >= 0)
+        panel.tool_choice.setCurrentIndex(panel.tool_choice.findData("get_current_time"))
+        panel.tool_rounds.setValue(2)
+        panel.flush()
         window.send("What time is it in Tokyo?")
         wait(app, lambda: bool(window.view.tool_calls))
         block = window.view.tool_calls[0]
@@ -63,6 +70,26 @@ def main() -> int:
         window.view.scroll_to_bottom()
         settle(app)
         window.grab().save(str(out / "tool-approval.png"))
+
+        # Elsewhere meanwhile: the sidebar marks the waiting chat; its Chat settings show the tools.
+        other = chats.new_conversation(title="Packing list", sampling={"temperature": 0.0})
+        chats.set_chat_tools(other.id, ["time"])
+        window.conversations.refresh()
+        window.open_conversation(other.id)
+        wait(app, lambda: window.conversation is not None and window.conversation.id == other.id)
+        window.chat_page.settings_toggle.setChecked(True)
+        wait(app, lambda: panel.tool_choice.findData("convert_time") >= 0)
+        panel.tool_choice.setCurrentIndex(panel.tool_choice.findData("none"))
+        panel.tool_rounds.setValue(3)
+        from PySide6.QtWidgets import QScrollArea
+
+        panel.findChild(QScrollArea).ensureWidgetVisible(panel.tool_controls)
+        settle(app)
+        window.grab().save(str(out / "tool-pending-sidebar.png"))
+        window.chat_page.settings_toggle.setChecked(False)
+        window.open_conversation(chat.id)
+        wait(app, lambda: bool(window.view.tool_calls) and window.view.tool_calls[0].waiting)
+        block = window.view.tool_calls[0]  # shown again, with the edited arguments
         block.approve.click()
         wait(app, lambda: not window.chat.is_streaming(chat.id) and window.view.streaming_widget() is None)
         block.toggle.setChecked(True)  # open, to show the result

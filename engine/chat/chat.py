@@ -27,7 +27,7 @@ from ..models import AdapterRegistry
 from ..remote import SEPARATOR, RemoteAnswer, RemoteCatalogue
 from ..scheduling import Scheduler
 from ..store import NOMINAL_AUTO_CONTEXT, Conversation, Message, PrefixCache, Store, StoredImage
-from ..tools import Approver, McpManager
+from ..tools import DEFAULT_MAX_ROUNDS, Approver, McpManager
 from ..usage import TERMINAL, WINDOW, ReasoningCount, UsageRecorder
 from .assistants import AssistantLibrary
 from .document_search import DocumentSearch, passages_block
@@ -449,7 +449,7 @@ class ChatService:
                         **sampling_overrides: Any) -> ToolTurn:
         """Commit the user's message; the returned ``ToolTurn`` answers it with the chat's
         tools when ``run`` (blocking: call it on a worker thread). ``approver`` decides each call."""
-        from .tool_turn import DEFAULT_MAX_ROUNDS, ToolTurn  # noqa: PLC0415
+        from .tool_turn import ToolTurn  # noqa: PLC0415
 
         if not text.strip():
             raise InvalidRequest("the message is empty", param="content")
@@ -457,7 +457,9 @@ class ChatService:
         model_id = conversation.model_id or self.default_model_id()
         if SEPARATOR in model_id and self.remotes.owner(model_id) is not None:
             raise InvalidRequest(f"tools run with local models only; {model_id} is answered by a remote engine")
-        rounds = DEFAULT_MAX_ROUNDS if max_rounds is None else max_rounds
+        # Unless the caller says, the chat's own settings (Chat settings → Tools) decide.
+        rounds = int(conversation.sampling.get("tool_rounds") or DEFAULT_MAX_ROUNDS) if max_rounds is None else max_rounds
+        tool_choice = tool_choice or conversation.sampling.get("tool_choice") or None
         if rounds < 1:
             raise InvalidRequest("a tool turn needs at least one round", param="max_rounds")
         if not self.store.messages(conversation_id) and conversation.title in ("", "New chat"):

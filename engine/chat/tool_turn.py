@@ -32,7 +32,7 @@ from ..runtime import header_of
 from ..store import Conversation, Message, Store, table_named
 from ..text import TemplateAbilities, ToolCallFilter, ToolPlan, engine_messages, plan_tools
 from ..tools import (
-    ALWAYS, IN_CHAT, Approver, CallRequest, Decision, McpError, McpTool, Permissions, ToolResult,
+    ALWAYS, ANSWER_ONLY_GRAMMAR, DEFAULT_MAX_ROUNDS, IN_CHAT, Approver, CallRequest, Decision, McpError, McpTool, Permissions, ToolResult,
     error_result,
 )
 from .chat import Turn
@@ -42,13 +42,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Rounds of model → calls → results in one turn, unless the caller says otherwise.
-DEFAULT_MAX_ROUNDS = 5
 RAN, DENIED, FAILED, NOT_RUN = "ran", "denied", "failed", "not run"
-#: The last round of a turn must answer in words: its prompt offers the same tools (so it is
-#: a prefix-cache hit like the others) and this grammar only keeps the answer from opening a
-#: call (JSON, a list or a tag), which tiny models otherwise write again and again.
-ANSWER_ONLY_GRAMMAR = 'root ::= [^{<\\[\\x00-\\x20] [^\\x00]*'
 
 
 @dataclass(frozen=True)
@@ -148,11 +142,16 @@ class ToolTurn:
         offered = [Tool.model_validate(d) for d in toolset.definitions()]
         model_id = conversation.model_id or service.default_model_id()
         abilities = self._abilities(model_id)
+        first_choice = self.tool_choice or "auto"
+        if first_choice not in ("auto", "required", "none") and first_choice not in toolset.tools:
+            # A tool chosen in the chat's settings whose server is off now, or that was switched off.
+            log.warning("the chosen tool %r is not offered in this chat; the model decides", first_choice)
+            first_choice = "auto"
         for index in range(self.max_rounds):
             if self.cancelled:
                 break
             final = index > 0 and index == self.max_rounds - 1
-            choice = (self.tool_choice or "auto") if index == 0 else self.then_choice
+            choice = first_choice if index == 0 else self.then_choice
             plan = plan_tools(offered, _choice(choice), abilities)
             # The answer streams through a filter that holds back what may be a call, so the
             # person sees the model's words and the call's own block, never its raw text.

@@ -31,6 +31,7 @@ from ..scheduling import (
     ChatModels, LoadPlan, Scheduler, budget_from_setting, context_for, context_loader,
     estimate_resident_bytes, plan_load,
 )
+from ..tools import McpManager
 from ..store import (
     MIB, NOMINAL_AUTO_CONTEXT, CacheUsage, Conversation, Message, Paths, PrefixCache, Settings, Store,
 )
@@ -158,6 +159,11 @@ class Engine:
         except ModelNotFound:
             raise ModelLoadError(f"the draft model {s.draft_model} is not installed; pick another one "
                                  "in Settings → Performance, or switch speculative decoding to prompt lookup") from None
+
+    @property
+    def tools(self) -> McpManager:
+        """The MCP servers (configs, connections): the chats' and the API's."""
+        return self.chats.tools
 
     def update_settings(self, **changes: object) -> Settings:
         self.settings = self.settings.save(self.store, **changes)

@@ -1,5 +1,6 @@
 """Tools from MCP servers: their configs (SQLite, secrets in the keyring), live connections
-through the official ``mcp`` SDK, results cut to fit, and the person's approvals.
+through the official ``mcp`` SDK, results cut to fit, the person's approvals, and what rounds of
+calls share.
 
 May import: base, store.
 """
@@ -21,6 +22,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "manager": ("McpManager", "ServerState", "ToolSet"),
     "registry": ("McpServers",),
     "results": ("ToolResult", "error_result"),
+    "rounds": ("ANSWER_ONLY_GRAMMAR", "DEFAULT_MAX_ROUNDS"),
 }
 
 __all__, __getattr__, __dir__ = lazy_door(__name__, _EXPORTS)
@@ -38,3 +40,4 @@ if TYPE_CHECKING:
     from .manager import McpManager as McpManager, ServerState as ServerState, ToolSet as ToolSet
     from .registry import McpServers as McpServers
     from .results import ToolResult as ToolResult, error_result as error_result
+    from .rounds import ANSWER_ONLY_GRAMMAR as ANSWER_ONLY_GRAMMAR, DEFAULT_MAX_ROUNDS as DEFAULT_MAX_ROUNDS

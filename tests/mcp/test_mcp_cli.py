@@ -82,3 +82,19 @@ def test_import_without_a_file_lists_other_apps_settings(capsys: pytest.CaptureF
     code, out, _ = run(capsys, "import")
     assert code == 0 and "Cursor" in out and "(time)" in out and "inglenook mcp import" in out
     assert run(capsys, "list")[1].startswith("No MCP servers")  # nothing was added
+
+
+def test_allow_api_switches_and_lists(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(capsys, "add", "web", "--url", "http://127.0.0.1:9/mcp")[0] == 0
+    assert run(capsys, "add", "open", "--allow-api", "--url", "http://127.0.0.1:9/mcp")[0] == 0
+    rows = {line.split()[0]: line.split() for line in run(capsys, "list")[1].splitlines()[1:]}
+    assert rows["web"][3] == "no" and rows["open"][3] == "yes"  # off unless asked for
+    code, out, _ = run(capsys, "allow-api", "web", "on")
+    assert code == 0 and "may now be run by API clients" in out
+    assert run(capsys, "allow-api", "open", "off")[0] == 0
+    rows = {line.split()[0]: line.split() for line in run(capsys, "list")[1].splitlines()[1:]}
+    assert rows["web"][3] == "yes" and rows["open"][3] == "no"
+    code, _, err = run(capsys, "allow-api", "nothing", "on")
+    assert code == 1 and "no MCP server named 'nothing'" in err
+    with pytest.raises(SystemExit):
+        main(["mcp", "allow-api", "web", "maybe"])

@@ -1,6 +1,6 @@
 """OpenAI's Responses API: its request and output shapes, stream, routes and stored responses.
 
-May import: api.shared, base, store, text.
+May import: api.shared, base, store, text, tools.
 """
 
 from __future__ import annotations

@@ -90,7 +90,50 @@ class FunctionCallItem(ResponseModel):
     arguments: str
 
 
-OutputItem = OutputMessage | FunctionCallItem | ReasoningItem
+class McpListedTool(ResponseModel):
+    name: str
+    description: str | None = None
+    input_schema: dict[str, Any]
+    annotations: dict[str, Any] | None = None
+
+
+class McpListToolsItem(ResponseModel):
+    """The tools of an MCP server this request named (once per chain: a continued response
+    does not list them again)."""
+
+    id: str
+    type: Literal["mcp_list_tools"] = "mcp_list_tools"
+    server_label: str
+    tools: list[McpListedTool]
+    error: str | None = None
+
+
+class McpCallItem(ResponseModel):
+    """A call this server ran on an MCP server, with its output or error."""
+
+    id: str
+    type: Literal["mcp_call"] = "mcp_call"
+    status: Literal["in_progress", "calling", "completed", "failed"]
+    server_label: str
+    name: str
+    arguments: str
+    output: str | None = None
+    error: str | None = None
+    approval_request_id: str | None = None
+
+
+class McpApprovalRequestItem(ResponseModel):
+    """A call waiting for the client: answered by an ``mcp_approval_response`` input item in
+    a request that continues this response (``previous_response_id``)."""
+
+    id: str
+    type: Literal["mcp_approval_request"] = "mcp_approval_request"
+    server_label: str
+    name: str
+    arguments: str
+
+
+OutputItem = OutputMessage | FunctionCallItem | ReasoningItem | McpListToolsItem | McpCallItem | McpApprovalRequestItem
 
 
 def message_item(

@@ -4,9 +4,11 @@ A Responses request is a conversation written as items (messages, function calls
 their outputs) plus ``instructions``, tools and text format. It is translated into a
 ``ChatCompletionRequest`` and then follows the chat completions path (``chat_plan``,
 ``tool_calls``, ``json_grammar``), so both APIs prompt, sample and parse tool calls the
-same way. Tool types this server cannot run (web search, shells, MCP, custom tools) are
+same way. Tool types this server cannot run (web search, shells, custom tools) are
 accepted and left out of the prompt with a log line: agents such as Codex send them with
-every request, and refusing them would refuse the agent.
+every request, and refusing them would refuse the agent. MCP tools naming a server the person
+added are run here (``responses/mcp_tools``); their items (``mcp_call``, an answered
+``mcp_approval_request``) replay as calls and results.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ MESSAGE_ROLES = ("user", "assistant", "system", "developer")
 ITEM_REFERENCE = "item_reference"
 CALL_TYPES = ("function_call", "custom_tool_call")
 OUTPUT_TYPES = ("function_call_output", "custom_tool_call_output")
+MCP_LIST_TOOLS, MCP_CALL = "mcp_list_tools", "mcp_call"
+MCP_APPROVAL_REQUEST, MCP_APPROVAL_RESPONSE = "mcp_approval_request", "mcp_approval_response"
 ChoiceName = Literal["none", "auto", "required"]
 SIMPLE_CHOICES: tuple[ChoiceName, ...] = ("none", "auto", "required")
 
@@ -60,16 +64,30 @@ class InputItem(RequestModel):
     arguments: str | None = None
     input: str | None = None
     output: str | list[InputPart] | None = None
+    # MCP items: mcp_call, mcp_approval_request and the client's mcp_approval_response
+    server_label: str | None = None
+    error: str | None = None
+    approval_request_id: str | None = None
+    approve: bool | None = None
+    reason: str | None = None
 
 
 class ResponsesTool(RequestModel):
-    """A tool; only ``function`` tools reach the model, other types are left out."""
+    """A tool: ``function`` tools reach the model as they are, ``mcp`` ones as the tools of the
+    server they name (``responses/mcp_tools``); other types are left out."""
 
     type: str
     name: str | None = None
     description: str | None = None
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
+    # mcp
+    server_label: str | None = None
+    server_url: str | None = None
+    connector_id: str | None = None
+    tunnel_id: str | None = None
+    allowed_tools: list[str] | dict[str, Any] | None = None
+    require_approval: str | dict[str, Any] | None = None
 
 
 class TextFormat(RequestModel):
@@ -110,6 +128,7 @@ class ResponseCreateRequest(RequestModel):
     background: bool | None = None
     include: list[str] | None = None
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    max_tool_calls: int | None = Field(default=None, ge=0)  # MCP calls run here, in all rounds
     truncation: str | None = None
     prompt_cache_key: str | None = None
     service_tier: str | None = None
@@ -145,8 +164,10 @@ def translate(request: ResponseCreateRequest, history: list[dict[str, Any]],
     if request.instructions:
         # Instructions belong to this request only: a chain does not carry them forward.
         messages.append(ChatMessage(role="system", content=request.instructions))
-    add_items(messages, history, "a previous response")
-    add_items(messages, items, "input")
+    requests = {item["id"]: item for item in [*history, *items]
+                if item.get("type") == MCP_APPROVAL_REQUEST and isinstance(item.get("id"), str)}
+    add_items(messages, history, "a previous response", requests)
+    add_items(messages, items, "input", requests)
     if not any(m.role != "system" for m in messages):
         raise InvalidRequest("input is empty: send a message or continue a previous response", param="input")
     tools = function_tools(request.tools)
@@ -215,8 +236,10 @@ def resolve_references(items: list[dict[str, Any]], history: list[dict[str, Any]
     return resolved
 
 
-def add_items(messages: list[ChatMessage], items: list[dict[str, Any]], where: str) -> None:
-    """Append ``items`` to ``messages`` as chat messages; ``where`` names them in errors."""
+def add_items(messages: list[ChatMessage], items: list[dict[str, Any]], where: str,
+              approval_requests: dict[str, dict[str, Any]] | None = None) -> None:
+    """Append ``items`` to ``messages`` as chat messages; ``where`` names them in errors.
+    ``approval_requests`` (by id) are the MCP calls that ``mcp_approval_response`` items answer."""
     for index, item in enumerate(items):
         label = f"{where}[{index}]"
         kind = item.get("type", "message")
@@ -253,8 +276,35 @@ def add_items(messages: list[ChatMessage], items: list[dict[str, Any]], where: s
             ))
         elif kind == "reasoning":
             log.debug("%s: a reasoning item is not part of the prompt", label)
+        elif kind == MCP_CALL:
+            result = item.get("output") if item.get("error") is None else f"Error: {item.get('error')}"
+            add_call(messages, ToolCall(id=_required(item, "id", label), function=FunctionCall(
+                name=_required(item, "name", label), arguments=item.get("arguments") or "{}")), str(result or ""))
+        elif kind == MCP_APPROVAL_RESPONSE:
+            asked = (approval_requests or {}).get(item.get("approval_request_id") or "")
+            if asked is None:
+                raise InvalidRequest(f"{label} answers the approval request {item.get('approval_request_id')!r}, "
+                                     "which is not in this response's chain (previous_response_id)", param="input")
+            if not item.get("approve"):
+                # An approved call runs now and its mcp_call item says so; a declined one is a refusal.
+                reason = f": {item['reason']}" if item.get("reason") else "."
+                add_call(messages, ToolCall(id=asked["id"], function=FunctionCall(
+                    name=asked.get("name") or "", arguments=asked.get("arguments") or "{}")),
+                    f"The user declined this call{reason}")
+        elif kind in (MCP_LIST_TOOLS, MCP_APPROVAL_REQUEST):
+            log.debug("%s: %s is not part of the prompt (a pending call replays with its answer)", label, kind)
         else:
             log.info("%s: leaving out a %r item, which this server does not run", label, kind)
+
+
+def add_call(messages: list[ChatMessage], call: ToolCall, result: str) -> None:
+    """A call and its result, the call joining the assistant turn it follows."""
+    last = messages[-1] if messages else None
+    if last is not None and last.role == "assistant":
+        last.tool_calls = [*(last.tool_calls or []), call]
+    else:
+        messages.append(ChatMessage(role="assistant", content=None, tool_calls=[call]))
+    messages.append(ChatMessage(role="tool", tool_call_id=call.id, content=result))
 
 
 def image_parts(content: list[Any], label: str) -> list[ContentPart]:
@@ -343,7 +393,9 @@ def tool_choice(choice: str | dict[str, Any] | None, tools: list[Tool]) -> Choic
         allowed = {t.get("name") for t in choice.get("tools", []) if isinstance(t, dict)}
         tools[:] = [t for t in tools if t.function.name in allowed]
         return "required" if mode == "required" else "auto"
-    # A built-in tool (web search, file search, MCP, ...) that is not offered: let the model choose.
+    if kind == "mcp":  # the MCP tools' own module narrows this to the named tool
+        return "auto"
+    # A built-in tool (web search, file search, ...) that is not offered: let the model choose.
     log.info("responses: tool_choice names a %r tool, which this server does not run; using auto", kind)
     return "auto"
 

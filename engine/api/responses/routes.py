@@ -21,8 +21,10 @@ from fastapi import APIRouter, Request
 
 from ...base import InglenookError, StoreError
 from ..shared import ApiError, ApiService, chat_plan, error_for, event_stream, read_request, run_plan
+from .mcp_rounds import McpAnswer, mcp_stream, mcp_whole
+from .mcp_tools import McpRequest, approved_calls, mcp_request
 from .output import ResponseMeta, ResponseObject, whole_response
-from .protocol import ResponseCreateRequest, translate
+from .protocol import ResponseCreateRequest, Translated, translate
 from .store import ResponseStore
 from .stream import response_stream
 
@@ -75,6 +77,23 @@ def responses_router(service: "ApiService") -> APIRouter:
             # The client has its answer; only a later previous_response_id will miss it.
             log.exception("could not store response %s", response.id)
 
+    async def with_mcp_tools(body: ResponseCreateRequest, translated: Translated,
+                             history: list[dict[str, Any]]) -> McpRequest | None:
+        """The request's MCP servers (started, listed), their tools added to the chat request
+        and a ``tool_choice`` naming one of them narrowed to it; None when it names none."""
+        engine = service.engine
+        mcp = await anyio.to_thread.run_sync(mcp_request, body.tools, history, engine.tools, engine.store)
+        if mcp is None:
+            if approved_calls(translated.input_items, history):
+                raise ApiError(400, "this request approves an MCP call but names no mcp tool: send the same mcp "
+                               "tool (server_label) again with the approval", code="invalid_value", param="tools")
+            return None
+        chat = translated.chat
+        chat.tools = [*(chat.tools or []), *mcp.functions({t.function.name for t in chat.tools or []})] or None
+        if isinstance(body.tool_choice, dict) and body.tool_choice.get("type") == "mcp":
+            chat.tool_choice = mcp.choice(body.tool_choice)
+        return mcp
+
     @router.post("/v1/responses")
     async def create_response(request: Request) -> Any:
         service.ensure_open()
@@ -84,7 +103,19 @@ def responses_router(service: "ApiService") -> APIRouter:
             if body.previous_response_id:
                 history = await anyio.to_thread.run_sync(stored.history, body.previous_response_id)
             translated = await anyio.to_thread.run_sync(translate, body, history, stored.find_item)
+            mcp = await with_mcp_tools(body, translated, history)
             plan = await anyio.to_thread.run_sync(chat_plan, translated.chat, service.names)
+            if mcp is not None:  # rounds of model and calls, each planned and run in turn
+                answer = McpAnswer(request, service, ResponseMeta(body, plan.record.id), translated.chat, mcp,
+                                   approved_calls(translated.input_items, history))
+                if body.stream:
+                    async def on_mcp_done(final: ResponseObject) -> None:
+                        await finish(final, translated.input_items)
+
+                    return event_stream(mcp_stream(answer, on_mcp_done))
+                response = await mcp_whole(answer)
+                await finish(response, translated.input_items)
+                return response.model_dump(mode="json")
             runs = await run_plan(request, service, plan, body.stream)
         meta = ResponseMeta(body, plan.record.id)
         if body.stream:

@@ -128,11 +128,15 @@ class CallItemStream:
 class OutputStreams:
     """The response's output items as they stream: at most one open, the closed ones kept."""
 
-    def __init__(self, event: EventWriter) -> None:
+    def __init__(self, event: EventWriter, held: frozenset[str] = frozenset()) -> None:
         self.event = event
         self.items: list[OutputItem] = []
         self.current: TextItemStream | CallItemStream | None = None
         self.calls: dict[int, CallItemStream] = {}
+        # Calls of these names are not streamed as function calls: this server runs them (MCP
+        # tools) and adds their own items once each call is decided.
+        self.held = held
+        self._held_calls: set[int] = set()
 
     def piece(self, piece: AnswerPiece, logprobs: list[TextLogprob]) -> list[str]:
         frames: list[str] = []
@@ -141,6 +145,8 @@ class OutputStreams:
         if piece.text:
             frames += self._text(piece.text, reasoning=False, logprobs=logprobs)
         for call_event in piece.call_events:
+            if self._is_held(call_event):
+                continue
             if isinstance(call_event, CallStarted):
                 frames += self._start_call(call_event.index, call_event.id, call_event.name)
             elif isinstance(call_event, ArgumentsDelta):
@@ -152,6 +158,19 @@ class OutputStreams:
                     frames += self._start_call(call_event.index, call_event.call.id, call_event.call.function.name)
                 frames += self._close(self.calls.pop(call_event.index), "completed", call_event.call)
         return frames
+
+    def _is_held(self, call_event: object) -> bool:
+        if isinstance(call_event, CallStarted) and call_event.name in self.held:
+            self._held_calls.add(call_event.index)
+        elif isinstance(call_event, CallDone) and call_event.call.function.name in self.held:
+            self._held_calls.discard(call_event.index)
+            return True
+        index = getattr(call_event, "index", None)
+        return index is not None and index in self._held_calls
+
+    def close_open(self, status: Status) -> list[str]:
+        """Close the item being streamed, if any (a round of a longer response ends)."""
+        return self._close(self.current, status) if self.current is not None else []
 
     def finish(self, status: Status) -> list[str]:
         """Close what is open; an answer with no items at all is still one (empty) message."""

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from ...models import AdapterRegistry
     from ...scheduling import ChatModels
     from ...store import Settings, Store
+    from ...tools import McpManager
     from ...usage import UsageRecorder, UsageSummary
 
 
@@ -45,6 +46,10 @@ class ApiEngine(Protocol):
     @property
     def chat_models(self) -> ChatModels:
         """Which models can chat: the routing alias ``auto`` picks its small model from them."""
+
+    @property
+    def tools(self) -> McpManager:
+        """The person's MCP servers: a Responses request may name those allowed for API clients."""
 
     # -- work ---------------------------------------------------------------------------------
     def submit_many(self, jobs: Iterable[Job]) -> list[JobHandle]:
