@@ -494,8 +494,9 @@ class SettingsDialog(QDialog):
     def _tools(self) -> QWidget:
         page, layout = _page(
             "Tools",
-            "MCP servers whose tools a chat may call (switch them on in a chat's settings). Every call waits for "
-            "your Approve. Tool descriptions are written by the server's authors and read by the model.",
+            "MCP servers whose tools a chat may call (switch them on in a chat's settings). A call waits for your "
+            "Approve unless you allowed that tool; API clients may use a server only where its API switch is on. "
+            "Tool descriptions are written by the server's authors and read by the model.",
         )
         self.tools_page = ToolsPage(self.engine.chats.tools, self.workers, page)
         layout.addWidget(self.tools_page, 1)
