@@ -92,7 +92,7 @@ class FakeModel:
         return next((s for s in self.slots if not s.busy), None)
 
     def open_sequence(self, prompt: list[int], sampling: SamplingParams, cancel: threading.Event, started: float,
-                      reuse_kv: bool = True, slot: KvSlot | None = None) -> FakeSequence:
+                      reuse_kv: bool = True, slot: KvSlot | None = None, shared: int = 0) -> FakeSequence:
         if len(prompt) + (sampling.max_tokens or 1) > self.n_ctx:
             raise ContextLengthExceeded("too long", len(prompt), self.n_ctx)
         slot = slot or self.pick_slot(prompt)
