@@ -510,7 +510,7 @@ class Scheduler:
             # The answer is delivered; the state is copied out before the next step.
             try:
                 cache.save(model.slot_view(running.sequence.slot), running.prompt_tokens, job.conversation_id,
-                           reserved=True, shared=running.shared_tokens)
+                           reserved=True, shared=running.shared_tokens, documents=job.shared_documents)
             except Exception:
                 log.exception("saving the prompt state failed")
         self._report_activity()

@@ -250,26 +250,27 @@ class PrefixCache:
             self._reserved += 1
 
     def save(self, model: CachedSequence, prompt_tokens: int, conversation_id: int | None = None,
-             reserved: bool = False, shared: int = 0) -> None:
+             reserved: bool = False, shared: int = 0, documents: tuple[str, ...] = ()) -> None:
         """Copy the model's sequence out and queue it for disk; call after a turn ends.
 
         ``shared`` (a conversation's documents, see ``restore``): after the conversation's own
         state, its first ``shared`` tokens are saved as a content-addressed prefix entry too,
         unless one already holds them. That entry ends where the model's rule lets a prompt
-        sharing those tokens resume (``reusable_length``), so it is never trimmed."""
+        sharing those tokens resume (``reusable_length``), so it is never trimmed, and names
+        ``documents`` (their sha256), so that removing them removes it (``forget_documents``)."""
         try:
             self._save(model, prompt_tokens, conversation_id)
             # As much as a prompt with these tokens and at least one more may take from a state.
             keep = model.reusable_length(shared + 1, shared, shared) if shared >= MIN_PREFIX_TOKENS else 0
             if conversation_id is not None and keep >= MIN_PREFIX_TOKENS and not self._holds_prefix(model, keep):
-                self._save(model, shared, None, limit=keep)
+                self._save(model, shared, None, limit=keep, documents=documents)
         finally:
             if reserved:
                 with self._lock:
                     self._reserved -= 1
 
     def _save(self, model: CachedSequence, prompt_tokens: int, conversation_id: int | None,
-              limit: int | None = None) -> None:
+              limit: int | None = None, documents: tuple[str, ...] = ()) -> None:
         if self._closed:
             return
         if conversation_id is None and len(model.kv_tokens) < MIN_PREFIX_TOKENS:
@@ -295,6 +296,7 @@ class PrefixCache:
             prompt_tokens=min(prompt_tokens, len(tokens)),
             model_id=model.record.id,
             payload_size=len(payload),
+            documents=documents,
         )
         array = np.asarray(tokens, dtype=np.int32)
         if conversation_id is not None:
@@ -404,6 +406,28 @@ class PrefixCache:
                 for path in self.directory.glob(f"conv-{int(conversation_id)}-*{SUFFIX}"):
                     removed += _unlink(path)
         return removed
+
+    def forget_documents(self, sha256s: set[str]) -> int:
+        """Delete the prefix entries of documents blocks holding any of ``sha256s`` (documents
+        that are gone), in RAM and on disk; returns how many entries went."""
+        if not sha256s:
+            return 0
+        with self._lock:
+            names = {n for n, e in self._entries.items() if sha256s & set(e.header.documents)}
+            for path, _, _ in self._disk_files():
+                name = path.name.removesuffix(SUFFIX)
+                if name.startswith("pfx-") and name not in self._entries:
+                    try:
+                        header = read_header(path)
+                    except StateFileInvalid:
+                        continue
+                    if sha256s & set(header.documents):
+                        names.add(name)
+            for name in names:
+                self._drop(name)
+        if names:
+            log.info("forgot %d saved prompt states of removed documents", len(names))
+        return len(names)
 
     def copy_conversation(self, source_id: int, target_id: int) -> int:
         """Give a conversation branched from ``source_id`` the source's saved states, so its
