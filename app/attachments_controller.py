@@ -14,14 +14,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from PySide6.QtCore import QObject, Signal
-from PySide6.QtGui import QDragEnterEvent, QDropEvent
+from PySide6.QtCore import QObject, QUrl, Signal, Slot
+from PySide6.QtGui import QDesktopServices, QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QFileDialog, QWidget
 
 from inglenook.engine import Document, DocumentError, Engine
 
 from .active_chat import ActiveChat
-from .attachments import AttachmentBar, DocumentPreview
+from .attachments import CITE_SCHEME, AttachmentBar, DocumentPreview, parse_citation
 from .models_installed import ModelDropFilter
 from .workers import Workers
 
@@ -60,6 +60,11 @@ class Attachments(QObject):
         bar.remove_requested.connect(self.remove)
         active.current_changed.connect(self.reload)
         active.chat.answer_finished.connect(self._answered)
+        # An answer's citations are cite: links (markdown.link_citations); the text views
+        # hand links they do not open themselves to QDesktopServices, which calls this.
+        # (The method's name as str: PySide6 6.11 refuses the bytes its stub asks for.)
+        QDesktopServices.setUrlHandler(CITE_SCHEME, self, "open_citation")  # type: ignore[arg-type]
+        self.destroyed.connect(lambda: QDesktopServices.unsetUrlHandler(CITE_SCHEME))
 
     def accept_drops_on(self, widget: QWidget) -> None:
         """Files dropped on ``widget`` (the message box) are attached, not pasted as paths;
@@ -135,6 +140,21 @@ class Attachments(QObject):
         if document is not None:
             self.preview = DocumentPreview(document, self.bar.window())
             self.preview.show()
+
+    @Slot(QUrl)
+    def open_citation(self, url: QUrl) -> None:
+        """A citation in an answer was clicked: the open chat's document of that name, in
+        its preview, scrolled to the cited page, slide or heading."""
+        name, where = parse_citation(url)
+        document = next((d for d in self.documents if d.name == name), None)
+        if document is None:
+            self.bar.show_status(f"{name} is not attached to this chat")
+            return
+        if self.preview is not None:
+            self.preview.close()
+        self.preview = DocumentPreview(document, self.bar.window())
+        self.preview.show()
+        self.preview.show_section(where)
 
     def _latest_only(self, callback: Callable[[T], None], stale: Callable[[], None] | None = None) -> Callable[[T], None]:
         self._latest += 1
