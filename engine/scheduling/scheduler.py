@@ -439,6 +439,8 @@ class Scheduler:
         sequence = model.open_sequence(prompt, sampling, handle.cancel_event, handle.submitted_at,
                                        reuse_kv=job.use_cache, slot=slot, shared=shared)
         cached = sequence.usage.cached_tokens
+        log.debug("job %d: a prompt of %d tokens, %d of them cached (%d shared), %d to read",
+                  handle.id, len(prompt), cached, shared, len(prompt) - cached)
         handle.prompt_usage = Usage(prompt_tokens=len(prompt), cached_tokens=cached)
         # The first progress event: the prompt fits and its cached prefix is restored, so
         # the HTTP API can open a stream now (errors before this point become HTTP errors).
