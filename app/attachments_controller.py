@@ -38,6 +38,39 @@ def document_paths(event: QDragEnterEvent | QDropEvent) -> list[Path]:
     return [p for p in paths if p.is_file() and p.suffix.lower() != ".gguf"]
 
 
+class _CitationLinks(QObject):
+    """The process's one ``cite:`` handler, never deleted: Qt keeps a handler's receiver as a
+    bare pointer (a click after the receiver was deleted crashed), so windows come and go
+    behind this one, and a click goes to the newest window's controller still alive."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._controllers: list[Attachments] = []
+        # (The method's name as str: PySide6 6.11 refuses the bytes its stub asks for.)
+        QDesktopServices.setUrlHandler(CITE_SCHEME, self, "open_citation")  # type: ignore[arg-type]
+
+    def follow(self, controller: Attachments) -> None:
+        self._controllers.append(controller)
+        controller.destroyed.connect(lambda: self._forget(controller))
+
+    def _forget(self, controller: Attachments) -> None:
+        self._controllers = [c for c in self._controllers if c is not controller]
+
+    @Slot(QUrl)
+    def open_citation(self, url: QUrl) -> None:
+        if self._controllers:
+            self._controllers[-1].open_citation(url)
+
+
+_LINKS: list[_CitationLinks] = []
+
+
+def _citation_links() -> _CitationLinks:
+    if not _LINKS:
+        _LINKS.append(_CitationLinks())
+    return _LINKS[0]
+
+
 class Attachments(QObject):
     """Keeps the bar in step with the open conversation's documents and attaches new ones."""
 
@@ -62,9 +95,7 @@ class Attachments(QObject):
         active.chat.answer_finished.connect(self._answered)
         # An answer's citations are cite: links (markdown.link_citations); the text views
         # hand links they do not open themselves to QDesktopServices, which calls this.
-        # (The method's name as str: PySide6 6.11 refuses the bytes its stub asks for.)
-        QDesktopServices.setUrlHandler(CITE_SCHEME, self, "open_citation")  # type: ignore[arg-type]
-        self.destroyed.connect(lambda: QDesktopServices.unsetUrlHandler(CITE_SCHEME))
+        _citation_links().follow(self)
 
     def accept_drops_on(self, widget: QWidget) -> None:
         """Files dropped on ``widget`` (the message box) are attached, not pasted as paths;
@@ -141,7 +172,6 @@ class Attachments(QObject):
             self.preview = DocumentPreview(document, self.bar.window())
             self.preview.show()
 
-    @Slot(QUrl)
     def open_citation(self, url: QUrl) -> None:
         """A citation in an answer was clicked: the open chat's document of that name, in
         its preview, scrolled to the cited page, slide or heading."""
