@@ -5,23 +5,49 @@ fills them is ``attachments_controller``.
 
 Images waiting to be sent with the next message are chips too: a thumbnail (click to see it
 larger) and ✕ to remove it; when the chat's model cannot read images, a line says so and
-offers the installed vision models (``image_attachments`` fills them)."""
+offers the installed vision models (``image_attachments`` fills them).
+
+Citations: an answer cites a passage as ``[report.pdf, page 3]`` (the documents' block and
+the retrieved passages ask for that form); ``markdown.render_markdown`` makes each one a
+``cite:`` link, and a click opens the preview at that page, slide or heading.
+"""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+import re
+from urllib.parse import unquote
+
+from PySide6.QtCore import Qt, QUrl, Signal
+from PySide6.QtGui import QColor, QTextCharFormat, QTextCursor, QTextFormat
 from PySide6.QtWidgets import (
-    QDialog, QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QToolButton, QVBoxLayout, QWidget,
+    QDialog, QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QTextEdit, QToolButton, QVBoxLayout, QWidget,
 )
 
 from inglenook.engine import Document, human_count
 
 from .image_viewer import Picture, thumbnail_button
+from .markdown import CITE_SCHEME as CITE_SCHEME
 
 IMAGE_CHIP = 48  # a waiting image's thumbnail side
 MAX_OFFERED_MODELS = 3  # vision models offered as buttons when the chat's model reads no images
-
 CHARS_PER_TOKEN = 4  # what a chip shows is an estimate: the model's tokenizer decides
+_HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*$", re.MULTILINE)
+
+
+def parse_citation(url: QUrl) -> tuple[str, str]:
+    """(the document's name, where in it: "page 3", "slide 2", a heading or "") of a ``cite:`` link."""
+    return unquote(url.path()), unquote(url.fragment())
+
+
+def section_start(text: str, where: str) -> int | None:
+    """Where in a document's text the cited page, slide or heading starts (None: not found)."""
+    wanted = where.strip().lower()
+    if not wanted:
+        return None
+    for heading in _HEADING.finditer(text):
+        if heading.group(1).strip().lower() == wanted:
+            return heading.start()
+    return None
 
 
 def chip_text(document: Document, placement: str) -> str:
@@ -46,6 +72,31 @@ class DocumentPreview(QDialog):
         self.text.setReadOnly(True)
         self.text.setPlainText(document.text)
         layout.addWidget(self.text, 1)
+        self.document = document
+
+    def show_section(self, where: str) -> bool:
+        """Scroll the cited section to the top and mark it; False when it is not found."""
+        start = section_start(self.document.text, where)
+        if start is None:
+            return False
+        following = _HEADING.search(self.document.text, start + 1)
+        end = following.start() if following else len(self.document.text)
+        cursor = QTextCursor(self.text.document())
+        cursor.setPosition(start)
+        self.text.setTextCursor(cursor)
+        bar = self.text.verticalScrollBar()
+        bar.setValue(bar.maximum())  # then back up until the cursor shows: its line at the top
+        self.text.ensureCursorVisible()
+        mark = QTextEdit.ExtraSelection()
+        mark.cursor = QTextCursor(self.text.document())
+        mark.cursor.setPosition(start)
+        mark.cursor.setPosition(end, QTextCursor.MoveMode.KeepAnchor)
+        highlight = QTextCharFormat()
+        highlight.setBackground(QColor(255, 214, 102, 90))
+        highlight.setProperty(QTextFormat.Property.FullWidthSelection, True)
+        mark.format = highlight
+        self.text.setExtraSelections([mark])
+        return True
 
 
 class AttachmentBar(QWidget):

@@ -14,14 +14,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from PySide6.QtCore import QObject, Signal
-from PySide6.QtGui import QDragEnterEvent, QDropEvent
+from PySide6.QtCore import QObject, QUrl, Signal, Slot
+from PySide6.QtGui import QDesktopServices, QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QFileDialog, QWidget
 
 from inglenook.engine import Document, DocumentError, Engine
 
 from .active_chat import ActiveChat
-from .attachments import AttachmentBar, DocumentPreview
+from .attachments import CITE_SCHEME, AttachmentBar, DocumentPreview, parse_citation
 from .image_attachments import is_image_path
 from .models_installed import ModelDropFilter
 from .workers import Workers
@@ -37,6 +37,39 @@ def document_paths(event: QDragEnterEvent | QDropEvent) -> list[Path]:
         return []
     paths = [Path(url.toLocalFile()) for url in mime.urls() if url.isLocalFile()]
     return [p for p in paths if p.is_file() and p.suffix.lower() != ".gguf"]
+
+
+class _CitationLinks(QObject):
+    """The process's one ``cite:`` handler, never deleted: Qt keeps a handler's receiver as a
+    bare pointer (a click after the receiver was deleted crashed), so windows come and go
+    behind this one, and a click goes to the newest window's controller still alive."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._controllers: list[Attachments] = []
+        # (The method's name as str: PySide6 6.11 refuses the bytes its stub asks for.)
+        QDesktopServices.setUrlHandler(CITE_SCHEME, self, "open_citation")  # type: ignore[arg-type]
+
+    def follow(self, controller: Attachments) -> None:
+        self._controllers.append(controller)
+        controller.destroyed.connect(lambda: self._forget(controller))
+
+    def _forget(self, controller: Attachments) -> None:
+        self._controllers = [c for c in self._controllers if c is not controller]
+
+    @Slot(QUrl)
+    def open_citation(self, url: QUrl) -> None:
+        if self._controllers:
+            self._controllers[-1].open_citation(url)
+
+
+_LINKS: list[_CitationLinks] = []
+
+
+def _citation_links() -> _CitationLinks:
+    if not _LINKS:
+        _LINKS.append(_CitationLinks())
+    return _LINKS[0]
 
 
 class Attachments(QObject):
@@ -63,6 +96,9 @@ class Attachments(QObject):
         bar.remove_requested.connect(self.remove)
         active.current_changed.connect(self.reload)
         active.chat.answer_finished.connect(self._answered)
+        # An answer's citations are cite: links (markdown.link_citations); the text views
+        # hand links they do not open themselves to QDesktopServices, which calls this.
+        _citation_links().follow(self)
 
     def accept_drops_on(self, widget: QWidget) -> None:
         """Files dropped on ``widget`` (the message box) are attached, not pasted as paths;
@@ -147,6 +183,20 @@ class Attachments(QObject):
         if document is not None:
             self.preview = DocumentPreview(document, self.bar.window())
             self.preview.show()
+
+    def open_citation(self, url: QUrl) -> None:
+        """A citation in an answer was clicked: the open chat's document of that name, in
+        its preview, scrolled to the cited page, slide or heading."""
+        name, where = parse_citation(url)
+        document = next((d for d in self.documents if d.name == name), None)
+        if document is None:
+            self.bar.show_status(f"{name} is not attached to this chat")
+            return
+        if self.preview is not None:
+            self.preview.close()
+        self.preview = DocumentPreview(document, self.bar.window())
+        self.preview.show()
+        self.preview.show_section(where)
 
     def _latest_only(self, callback: Callable[[T], None], stale: Callable[[], None] | None = None) -> Callable[[T], None]:
         self._latest += 1

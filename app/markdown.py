@@ -1,7 +1,8 @@
 """Markdown for chat messages: fenced code is split out (to get its own highlighted widget
 with a copy button); everything else is rendered by Qt's own Markdown reader (GitHub
 dialect: paragraphs, lists, tables, links, quotes), with TeX math as Unicode (math_text),
-then touched up for the theme.
+then touched up for the theme. Citations of documents (``[report.pdf, page 3]``) become
+``cite:`` links, which the window opens in the document's preview (``attachments``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import html
 import logging
 import re
 from dataclasses import dataclass
+from urllib.parse import quote
 
 from PySide6.QtGui import (
     QColor,
@@ -24,6 +26,21 @@ from PySide6.QtGui import (
 )
 
 from .math_text import math_to_markdown
+
+CITE_SCHEME = "cite"
+# "[name.ext]" or "[name.ext, where]", not already a Markdown link's text.
+_CITATION = re.compile(r"(?<![\\!\]])\[(?P<name>[^\[\]\n,]{1,160}\.[A-Za-z0-9]{1,8})(?:,\s*(?P<where>[^\[\]\n]{1,120}))?\](?![(\[])")
+
+
+def link_citations(markdown: str) -> str:
+    """``markdown`` with each citation a ``cite:`` link (its text unchanged)."""
+    def link(match: re.Match[str]) -> str:
+        where = match.group("where") or ""
+        url = f"{CITE_SCHEME}:{quote(match.group('name'), safe='')}" + (f"#{quote(where, safe='')}" if where else "")
+        return f"[\\[{match.group(0)[1:-1]}\\]]({url})"  # the brackets stay in the link's text
+
+    return _CITATION.sub(link, markdown)
+
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([^\s`]*)[^`]*$")
 
@@ -75,7 +92,8 @@ def split_segments(text: str) -> list[Segment]:
 
 def render_markdown(document: QTextDocument, text: str, palette: dict[str, str]) -> None:
     """Fill ``document`` from Markdown and style what Qt leaves plain (tables, quotes, inline code)."""
-    document.setMarkdown(math_to_markdown(text), QTextDocument.MarkdownFeature.MarkdownDialectGitHub)
+    # Citations after math: their escaped brackets would read as TeX display math (\[ … \]).
+    document.setMarkdown(link_citations(math_to_markdown(text)), QTextDocument.MarkdownFeature.MarkdownDialectGitHub)
     _style_document(document, palette)
 
 

@@ -7,7 +7,10 @@ restart (a new Engine on the same data folder: restored from disk). The model is
 before each timed question, so the times are prefill and first decode, not loading. Each
 restored answer is checked against a cold run of the same question (same greedy tokens).
 Also: conversion speed of a 100-page generated PDF through the engine's conversion worker
-(process start included) beside pypdfium2's own command line on the same file. Prints JSON.
+(process start included) beside pypdfium2's own command line on the same file, and indexing
+speed: passages and their FTS5 keyword index for all 100 pages, and the search model's
+vectors for the first pages (embedding is the slow part; it runs once per document, on the
+first searched question). Prints JSON.
 
     python benchmarks/documents.py [--pages 5] [--context 8192]
 """
@@ -75,7 +78,7 @@ def open_engine(context: int) -> Engine:
     return engine
 
 
-def conversion(folder: Path) -> dict[str, Any]:
+def conversion(folder: Path) -> tuple[Document, dict[str, Any]]:
     pdf = long_pdf(folder / "hundred.pdf", 100, seed=11)
     started = time.perf_counter()
     document = convert_file(pdf)
@@ -84,7 +87,7 @@ def conversion(folder: Path) -> dict[str, Any]:
     done = subprocess.run([sys.executable, "-m", "pypdfium2", "extract-text", str(pdf)], capture_output=True,
                           text=True, check=False)
     theirs = time.perf_counter() - started
-    return {
+    return document, {
         "pages": document.page_count, "characters": len(document.text),
         "inglenook_worker_s": round(ours, 3), "inglenook_pages_per_s": round(100 / ours, 1),
         "pypdfium2_cli_s": round(theirs, 3), "pypdfium2_cli_pages_per_s": round(100 / theirs, 1),
@@ -93,10 +96,33 @@ def conversion(folder: Path) -> dict[str, Any]:
     }
 
 
+def indexing(engine: Engine, document: Document, embedded_pages: int) -> dict[str, Any]:
+    """Passages + FTS5 for the whole document; vectors (the search model's) for its first pages."""
+    search = engine.chats.document_search()
+    started = time.perf_counter()
+    passages = search.index.ensure(document)
+    keywords_s = time.perf_counter() - started
+    first = Document(name="first-pages.pdf", kind=document.kind, sha256="first-pages-" + document.sha256[:16],
+                     size=0, text="\n\n".join(f"## Page {i}\n\n{page}" for i, page in
+                                                enumerate(document.pages[:embedded_pages], 1)),
+                     pages=document.pages[:embedded_pages])
+    started = time.perf_counter()
+    search.find("Which district sent crates?", [first])  # embeds every passage, then the question
+    vectors_s = time.perf_counter() - started
+    return {
+        "passages": passages, "keywords_s": round(keywords_s, 3),
+        "keywords_pages_per_s": round(document.page_count / keywords_s, 1),
+        "search_model": engine.chats.background.search_model() if engine.chats.background else None,
+        "embedded_pages": embedded_pages, "vectors_s": round(vectors_s, 3),
+        "vectors_pages_per_s": round(embedded_pages / vectors_s, 2),
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pages", type=int, default=5, help="pages of the timed document (~1,200 tokens each)")
     parser.add_argument("--context", type=int, default=8192)
+    parser.add_argument("--embedded-pages", type=int, default=5, help="pages of the 100 whose vectors are timed")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     with tempfile.TemporaryDirectory(prefix="inglenook-bench-docs-") as folder_name:
@@ -116,6 +142,8 @@ def main() -> int:
             warm(engine)
             restart = ask(engine, document, "How much were the Quarry's crates?")
             cold_restart = ask(engine, document, "How much were the Quarry's crates?", use_cache=False)
+            hundred, converted = conversion(folder)
+            indexed = indexing(engine, hundred, args.embedded_pages)
         result = {
             "model": model.record.id,
             "document": {"pages": document.page_count, "characters": len(document.text), "tokens": document_tokens},
@@ -129,7 +157,8 @@ def main() -> int:
             },
             "same_answer_as_cold": {"second_chat": second["answer"] == cold_second["answer"],
                                     "after_restart": restart["answer"] == cold_restart["answer"]},
-            "conversion_100_pages": conversion(folder),
+            "conversion_100_pages": converted,
+            "indexing_100_pages": indexed,
         }
     print(json.dumps(result, indent=2))
     return 0

@@ -94,7 +94,7 @@ class FakeModel:
     chat_stops: tuple[str, ...] = ()
 
     def open_sequence(self, prompt: list[int], sampling: SamplingParams, cancel: threading.Event, started: float,
-                      reuse_kv: bool = True, slot: KvSlot | None = None,
+                      reuse_kv: bool = True, slot: KvSlot | None = None, shared: int = 0,
                       template_stops: tuple[str, ...] = ()) -> FakeSequence:
         if len(prompt) + (sampling.max_tokens or 1) > self.n_ctx:
             raise ContextLengthExceeded("too long", len(prompt), self.n_ctx)

@@ -51,6 +51,9 @@ class GenerateJob:
     # content-addressed prefix that any conversation starting with them restores, so a
     # document is read once, not once per chat.
     shared_messages: int = 0
+    # The documents (their sha256) in those messages: their prefix entry names them, so
+    # removing the documents removes it (``PrefixCache.forget_documents``).
+    shared_documents: tuple[str, ...] = ()
     # Values the chat template reads besides the messages, e.g. ``enable_thinking``.
     template_options: dict[str, Any] = field(default_factory=dict)
     # Who asked ("window", "terminal", "api:<key or user agent>"): counted in usage, never

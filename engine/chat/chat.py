@@ -21,7 +21,7 @@ from ..base import (
     InglenookError, InvalidRequest, JobHandle, LoraSet, ModelRecord, PromptProgress, SamplingParams,
 )
 from ..documents import (
-    Added, CollectionFile, Document, DocumentLibrary, FoundPassage, convert_file, with_documents,
+    Added, CollectionFile, Document, DocumentLibrary, FoundPassage, PassageIndex, convert_file, with_documents,
 )
 from ..models import AdapterRegistry
 from ..remote import SEPARATOR, RemoteAnswer, RemoteCatalogue
@@ -403,8 +403,14 @@ class ChatService:
         return self.documents.collection_documents(collection)
 
     def remove_from_collection(self, collection: str, paths: list[Path] | None = None) -> int:
-        """Remove files from a collection, or the whole collection when ``paths`` is empty."""
-        return self.documents.remove(collection, paths or [])
+        """Remove files from a collection, or the whole collection when ``paths`` is empty.
+        Documents in no collection now lose their passages, vectors and saved prompt states
+        (a chat that still has one attached reads it again)."""
+        removed, uncollected = self.documents.remove_collected(collection, paths or [])
+        PassageIndex(self.store).forget(uncollected)
+        if self.cache is not None:
+            self.cache.forget_documents(uncollected)
+        return removed
 
     def history(self, conversation: Conversation) -> list[dict[str, Any]]:
         """The messages a model sees: the system prompt, then every kept message (a user
@@ -612,6 +618,7 @@ class ChatService:
             use_cache=use_cache,
             conversation_id=conversation.id,
             shared_messages=shared,
+            shared_documents=tuple(d.sha256 for d in self.documents.for_conversation(conversation.id)) if shared else (),
             client=self.client,
             lora=lora,
             answer_prefix=extends.content if extends is not None else None,

@@ -193,19 +193,29 @@ class DocumentLibrary:
     def remove(self, collection: str, paths: Iterable[Path] = ()) -> int:
         """Remove files from a collection, or (no paths) the whole collection; documents no
         longer in any collection or conversation go too. Returns how many files were removed."""
+        return self.remove_collected(collection, paths)[0]
+
+    def remove_collected(self, collection: str, paths: Iterable[Path] = ()) -> tuple[int, set[str]]:
+        """``remove``, and the sha256 of the removed files' documents that are in no collection
+        now (whose passages, vectors and cached states the caller may let go)."""
         name = _checked_name(collection)
         wanted = [str(Path(p).resolve()) for p in paths]
         with self.store.writing() as conn:
             if conn.execute("SELECT 1 FROM document_collections WHERE name = ?", (name,)).fetchone() is None:
                 raise InvalidRequest(f"there is no collection named {collection!r}", param="collection")
+            marks = ",".join("?" * len(wanted))
+            touched = {r[0] for r in conn.execute(
+                "SELECT sha256 FROM collection_files WHERE collection = ?" + (f" AND path IN ({marks})" if wanted else ""),
+                (name, *wanted))}
             if wanted:
                 removed = sum(conn.execute("DELETE FROM collection_files WHERE collection = ? AND path = ?",
                                            (name, p)).rowcount for p in wanted)
             else:
                 removed = conn.execute("DELETE FROM collection_files WHERE collection = ?", (name,)).rowcount
                 conn.execute("DELETE FROM document_collections WHERE name = ?", (name,))
+            still = {r[0] for r in conn.execute("SELECT DISTINCT sha256 FROM collection_files")}
         self.remove_unused()
-        return removed
+        return removed, touched - still
 
     def remove_unused(self) -> int:
         """Delete documents in no collection and no conversation (their passages, keyword

@@ -59,6 +59,16 @@ class PassageIndex:
                              (cursor.lastrowid, passage.text))
             return len(passages)
 
+    def forget(self, sha256s: Iterable[str]) -> int:
+        """Delete the documents' passages (their keyword entries and vectors follow by
+        trigger); ``ensure`` writes them again if a chat still needs them. Returns how many went."""
+        hashes = list(sha256s)
+        if not hashes:
+            return 0
+        marks = ",".join("?" * len(hashes))
+        with self.store.writing() as conn:
+            return conn.execute(f"DELETE FROM document_passages WHERE sha256 IN ({marks})", hashes).rowcount
+
     def unembedded(self, sha256s: Sequence[str], model_id: str) -> list[tuple[int, str]]:
         """(passage id, text) of the documents' passages without a vector of ``model_id``."""
         marks = ",".join("?" * len(sha256s))

@@ -12,8 +12,11 @@ from typing import Any
 
 from .document import Document
 
-PREAMBLE = ("The user has attached the documents below. Answer from them, and say which "
-            "document (and page, where there are pages) an answer comes from.")
+# Citations in one form for whole and searched documents alike ("[name, page N]"), which the
+# window turns into links to the document's preview (app/markdown.link_citations).
+PREAMBLE = ("The user has attached the documents below. Answer from them, and cite where an answer "
+            "comes from in square brackets: the document's name and, where it has pages, the page, "
+            "e.g. [report.pdf, page 3].")
 
 
 def documents_block(documents: Sequence[Document]) -> str:

@@ -204,11 +204,13 @@ class LoadedModel(ModelLoading, SequenceStates, VisionPrompts):
 
     def open_sequence(self, prompt: list[int], sampling: SamplingParams, cancel: threading.Event,
                       started: float, reuse_kv: bool = True, slot: KvSlot | None = None,
-                      template_stops: tuple[str, ...] = ()) -> Sequence:
+                      shared: int = 0, template_stops: tuple[str, ...] = ()) -> Sequence:
         """Validate ``prompt`` and start it on ``slot`` (default: the free slot that already
         holds the longest prefix of it). ``started`` is when the caller asked: the time to
-        first token counts from there, queue wait included. ``template_stops`` end the answer
-        like the client's stop strings (a rendered chat's ``chat_stops``)."""
+        first token counts from there, queue wait included. ``shared``: the prompt's leading
+        tokens every chat with its documents shares (read apart, ``shared_boundary``).
+        ``template_stops`` end the answer like the client's stop strings (a rendered chat's
+        ``chat_stops``)."""
         if self.closed:
             raise ModelLoadError(f"{self.record.id} has been unloaded")
         if not prompt:
@@ -224,10 +226,11 @@ class LoadedModel(ModelLoading, SequenceStates, VisionPrompts):
         if leader is not None:
             cached = self._clear_kv(slot)  # it gets the leader's KV instead
         else:
-            cached = self._reuse_prefix(slot, prompt) if reuse_kv else self._clear_kv(slot)
+            cached = self._reuse_prefix(slot, prompt, shared) if reuse_kv else self._clear_kv(slot)
         slot.busy = True
         slot.last_used = time.monotonic()
-        sequence = Sequence(self, slot, prompt, sampling, budget, cancel, started, cached, template_stops)
+        sequence = Sequence(self, slot, prompt, sampling, budget, cancel, started, cached,
+                            self.shared_boundary(shared), template_stops)
         sequence.leader = leader
         self._prefilling = [s for s in self._prefilling if s.state == PREFILL] + [sequence]
         return sequence

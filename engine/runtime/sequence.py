@@ -29,7 +29,7 @@ class Sequence:
 
     def __init__(self, model: "LoadedModel", slot: KvSlot, prompt: list[int], sampling: SamplingParams,
                  budget: int, cancel: threading.Event, started: float, cached_tokens: int,
-                 template_stops: tuple[str, ...] = ()) -> None:
+                 boundary: int = 0, template_stops: tuple[str, ...] = ()) -> None:
 
         self.model = model
         self.slot = slot
@@ -42,6 +42,8 @@ class Sequence:
         self.timings: Timings = Timings()
         self.pending = prompt[cached_tokens:]  # prompt tokens not yet in the KV cache
         self.images_prefetched = False  # its images' encoding was started (LoadedModel.prefetch_images)
+        # Where a shared documents block's reading ends (``shared_boundary``): no chunk crosses it.
+        self.boundary = boundary
         self.state = PREFILL
         self.feed: int | None = None  # the token to decode next step
         self.events: list[GenerationEvent] = []
@@ -90,6 +92,8 @@ class Sequence:
         most = self.model.options.batch_size
         left = len(self.pending)
         start = len(self.slot.kv_tokens)
+        if start < self.boundary:  # the shared block is read as if the prompt ended with it
+            left = min(left, self.boundary - start)
         if left <= least or (left <= most and left <= budget):
             take = left
         elif budget < least:
@@ -257,11 +261,11 @@ class SlotView:
     def kv_tokens(self) -> list[int]:
         return self.slot.kv_tokens
 
-    def reusable_prefix(self, prompt: list[int]) -> int:
-        return self.model.reusable_prefix(prompt, self.slot)
+    def reusable_prefix(self, prompt: list[int], shared: int = 0) -> int:
+        return self.model.reusable_prefix(prompt, self.slot, shared)
 
-    def reusable_length(self, prompt_tokens: int, common: int) -> int:
-        return self.model.reusable_length(prompt_tokens, common)
+    def reusable_length(self, prompt_tokens: int, common: int, shared: int = 0) -> int:
+        return self.model.reusable_length(prompt_tokens, common, shared)
 
     def state_key(self) -> str:
         return self.model.state_key()

@@ -42,7 +42,7 @@ class SequenceStates:
     def closed(self) -> bool:
         return self._ctx is None
 
-    def reusable_prefix(self, prompt: list[int], slot: KvSlot | None = None) -> int:
+    def reusable_prefix(self, prompt: list[int], slot: KvSlot | None = None, shared: int = 0) -> int:
         """How many leading tokens of ``prompt`` a slot's resident KV cache can serve."""
         slot = slot or self.slots[0]
         if slot.lora != self.adapters.key:
@@ -51,20 +51,41 @@ class SequenceStates:
         limit = min(slot.prefilled, len(slot.kv_tokens), len(prompt))
         while common < limit and slot.kv_tokens[common] == prompt[common]:
             common += 1
-        return self.reusable_length(len(prompt), common)
+        return self.reusable_length(len(prompt), common, shared)
 
-    def reusable_length(self, prompt_tokens: int, common: int) -> int:
+    def shared_boundary(self, shared: int) -> int:
+        """Where reading a prompt whose first ``shared`` tokens every chat shares (a
+        documents block) breaks: the last aligned position within them, so that the block's
+        KV ends there in every chat and reading the rest starts there, cold or restored
+        alike. 0 (no break) when no canonical chunk fits before it."""
+        boundary = shared - shared % PREFILL_ALIGN
+        return boundary if boundary >= self.canonical_rows else 0
+
+    def reusable_length(self, prompt_tokens: int, common: int, shared: int = 0) -> int:
         """How many of ``common`` leading tokens, shared with KV read in canonical chunks, a
         prompt of ``prompt_tokens`` may reuse: at least ``canonical_rows`` of it are always
         read again, in one chunk whose KV and logits are those of a full prefill (its last
         row yields the first new token), and reading resumes on an aligned position, where
-        a full prefill's chunks end too (``KvSlot.prefilled``, ``runtime/slots.py``)."""
-        limit = max(0, min(common, prompt_tokens - self.canonical_rows))
-        return limit - limit % PREFILL_ALIGN
+        a full prefill's chunks end too (``KvSlot.prefilled``, ``runtime/slots.py``).
 
-    def _reuse_prefix(self, slot: KvSlot, prompt: list[int]) -> int:
+        A prompt with ``shared`` leading tokens is read in two parts, up to and from its
+        ``shared_boundary`` (``Sequence.take_prefill``), a full prefill as much as a restored
+        one; so all of the first part is reusable however short the rest is (a question
+        after a document is often shorter than ``canonical_rows``), and a restored prefix
+        within the first part leaves a canonical chunk before the boundary."""
+        limit = max(0, min(common, prompt_tokens - self.canonical_rows))
+        limit -= limit % PREFILL_ALIGN
+        boundary = self.shared_boundary(shared)
+        if boundary and boundary < prompt_tokens:
+            if common >= boundary:
+                return max(limit, boundary)
+            limit = min(limit, boundary - self.canonical_rows)
+            limit -= limit % PREFILL_ALIGN
+        return max(0, limit)
+
+    def _reuse_prefix(self, slot: KvSlot, prompt: list[int], shared: int = 0) -> int:
         """Keep the KV entries shared with ``prompt``; returns how many tokens were kept."""
-        common = self.reusable_prefix(prompt, slot)
+        common = self.reusable_prefix(prompt, slot, shared)
         if common == 0:
             return self._clear_kv(slot)
         return self._truncate_kv(slot, common)

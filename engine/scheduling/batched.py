@@ -45,7 +45,8 @@ class BatchedModel(Protocol):
     def pick_slot(self, prompt: list[int]) -> KvSlot | None: ...
 
     def open_sequence(self, prompt: list[int], sampling: SamplingParams, cancel: threading.Event, started: float,
-                      reuse_kv: bool = True, slot: KvSlot | None = None, template_stops: tuple[str, ...] = ()) -> Any: ...
+                      reuse_kv: bool = True, slot: KvSlot | None = None, shared: int = 0,
+                      template_stops: tuple[str, ...] = ()) -> Any: ...
 
     @property
     def chat_stops(self) -> tuple[str, ...]:

@@ -426,19 +426,22 @@ class Scheduler:
         slot = model.pick_slot(prompt)
         if slot is None:
             return WAIT
-        shared = 0
+        # Measured with or without the cache: a prompt's shared block is read apart either way,
+        # so a cold answer and a restored one read the same chunks (``shared_boundary``).
+        shared = self._shared_tokens(model, job, prompt, handle.cancel_event)
         if self.cache is not None and job.use_cache:
             try:
-                shared = self._shared_tokens(model, job, prompt, handle.cancel_event)
                 self.cache.restore(model.slot_view(slot), prompt, job.conversation_id, shared=shared)
             except Exception:  # a cache fault costs a full prefill, never the answer
                 log.exception("restoring a saved prompt state failed; prefilling instead")
                 model.free_slot(slot)
         sampling = _capped(job.sampling, job.token_cap, model.n_ctx - len(prompt))
         sequence = model.open_sequence(prompt, sampling, handle.cancel_event, handle.submitted_at,
-                                       reuse_kv=job.use_cache, slot=slot,
+                                       reuse_kv=job.use_cache, slot=slot, shared=shared,
                                        template_stops=model.chat_stops if job.messages is not None else ())
         cached = sequence.usage.cached_tokens
+        log.debug("job %d: a prompt of %d tokens, %d of them cached (%d shared), %d to read",
+                  handle.id, len(prompt), cached, shared, len(prompt) - cached)
         handle.prompt_usage = Usage(prompt_tokens=len(prompt), cached_tokens=cached)
         # The first progress event: the prompt fits and its cached prefix is restored, so
         # the HTTP API can open a stream now (errors before this point become HTTP errors).
@@ -510,7 +513,7 @@ class Scheduler:
             # The answer is delivered; the state is copied out before the next step.
             try:
                 cache.save(model.slot_view(running.sequence.slot), running.prompt_tokens, job.conversation_id,
-                           reserved=True, shared=running.shared_tokens)
+                           reserved=True, shared=running.shared_tokens, documents=job.shared_documents)
             except Exception:
                 log.exception("saving the prompt state failed")
         self._report_activity()

@@ -69,9 +69,9 @@ class CachedSequence(Protocol):
 
     def state_key(self) -> str: ...
 
-    def reusable_prefix(self, prompt: list[int]) -> int: ...
+    def reusable_prefix(self, prompt: list[int], shared: int = 0) -> int: ...
 
-    def reusable_length(self, prompt_tokens: int, common: int) -> int: ...
+    def reusable_length(self, prompt_tokens: int, common: int, shared: int = 0) -> int: ...
 
     def export_sequence(
         self, limit: int | None = None, destination: Callable[[int], np.ndarray | None] | None = None
@@ -209,7 +209,7 @@ class PrefixCache:
             return 0
         state_key = model.state_key()
         wanted = np.asarray(prompt, dtype=np.int32)
-        resident = model.reusable_prefix(prompt)
+        resident = model.reusable_prefix(prompt, shared)
         # How far each candidate may serve: a conversation's own state all of it, a prefix
         # entry seen from a conversation only its shared tokens.
         candidates: list[tuple[_Entry, int]] = []
@@ -224,7 +224,7 @@ class PrefixCache:
         for entry, reach in candidates:
             # The model's rule: how much of a shared prefix a prompt may take from a state
             # and still read exactly what a full prefill reads (runtime/slots.py).
-            common = model.reusable_length(len(prompt), min(reach, common_prefix(entry.tokens, wanted)))
+            common = model.reusable_length(len(prompt), min(reach, common_prefix(entry.tokens, wanted)), shared)
             if common > best_common and self._trimmable(model, entry, common):
                 best, best_common = entry, common
         if best is None or best_common <= resident:
@@ -250,22 +250,27 @@ class PrefixCache:
             self._reserved += 1
 
     def save(self, model: CachedSequence, prompt_tokens: int, conversation_id: int | None = None,
-             reserved: bool = False, shared: int = 0) -> None:
+             reserved: bool = False, shared: int = 0, documents: tuple[str, ...] = ()) -> None:
         """Copy the model's sequence out and queue it for disk; call after a turn ends.
 
         ``shared`` (a conversation's documents, see ``restore``): after the conversation's own
         state, its first ``shared`` tokens are saved as a content-addressed prefix entry too,
-        unless one already holds them."""
+        unless one already holds them. That entry ends where the model's rule lets a prompt
+        sharing those tokens resume (``reusable_length``), so it is never trimmed, and names
+        ``documents`` (their sha256), so that removing them removes it (``forget_documents``)."""
         try:
             self._save(model, prompt_tokens, conversation_id)
-            if conversation_id is not None and shared >= MIN_PREFIX_TOKENS and not self._holds_prefix(model, shared):
-                self._save(model, shared, None)
+            # As much as a prompt with these tokens and at least one more may take from a state.
+            keep = model.reusable_length(shared + 1, shared, shared) if shared >= MIN_PREFIX_TOKENS else 0
+            if conversation_id is not None and keep >= MIN_PREFIX_TOKENS and not self._holds_prefix(model, keep):
+                self._save(model, shared, None, limit=keep, documents=documents)
         finally:
             if reserved:
                 with self._lock:
                     self._reserved -= 1
 
-    def _save(self, model: CachedSequence, prompt_tokens: int, conversation_id: int | None) -> None:
+    def _save(self, model: CachedSequence, prompt_tokens: int, conversation_id: int | None,
+              limit: int | None = None, documents: tuple[str, ...] = ()) -> None:
         if self._closed:
             return
         if conversation_id is None and len(model.kv_tokens) < MIN_PREFIX_TOKENS:
@@ -276,7 +281,7 @@ class PrefixCache:
         # The same prompt sent again (regenerate, a retried API call) reuses all but its last
         # two tokens; saving exactly that much means it never has to trim the restored state,
         # which sliding-window models cannot do.
-        exported = model.export_sequence(max(1, prompt_tokens - 2), self._take_spare)
+        exported = model.export_sequence(limit or max(1, prompt_tokens - 2), self._take_spare)
         snapshot_s = time.perf_counter() - started
         if exported is None:
             return
@@ -291,6 +296,7 @@ class PrefixCache:
             prompt_tokens=min(prompt_tokens, len(tokens)),
             model_id=model.record.id,
             payload_size=len(payload),
+            documents=documents,
         )
         array = np.asarray(tokens, dtype=np.int32)
         if conversation_id is not None:
@@ -313,14 +319,13 @@ class PrefixCache:
             self._fit_ram()
         self.last_save = SaveTimings(snapshot_s=snapshot_s, bytes=len(payload))
 
-    def _holds_prefix(self, model: CachedSequence, shared: int) -> bool:
-        """Whether a prefix entry already serves the first ``shared`` tokens of the model's
-        sequence (as far as a save of them would: all but the last block's remainder)."""
-        tokens = np.asarray(model.kv_tokens[:shared], dtype=np.int32)
-        if len(tokens) < shared:
+    def _holds_prefix(self, model: CachedSequence, keep: int) -> bool:
+        """Whether a prefix entry already holds the first ``keep`` tokens of the model's sequence."""
+        tokens = np.asarray(model.kv_tokens[:keep], dtype=np.int32)
+        if len(tokens) < keep:
             return False
-        for entry in self._prefix_candidates(model.state_key(), tokens):
-            if common_prefix(entry.tokens, tokens) >= shared - BLOCK:
+        for entry in self._prefix_candidates(model.state_key(), np.append(tokens, -1)):
+            if common_prefix(entry.tokens, tokens) >= keep:
                 return True
         return False
 
@@ -401,6 +406,28 @@ class PrefixCache:
                 for path in self.directory.glob(f"conv-{int(conversation_id)}-*{SUFFIX}"):
                     removed += _unlink(path)
         return removed
+
+    def forget_documents(self, sha256s: set[str]) -> int:
+        """Delete the prefix entries of documents blocks holding any of ``sha256s`` (documents
+        that are gone), in RAM and on disk; returns how many entries went."""
+        if not sha256s:
+            return 0
+        with self._lock:
+            names = {n for n, e in self._entries.items() if sha256s & set(e.header.documents)}
+            for path, _, _ in self._disk_files():
+                name = path.name.removesuffix(SUFFIX)
+                if name.startswith("pfx-") and name not in self._entries:
+                    try:
+                        header = read_header(path)
+                    except StateFileInvalid:
+                        continue
+                    if sha256s & set(header.documents):
+                        names.add(name)
+            for name in names:
+                self._drop(name)
+        if names:
+            log.info("forgot %d saved prompt states of removed documents", len(names))
+        return len(names)
 
     def copy_conversation(self, source_id: int, target_id: int) -> int:
         """Give a conversation branched from ``source_id`` the source's saved states, so its

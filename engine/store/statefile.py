@@ -53,6 +53,9 @@ class StateHeader:
     payload_size: int = 0
     payload_crc: int = 0
     version: int = FORMAT_VERSION
+    # A documents block's prefix entry: the documents' sha256 (an optional meta key, so
+    # files without it still read as format 1).
+    documents: tuple[str, ...] = ()
 
     @property
     def n_tokens(self) -> int:
@@ -75,6 +78,7 @@ class StateHeader:
             "prompt_tokens": self.prompt_tokens,
             "model_id": self.model_id,
             "created_at": self.created_at,
+            **({"documents": list(self.documents)} if self.documents else {}),
         }
 
 
@@ -184,6 +188,7 @@ def _read_header(handle: BinaryIO, path: Path) -> tuple[StateHeader, int]:
             payload_size=payload_size,
             payload_crc=payload_crc,
             version=version,
+            documents=tuple(str(d) for d in meta.get("documents") or ()),
         )
     # RecursionError: deeply nested JSON; OverflowError: int(inf). Both only mean "damaged".
     except (ValueError, KeyError, TypeError, RecursionError, OverflowError) as exc:

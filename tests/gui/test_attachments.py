@@ -78,3 +78,49 @@ def test_documents_too_long_are_searched_and_the_passages_named(qtbot, window, t
     wait_answer(qtbot, window, conversation_id)
     qtbot.waitUntil(lambda: bar.status.text().startswith("Passages used: "), timeout=ANSWER_TIMEOUT_MS)
     assert "[report.pdf, page 2]" in bar.status.text()  # the table's page
+
+
+def test_a_citation_in_an_answer_opens_the_preview_at_its_page(qtbot, window, tmp_path: Path) -> None:
+    from PySide6.QtCore import QPoint, Qt
+
+    from inglenook.app.markdown_view import RichText
+
+    conversation_id = new_chat(qtbot, window, max_tokens=4)
+    bar = window.composer.attachments
+    window.attachments.attach([report_pdf(tmp_path / "report.pdf", n_pages=8)])
+    qtbot.waitUntil(lambda: len(bar.chips()) == 1, timeout=ANSWER_TIMEOUT_MS)
+    type_and_send(qtbot, window, "Where is the harbour mentioned?")
+    wait_answer(qtbot, window, conversation_id)
+    # The answer as a model that follows the documents' block cites it (SmolLM2-135M rarely does).
+    answer = window.engine.chats.open(conversation_id)[1][-1]
+    window.engine.chats.edit_message(answer.id, "The harbour is on every page, e.g. [report.pdf, page 4].")
+    window.active.reload()
+
+    def cited() -> RichText | None:
+        return next((t for t in window.view.findChildren(RichText)
+                     if t.isVisible() and "[report.pdf, page 4]" in t.toPlainText()), None)
+
+    qtbot.waitUntil(lambda: cited() is not None, timeout=ANSWER_TIMEOUT_MS)
+    view = cited()
+    assert view is not None
+    found = view.document().find("page 4")
+    assert found.charFormat().isAnchor() and found.charFormat().anchorHref().startswith("cite:")
+    window.view.ensureWidgetVisible(view)
+    qtbot.waitUntil(lambda: view.visibleRegion().contains(view.cursorRect(found).center()))
+    found.setPosition(found.selectionStart() + 2)  # a point inside the link's text
+    rect = view.cursorRect(found)
+    point = QPoint(rect.right() + 2, rect.center().y())
+    assert view.anchorAt(point).startswith("cite:report.pdf"), (view.anchorAt(point), point)
+    qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=point)
+
+    qtbot.waitUntil(lambda: window.attachments.preview is not None and window.attachments.preview.isVisible())
+    preview = window.attachments.preview
+    assert preview.windowTitle() == "report.pdf"
+    text = preview.text.toPlainText()
+    assert preview.text.textCursor().position() == text.index("## Page 4")  # at the cited page
+    scroll = preview.text.verticalScrollBar()
+    assert scroll.maximum() > 0 and scroll.value() > 0  # scrolled down to it...
+    assert preview.text.cursorRect().top() < preview.text.viewport().height() // 4  # ...its heading at the top
+    marked = preview.text.extraSelections()
+    assert len(marked) == 1 and marked[0].cursor.selectedText().startswith("## Page 4")
+    preview.close()

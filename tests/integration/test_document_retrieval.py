@@ -9,6 +9,8 @@ import random
 import sqlite3
 from pathlib import Path
 
+import numpy as np
+
 from inglenook.engine.core.engine import Engine
 from inglenook.engine.documents import Document, convert_file
 
@@ -87,3 +89,29 @@ def test_a_document_too_long_for_the_context_is_searched_and_cited(home: Path, t
             assert db.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0, table
     finally:
         db.close()
+
+
+def test_an_installed_encoder_embeds_the_passages(home: Path, tmp_path: Path) -> None:
+    """The encoder path: with an embedding model installed (a tiny BERT GGUF written here,
+    loaded by llama.cpp's BERT graph), the smallest encoder is the search model, and the
+    passages' vectors and the question's are its own (its width, under its id), not the chat
+    model's; keywords and meaning still merge into four cited passages."""
+    from tests.encoder_writer import write_encoder
+
+    document, _where = planted_document(tmp_path, pages=6)
+    encoder_path = write_encoder(tmp_path / "tiny-encoder-F32.gguf")
+    bigger_path = write_encoder(tmp_path / "wide-encoder-F32.gguf", width=64, ffn=128, name="Wide Test Encoder")
+    with Engine() as engine:
+        encoder = engine.registry.register_file(encoder_path)
+        engine.registry.register_file(bigger_path)
+        assert engine.chats.background is not None
+        assert engine.chats.background.search_model() == encoder.id  # the smallest encoder
+        search = engine.chats.document_search()
+        found = search.find("What is the name of the lighthouse keeper's dog?", [document], k=4)
+        assert len(found) == 4 and all(p.citation().startswith("parish.md, page ") for p in found)
+        assert search.index.unembedded([document.sha256], encoder.id) == []
+        ids, vectors = search.index.vectors([document.sha256], encoder.id)
+        assert len(ids) == search.index.ensure(document) and vectors.shape[1] == 32  # the encoder's width
+        assert np.isfinite(vectors).all() and np.abs(vectors).sum(axis=1).min() > 0
+        chat_model = engine.chats.default_model_id()
+        assert search.index.vectors([document.sha256], chat_model)[0] == []  # the chat model embedded nothing

@@ -64,6 +64,33 @@ def test_a_document_is_read_once_across_chats_and_restarts(home: Path, tmp_path:
         assert again_answer == first_answer
 
 
+def shared_tokens(engine: Engine, document: Document, system_prompt: str, question: str) -> int:
+    """The prompt's leading tokens that are the documents' block (the scheduler's measure:
+    the block rendered alone, as far as it agrees with the whole prompt)."""
+    (model,) = engine.scheduler.loaded_models()
+    block = {"role": "system", "content": documents_block([document])}
+    alone = model.chat_tokens([block])
+    prompt = model.chat_tokens([block, {"role": "system", "content": system_prompt}, {"role": "user", "content": question}])
+    return next(i for i, (a, b) in enumerate(zip(alone, prompt, strict=False)) if a != b)
+
+
+def test_a_second_chat_reads_only_what_follows_the_document(home: Path, tmp_path: Path) -> None:
+    """The second chat takes every token of the documents' block from the first chat's state
+    but the block's last alignment group (under PREFILL_ALIGN tokens): it reads the chat's own
+    system prompt and question and those few tokens, not the ``canonical_rows`` (64) that the
+    rule for a plain prompt always re-reads (a question after a document is shorter than
+    that). Cold or restored, the prompt is read in two parts, so the answers agree."""
+    document = convert_file(report_pdf(tmp_path / "report.pdf", n_pages=2))
+    with Engine() as engine:
+        ask(engine, document, "What is the title of section 2?")
+        shared = shared_tokens(engine, document, "Answer in a few words.", "Sales?")
+        second_answer, second = ask(engine, document, "Sales?")
+        assert second.cached_tokens == shared - shared % PREFILL_ALIGN, (second, shared)
+        assert second.prompt_tokens - shared < FA_TILE_ROWS  # the rest alone: shorter than a canonical chunk
+        cold_answer, cold = ask(engine, document, "Sales?", use_cache=False)
+        assert cold.cached_tokens == 0 and cold_answer == second_answer
+
+
 def test_a_chat_without_documents_keeps_no_shared_prefix(home: Path) -> None:
     with Engine() as engine:
         conversation = engine.chats.new_conversation(system_prompt="You are terse. " * 40)

@@ -50,10 +50,10 @@ class SlotState:
     def state_key(self) -> str:
         return "stand-in-state-v1"
 
-    def reusable_prefix(self, prompt: list[int]) -> int:
+    def reusable_prefix(self, prompt: list[int], shared: int = 0) -> int:
         return common_prefix(self.slot.kv_tokens, prompt, len(prompt) - 1)
 
-    def reusable_length(self, prompt_tokens: int, common: int) -> int:
+    def reusable_length(self, prompt_tokens: int, common: int, shared: int = 0) -> int:
         return min(common, prompt_tokens - 2)  # this stand-in's rule: the last two read again
 
     def export_sequence(self, limit=None, destination=None):
@@ -94,7 +94,8 @@ class StatefulModel(FakeModel):
     def slot_view(self, slot: KvSlot) -> SlotState:
         return SlotState(self, slot)
 
-    def open_sequence(self, prompt, sampling, cancel, started, reuse_kv=True, slot=None, template_stops=()) -> FakeSequence:
+    def open_sequence(self, prompt, sampling, cancel, started, reuse_kv=True, slot=None, shared=0,
+                      template_stops=()) -> FakeSequence:
         slot = slot or self.pick_slot(prompt)
         assert slot is not None
         cached = common_prefix(slot.kv_tokens, prompt, len(prompt) - 1) if reuse_kv else 0

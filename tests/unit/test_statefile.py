@@ -125,13 +125,13 @@ class StateModel:
     def state_key(self) -> str:
         return self._key
 
-    def reusable_prefix(self, prompt: list[int]) -> int:
+    def reusable_prefix(self, prompt: list[int], shared: int = 0) -> int:
         common = 0
         while common < min(len(self.kv_tokens), len(prompt) - 2) and self.kv_tokens[common] == prompt[common]:
             common += 1
         return common
 
-    def reusable_length(self, prompt_tokens: int, common: int) -> int:
+    def reusable_length(self, prompt_tokens: int, common: int, shared: int = 0) -> int:
         return min(common, prompt_tokens - 2)  # this stand-in's rule: the last two read again
 
     def state_of(self, tokens: list[int]) -> bytearray:
