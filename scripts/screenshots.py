@@ -134,6 +134,10 @@ def main() -> int:
     wait(app, lambda: window.conversation is not None and window.conversation.id == chat.id)
     window.send(LIVE_QUESTION)
     wait(app, lambda: not window.chat.is_streaming(chat.id) and window.view.streaming_widget() is None)
+    # After a turn the background titles it and embeds it for search, loading a second
+    # instance of the model: the shot waits for that to finish rather than catch it midway.
+    wait(app, lambda: not engine.search_indexing() and engine.background.wait_idle(0.05)
+         and "Loading" not in window.status_line.model_status.text())
     settle(app)
     window.view.scroll_to_bottom()
     settle(app)

@@ -16,7 +16,8 @@ with the conversation they mean. The right one first (recall@1): mean pooling, w
 corrected (the earlier method) 20/33 ("how to rest better at night" found the running chat
 first); mean pooling of the bare text 6/33; the last token's state of the bare text 4/33,
 wrapped 22/33, wrapped and corrected 28/33, with the score above 30/33. Every right
-conversation scored at least 0.35 (``MIN_SCORE_LAST``), 70% of the others less than 0.3.
+conversation scored at least 0.46 (``MIN_SCORE_LAST``, 0.45), 81% of the others less. A
+message with no word in it ("…") says nothing about its conversation: its vector is zeros.
 Vectors made by an earlier method are dropped once and embedded again (``METHOD``).
 
 Text search (titles and messages containing the words) stays first; these are the related
@@ -47,10 +48,10 @@ NEUTRAL_PHRASES = ("hello", "thanks", "what is this", "tell me more", "ok", "a q
 MAX_CHARS = 800
 #: Messages embedded per background job: small, so a person's turn waits at most one input.
 INDEX_BATCH = 8
-#: A conversation whose best message scores below this is not related (cosine; an encoder's,
-#: and a chat model's corrected last-token vectors).
+#: A conversation below this is not related: an encoder's best message (cosine), a chat
+#: model's score (corrected last-token vectors: best message plus half the mean).
 MIN_SCORE = 0.15
-MIN_SCORE_LAST = 0.3
+MIN_SCORE_LAST = 0.45
 #: How a chat model's vectors are made; stored vectors of another method are embedded again.
 METHOD = "last-token-wrapped/2"
 METHOD_SETTING = "search_vector_method"
@@ -100,10 +101,14 @@ class MeaningSearch:
         """Embed ``messages`` with ``model_id`` and store their vectors; how many were stored."""
         if not messages:
             return 0
+        worded = [m for m in messages if any(c.isalnum() for c in m.text)]
         try:
-            vectors = self._embed(model_id, [m.text for m in messages], embed)
+            embedded = self._embed(model_id, [m.text for m in worded], embed) if worded else []
         except (InvalidRequest, ContextLengthExceeded):
-            vectors = [self._embed_or_blank(model_id, m, embed) for m in messages]
+            embedded = [self._embed_or_blank(model_id, m, embed) for m in worded]
+        by_id = {m.message_id: v for m, v in zip(worded, embedded, strict=True)}
+        blank = np.zeros(len(embedded[0]) if embedded else self._dimensions(model_id, embed))
+        vectors = [by_id.get(m.message_id, blank) for m in messages]
         now = time.time()
         rows = [(m.message_id, model_id, m.conversation_id, v.astype(np.float32).tobytes(), len(m.text), now)
                 for m, v in zip(messages, vectors, strict=True)]
@@ -155,8 +160,9 @@ class MeaningSearch:
         for conversation_id in np.unique(ids):
             mine = scores[ids == conversation_id]
             best = float(mine.max())
-            if best >= floor:
-                ranked.append((int(conversation_id), round(best + 0.5 * float(mine.mean()), 4)))
+            score = best + 0.5 * float(mine.mean())
+            if (best if self._is_encoder(model_id) else score) >= floor:
+                ranked.append((int(conversation_id), round(score, 4)))
         ranked.sort(key=lambda found: -found[1])
         return ranked[:limit]
 

@@ -164,3 +164,12 @@ def test_vectors_of_an_older_method_are_embedded_again(store: Store) -> None:
     assert _index_all(search, Recorder(), "chat") == 2
     assert MeaningSearch(store, lambda _m: False).related("cat", "chat", Recorder())  # kept from now on
     assert search.indexed("chat") == 2
+
+
+def test_a_message_without_words_is_never_what_relates_a_conversation(store: Store) -> None:
+    cats = _chat(store, "one", "my cat sleeps all day", "…")
+    search, embed = MeaningSearch(store, lambda _m: True), Recorder()
+    assert _index_all(search, embed) == 2
+    assert ["…"] not in embed.calls and all("…" not in texts for texts in embed.calls)
+    assert search.pending("m") == []  # stored (as zeros), not asked again
+    assert [c for c, _ in search.related("cat", "m", embed)] == [cats]
