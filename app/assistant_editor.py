@@ -68,16 +68,16 @@ class AssistantEditor(QDialog):
         form.addRow("Name", self.name)
         form.addRow("Description", self.description)
         layout.addLayout(form)
-        layout.addWidget(QLabel("System prompt", self))
+        layout.addWidget(self._heading("SYSTEM PROMPT"))
         self.system_prompt = QPlainTextEdit(assistant.system_prompt, self)
         self.system_prompt.setPlaceholderText("You are a helpful assistant…")
         self.system_prompt.setFixedHeight(120)
         layout.addWidget(self.system_prompt)
         self.tool_servers = self._checklist(
-            layout, "Tools switched on in its chats", choices.tool_servers, assistant.tool_servers,
+            layout, "TOOLS SWITCHED ON IN ITS CHATS", choices.tool_servers, assistant.tool_servers,
             "No tool servers yet: Settings → Tools adds them.")
         self.collections = self._checklist(
-            layout, "Document collections attached to its chats", choices.collections, assistant.collections,
+            layout, "DOCUMENTS ATTACHED TO ITS CHATS", choices.collections, assistant.collections,
             "No document collections yet: the terminal's inglenook docs add makes them.")
         kept = QLabel(_summary(assistant), self)
         kept.setObjectName("PageHint")
@@ -90,7 +90,8 @@ class AssistantEditor(QDialog):
 
     def _checklist(self, layout: QVBoxLayout, title: str, available: tuple[str, ...], chosen: tuple[str, ...],
                    empty: str) -> QListWidget:
-        layout.addWidget(QLabel(title, self))
+        layout.addSpacing(4)
+        layout.addWidget(self._heading(title))
         names = list(dict.fromkeys([*available, *chosen]))
         checklist = QListWidget(self)
         for name in names:
@@ -101,7 +102,8 @@ class AssistantEditor(QDialog):
             if name not in available:
                 item.setToolTip("Named by this assistant but not set up on this computer; skipped when a chat starts")
             checklist.addItem(item)
-        checklist.setFixedHeight(min(6, max(2, len(names))) * 26 + 6)
+        row = checklist.sizeHintForRow(0) if names else 0
+        checklist.setFixedHeight(min(6, len(names)) * row + 2 * checklist.frameWidth() + 4)
         checklist.setVisible(bool(names))
         layout.addWidget(checklist)
         if not names:
@@ -110,6 +112,11 @@ class AssistantEditor(QDialog):
             hint.setWordWrap(True)
             layout.addWidget(hint)
         return checklist
+
+    def _heading(self, text: str) -> QLabel:
+        label = QLabel(text, self)
+        label.setObjectName("FieldLabel")  # as the chat settings panel's headings
+        return label
 
     @staticmethod
     def checked(checklist: QListWidget) -> tuple[str, ...]:

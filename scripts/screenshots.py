@@ -1,5 +1,5 @@
 """Screenshots for the README: the main window (light and dark), Settings, the model picker, Models, Usage,
-search.
+the assistant editor, search.
 
 Runs offscreen at 1280x800 in a throwaway INGLENOOK_HOME. The first exchange is written
 into the store (so the sidebar and history look lived-in); the last answer is generated
@@ -184,6 +184,10 @@ def main() -> int:
 
     shoot_usage(app, window, out, wait, settle)
 
+    from assistant_shot import shoot_assistant  # the assistant editor: tools and documents
+
+    shoot_assistant(app, window, out, wait, settle)
+
     from search_shot import shoot_search  # the sidebar: chats found by words, then by meaning
 
     shoot_search(app, window, out, wait, settle)
@@ -196,7 +200,7 @@ def main() -> int:
     window.shutdown()
     engine.close()
     for name in ("main-light.png", "main-dark.png", "model-picker.png", "settings.png", "about.png", "models.png", "usage.png",
-                 "search.png", *LAYOUT_NAMES):
+                 "assistant-editor.png", "search.png", *LAYOUT_NAMES):
         print(out / name)
     return 0
 
