@@ -8,16 +8,18 @@ lane through ``ChatController``); this controller keeps the chat page's widgets 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QGuiApplication
 
 from inglenook.engine import (
-    CallRecord, CallRequest, Conversation, Engine, ImageInput, Message, ModelNotFound, PromptProgress,
+    Assistant, CallRecord, CallRequest, Conversation, Engine, ImageInput, Message, ModelNotFound, PromptProgress,
 )
 
 from . import errors as actions
+from .assistant_editor import Choices
 from .chat_controller import ChatController
 from .chat_page import ChatPage
 from .image_viewer import Picture, picture_of_stored
@@ -35,6 +37,7 @@ log = logging.getLogger(__name__)
 class ActiveChat(QObject):
     current_changed = Signal(object)  # the open conversation's id, or None for a new chat
     conversation_changed = Signal()  # created, renamed or re-pointed: the list shows it anew
+    documents_changed = Signal()  # documents were attached to the open chat (an assistant's)
 
     def __init__(self, engine: Engine, workers: Workers, page: ChatPage, chat: ChatController, models: ModelList,
                  parent: QObject | None = None) -> None:
@@ -47,6 +50,9 @@ class ActiveChat(QObject):
         self.current_id: int | None = None
         self.conversation: Conversation | None = None
         self.draft_model: str | None = None  # the model picked before the first message
+        # The assistant picked before the first message: its tools and documents go to the
+        # chat when the first message creates it.
+        self.draft_assistant: Assistant | None = None
         self.errors: dict[int, BaseException] = {}  # the last failure of each conversation
         # The chat's tool switches (Settings → Tools holds the servers), and the blocks of
         # calls in flight by call id (a result finds its block).
@@ -69,7 +75,13 @@ class ActiveChat(QObject):
         page.picker.model_chosen.connect(self.choose_model)
         page.panel.changed.connect(self.save_settings)
         page.panel.model_wanted.connect(self.choose_model)
-        page.panel.assistant.set_library(self.engine.chats.assistants)
+        page.panel.assistant_applied.connect(self.assistant_picked)
+        picker, chats = page.panel.assistant, self.engine.chats
+        picker.current_tools = self.tools_box.chosen
+        picker.read_choices = lambda: Choices(tuple(c.name for c in chats.tools.servers.all()),
+                                              tuple(chats.collections()))
+        picker.run_read = lambda read, done: self.workers.disk.run(read, done, self.show_error)
+        picker.set_library(chats.assistants)
         self.chat.answer_started.connect(self._answer_started)
         self.chat.answer_text.connect(self._answer_text)
         self.chat.answer_progress.connect(self._answer_progress)
@@ -97,6 +109,7 @@ class ActiveChat(QObject):
         self.conversation = None
         self._set_current(None)
         self.draft_model = page.picker.current
+        self.draft_assistant = None
         page.title_label.setText("New chat")
         page.view.clear()
         page.banner.hide()
@@ -223,16 +236,49 @@ class ActiveChat(QObject):
         self._begin_answer(self.model_for(self.conversation))
         self.chat.send(self.current_id, text, images)
 
-    def _create_then_send(self, text: str, images: list[ImageInput] | None = None,
-                          pictures: list[Picture] | None = None) -> None:
-        page, chats = self.page, self.engine.chats
+    def conversation_maker(self) -> Callable[[], Conversation]:
+        """What creates the new chat on screen, for a lane to run: the picked model, the
+        panel's system prompt and sampling, and the picked assistant's tools and documents
+        (read here, on the GUI thread)."""
+        page, chats, assistant = self.page, self.engine.chats, self.draft_assistant
         model = page.picker.current if page.picker.current != self.models.default_model else None
         prompt = page.panel.system_prompt.toPlainText().strip() or None
         sampling = page.panel.sampling()
+
+        def create() -> Conversation:
+            conversation = chats.new_conversation(model_id=model, system_prompt=prompt, sampling=sampling)
+            if assistant is not None:
+                chats.apply_assistant(conversation.id, assistant)
+            return conversation
+
+        return create
+
+    def assistant_picked(self, assistant: Assistant) -> None:
+        """An assistant's tools and documents: a new chat takes them when its first message
+        creates it; an open chat takes them now."""
+        cid = self.current_id
+        if cid is None:
+            self.draft_assistant = assistant
+            self.tools_box.show_planned(list(assistant.tool_servers))
+            return
+        chats = self.engine.chats
+
+        def applied(_result: object) -> None:
+            if cid == self.current_id:
+                self.tools_box.load(cid)
+                self.documents_changed.emit()
+
+        self.workers.disk.run(lambda: chats.apply_assistant(cid, assistant), applied, self.show_error)
+
+    def _create_then_send(self, text: str, images: list[ImageInput] | None = None,
+                          pictures: list[Picture] | None = None) -> None:
+        page = self.page
+        create = self.conversation_maker()
         page.view.add_pending_user(text).set_pictures(pictures or [])
         self._begin_answer(page.picker.current)
 
         def created(conversation: Conversation) -> None:
+            self.draft_assistant = None
             self.conversation = conversation
             self._set_current(conversation.id)
             page.panel.load(conversation.id, conversation.system_prompt, conversation.sampling)
@@ -246,8 +292,7 @@ class ActiveChat(QObject):
             page.composer.set_text(text)
             self.show_error(exc)
 
-        self.workers.disk.run(lambda: chats.new_conversation(model_id=model, system_prompt=prompt, sampling=sampling),
-                              created, failed)
+        self.workers.disk.run(create, created, failed)
 
     def regenerate(self) -> None:
         cid, view = self.current_id, self.page.view

@@ -1,8 +1,11 @@
 """The assistant picker at the top of Chat settings: choose a named preset (system prompt,
-sampling, model), save the current settings as one, delete one, export or import them as JSON.
+sampling, model, tool servers, document collections), save the current settings as one, edit
+one (``assistant_editor``), delete one, export or import them as JSON.
 
 The library is a single JSON value in the settings table, read and written in well under a
-millisecond, so these calls run on the GUI thread like the settings dialog's own.
+millisecond, so these calls run on the GUI thread like the settings dialog's own. What the
+editor offers to choose from (the configured tool servers and collections) is read by
+``read_choices`` through ``run_read``, the window's disk lane.
 """
 
 from __future__ import annotations
@@ -26,9 +29,24 @@ from PySide6.QtWidgets import (
 
 from inglenook.engine import Assistant, AssistantLibrary, InglenookError
 
+from .assistant_editor import AssistantEditor, Choices
+
 log = logging.getLogger(__name__)
 
 PICK = "Choose an assistant…"
+
+#: ``run_read(read, done)``: ``read`` off the GUI thread, then ``done(result)`` on it.
+ReadRunner = Callable[[Callable[[], Choices], Callable[[Choices], None]], None]
+
+
+def describe(assistant: Assistant) -> str:
+    """The tooltip of an assistant in the list: what it is and what it brings to a chat."""
+    lines = [assistant.description or assistant.system_prompt[:200] or "No system prompt"]
+    if assistant.tool_servers:
+        lines.append("Tools: " + ", ".join(assistant.tool_servers))
+    if assistant.collections:
+        lines.append("Documents: " + ", ".join(assistant.collections))
+    return "\n".join(lines)
 
 
 class AssistantPicker(QWidget):
@@ -39,6 +57,11 @@ class AssistantPicker(QWidget):
         self.library: AssistantLibrary | None = None
         # The panel's system prompt and sampling as they are now, for "Save as".
         self.current_settings: Callable[[], tuple[str, dict[str, Any]]] = lambda: ("", {})
+        # The servers whose tools the open chat offers, saved with "Save as" too.
+        self.current_tools: Callable[[], list[str]] = lambda: []
+        self.read_choices: Callable[[], Choices] = Choices
+        self.run_read: ReadRunner = lambda read, done: done(read())
+        self.editor: AssistantEditor | None = None
         row = QHBoxLayout(self)
         row.setContentsMargins(0, 0, 0, 0)
         row.setSpacing(4)
@@ -53,6 +76,7 @@ class AssistantPicker(QWidget):
         self.more.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         menu = QMenu(self.more)
         menu.addAction("Save these settings as an assistant…", self.save_current)
+        self.edit_action = menu.addAction("Edit the chosen assistant…", self.edit_chosen)
         self.delete_action = menu.addAction("Delete the chosen assistant", self.delete_chosen)
         menu.addSeparator()
         menu.addAction("Export assistants…", self.export)
@@ -72,8 +96,7 @@ class AssistantPicker(QWidget):
             self.combo.addItem(PICK, None)
             for assistant in self.library.all() if self.library is not None else []:
                 self.combo.addItem(assistant.name, assistant)
-                self.combo.setItemData(self.combo.count() - 1, assistant.description or assistant.system_prompt[:200],
-                                       Qt.ItemDataRole.ToolTipRole)
+                self.combo.setItemData(self.combo.count() - 1, describe(assistant), Qt.ItemDataRole.ToolTipRole)
             index = self.combo.findText(select) if select else 0
             self.combo.setCurrentIndex(max(0, index))
         finally:
@@ -99,12 +122,43 @@ class AssistantPicker(QWidget):
         if not accepted or not name.strip():
             return
         prompt, sampling = self.current_settings()
+        kept = self.library.get(name) if self._exists(name) else None  # saved over: keep its documents
+        collections = kept.collections if kept is not None else ()
         try:
-            saved = self.library.save(Assistant(name.strip(), prompt, sampling))
+            saved = self.library.save(Assistant(name.strip(), prompt, sampling, tool_servers=tuple(self.current_tools()),
+                                                collections=collections))
         except InglenookError as exc:
             QMessageBox.warning(self, "Assistant not saved", str(exc))
             return
         self.refresh(select=saved.name)
+
+    def _exists(self, name: str) -> bool:
+        return self.library is not None and any(a.name.casefold() == name.strip().casefold() for a in self.library.all())
+
+    def edit_chosen(self) -> None:
+        """Open the editor on the chosen assistant (or on the chat's settings when none is
+        chosen), once what it offers to choose from is read."""
+        if self.library is None:
+            return
+        chosen = self._chosen()
+        if chosen is None:
+            prompt, sampling = self.current_settings()
+            chosen = Assistant("", prompt, sampling, tool_servers=tuple(self.current_tools()))
+        self.run_read(self.read_choices, lambda choices: self._open_editor(chosen, choices))
+
+    def _open_editor(self, assistant: Assistant, choices: Choices) -> None:
+        if self.library is None:
+            return
+        self.editor = AssistantEditor(self.library, assistant, choices, self)
+        self.editor.accepted.connect(self._edited)
+        self.editor.open()
+
+    def _edited(self) -> None:
+        editor = self.editor
+        if editor is None or editor.saved is None:
+            return
+        self.refresh(select=editor.saved.name)
+        self.chosen.emit(editor.saved)  # the open chat takes the edited assistant at once
 
     def delete_chosen(self) -> None:
         chosen = self._chosen()

@@ -95,6 +95,7 @@ class Attachments(QObject):
         bar.preview_requested.connect(self.show_preview)
         bar.remove_requested.connect(self.remove)
         active.current_changed.connect(self.reload)
+        active.documents_changed.connect(self.reload)
         active.chat.answer_finished.connect(self._answered)
         # An answer's citations are cite: links (markdown.link_citations); the text views
         # hand links they do not open themselves to QDesktopServices, which calls this.
@@ -138,6 +139,7 @@ class Attachments(QObject):
         chats = self.engine.chats
         conversation_id = self.active.current_id
         model = self.active.model_for(self.active.conversation)
+        create = self.active.conversation_maker()  # a new chat: as its first message would make it
         names = ", ".join(p.name for p in paths)
         self.bar.show_status(f"Reading {names}…")
 
@@ -153,7 +155,7 @@ class Attachments(QObject):
             created = False
             target = conversation_id
             if target is None and read:
-                target, created = chats.new_conversation(model_id=self.active.draft_model).id, True
+                target, created = create().id, True
             documents = chats.attach_documents(target, read) if target is not None and read else []
             return target or 0, created, documents, chats.document_placement(documents, model), errors
 

@@ -65,6 +65,7 @@ class ChatSettingsPanel(QFrame):
 
     changed = Signal(int, object, object)  # (conversation id, system prompt | None, sampling dict)
     model_wanted = Signal(str)  # an assistant that names its model was picked
+    assistant_applied = Signal(object)  # the Assistant picked: its tools and documents go to the chat
     context_size_changed = Signal(int)  # the app-wide context size (llama.cpp sets it at load time)
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -272,14 +273,15 @@ class ChatSettingsPanel(QFrame):
             self._loading = False
 
     def apply_assistant(self, assistant: Assistant) -> None:
-        """Fill in an assistant's system prompt and sampling (saved like an edit), and ask
-        for its model when it names one."""
+        """Fill in an assistant's system prompt and sampling (saved like an edit), ask for
+        its model when it names one, and pass it on for its tool servers and collections."""
         conversation_id = self.conversation_id
         self.load(0 if conversation_id is None else conversation_id, assistant.system_prompt, assistant.sampling)
         self.conversation_id = conversation_id  # a new chat stays new: its first message creates it
         self._timer.start()
         if assistant.model_id:
             self.model_wanted.emit(assistant.model_id)
+        self.assistant_applied.emit(assistant)
 
     def set_adapters(self, adapters: list[AdapterRecord]) -> None:
         """The imported adapters to choose from (read on the disk lane); the choice stays."""

@@ -314,6 +314,17 @@ class ChatToolsBox(QWidget):
 
         self.workers.disk.run(read, self._fill)
 
+    def chosen(self) -> list[str]:
+        """The servers switched on for this chat now."""
+        return [name for name, box in self.boxes.items() if box.isChecked()]
+
+    def show_planned(self, servers: list[str]) -> None:
+        """A new chat's boxes ticked for the servers it will start with (an assistant's)."""
+        for name, box in self.boxes.items():
+            box.blockSignals(True)
+            box.setChecked(name in servers)
+            box.blockSignals(False)
+
     def _fill(self, found: tuple[list[str], list[str]]) -> None:
         names, chosen = found
         for box in self.boxes.values():

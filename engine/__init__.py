@@ -27,7 +27,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "open_engine", "start_rpc_host",
     ),
     "chat": (
-        "Assistant", "AssistantLibrary", "CallFinished", "CallProposed", "CallRecord", "ChatService",
+        "Assistant", "AssistantApplied", "AssistantLibrary", "CallFinished", "CallProposed", "CallRecord", "ChatService",
         "ConversationSearch", "RoundFinished", "RoundStats", "ToolTurn", "ToolTurnEvent", "Turn", "title_from",
     ),
     "scheduling": ("LoadPlan", "Scheduler"),
@@ -111,7 +111,7 @@ if TYPE_CHECKING:
         read_gguf as read_gguf,
     )
     from .chat import (
-        Assistant as Assistant, AssistantLibrary as AssistantLibrary,
+        Assistant as Assistant, AssistantApplied as AssistantApplied, AssistantLibrary as AssistantLibrary,
         CallFinished as CallFinished, CallProposed as CallProposed, CallRecord as CallRecord,
         ChatService as ChatService, ConversationSearch as ConversationSearch, RoundFinished as RoundFinished,
         RoundStats as RoundStats, ToolTurn as ToolTurn, ToolTurnEvent as ToolTurnEvent, Turn as Turn,

@@ -1,5 +1,5 @@
 """Screenshots for the README: the main window (light and dark), Settings, the model picker, Models, Usage,
-search.
+the assistant editor, search.
 
 Runs offscreen at 1280x800 in a throwaway INGLENOOK_HOME. The first exchange is written
 into the store (so the sidebar and history look lived-in); the last answer is generated
@@ -134,6 +134,10 @@ def main() -> int:
     wait(app, lambda: window.conversation is not None and window.conversation.id == chat.id)
     window.send(LIVE_QUESTION)
     wait(app, lambda: not window.chat.is_streaming(chat.id) and window.view.streaming_widget() is None)
+    # After a turn the background titles it and embeds it for search, loading a second
+    # instance of the model: the shot waits for that to finish rather than catch it midway.
+    wait(app, lambda: not engine.search_indexing() and engine.background.wait_idle(0.05)
+         and "Loading" not in window.status_line.model_status.text())
     settle(app)
     window.view.scroll_to_bottom()
     settle(app)
@@ -180,6 +184,10 @@ def main() -> int:
 
     shoot_usage(app, window, out, wait, settle)
 
+    from assistant_shot import shoot_assistant  # the assistant editor: tools and documents
+
+    shoot_assistant(app, window, out, wait, settle)
+
     from search_shot import shoot_search  # the sidebar: chats found by words, then by meaning
 
     shoot_search(app, window, out, wait, settle)
@@ -192,7 +200,7 @@ def main() -> int:
     window.shutdown()
     engine.close()
     for name in ("main-light.png", "main-dark.png", "model-picker.png", "settings.png", "about.png", "models.png", "usage.png",
-                 "search.png", *LAYOUT_NAMES):
+                 "assistant-editor.png", "search.png", *LAYOUT_NAMES):
         print(out / name)
     return 0
 

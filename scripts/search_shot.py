@@ -32,6 +32,7 @@ def shoot_search(app: Any, window: Any, out: Path, wait: Any, settle: Any) -> No
         engine.store.add_message(conversation.id, "user", text)
     engine.background.request_index()
     engine.background.wait_idle(600)
+    window.new_chat()  # the chat page behind the list, whichever page the run was on
     window.conversations.refresh()
     window.sidebar.search.setText(QUERY)
     wait(app, lambda: "RELATED" in window.sidebar.section.text())

@@ -92,6 +92,10 @@ class GenerateJob:
 class EmbedJob:
     model_id: str
     inputs: list[str]
+    # How a text's token states become one vector: "mean" (the API's, and encoders'), or
+    # "last", the state after the last token: what a chat model has made of the whole text
+    # (search by meaning asks for it; chat/search.py has the measurements).
+    pooling: str = "mean"
 
 
 @dataclass

@@ -13,7 +13,7 @@ from ..base import lazy_door
 # Which module defines each name other packages (or the front door) use. Keep in step with
 # the TYPE_CHECKING block below, which is what type checkers read (a test compares them).
 _EXPORTS: dict[str, tuple[str, ...]] = {
-    "assistants": ("Assistant", "AssistantLibrary"),
+    "assistants": ("Assistant", "AssistantApplied", "AssistantLibrary"),
     "background": ("BackgroundWork",),
     "chat": ("ChatService", "ConversationSearch", "Turn"),
     "titles": ("title_from",),
@@ -24,7 +24,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
 __all__, __getattr__, __dir__ = lazy_door(__name__, _EXPORTS)
 
 if TYPE_CHECKING:
-    from .assistants import Assistant as Assistant, AssistantLibrary as AssistantLibrary
+    from .assistants import Assistant as Assistant, AssistantApplied as AssistantApplied, AssistantLibrary as AssistantLibrary
     from .background import BackgroundWork as BackgroundWork
     from .chat import ChatService as ChatService, ConversationSearch as ConversationSearch, Turn as Turn
     from .titles import title_from as title_from

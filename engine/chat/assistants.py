@@ -1,10 +1,14 @@
 """Assistants: named presets of a system prompt, sampling settings and (optionally) a model,
-picked when a chat starts (LM Studio's presets, Jan's assistants).
+MCP tool servers and document collections, picked when a chat starts (LM Studio's presets,
+Jan's assistants).
 
 A few built-ins ship with the app; the person's own, and their edits of a built-in (saved
 under the same name, which then wins), live in the settings table as one JSON list. The
 same JSON shape is what export writes and import reads, so an assistant can be shared as a
-file.
+file. ``tool_servers`` and ``collections`` name things set up on this machine (Settings →
+Tools, the document library); an assistant imported from elsewhere may name some that are not:
+those are skipped when a chat starts (``ChatService.apply_assistant`` says which), never an
+error, and files written before these two keys existed still import.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ SETTING = "assistants"
 FORMAT = "inglenook-assistants/1"  # in exported files, so an import knows what it reads
 NAME_LIMIT = 60
 PROMPT_LIMIT = 20_000
+NAMES_LIMIT = 50  # tool servers or collections one assistant may name
 
 
 @dataclass(frozen=True)
@@ -33,10 +38,14 @@ class Assistant:
     model_id: str | None = None  # None: the app's default model
     description: str = ""
     builtin: bool = False  # shipped with the app (an edit is saved as the person's own)
+    tool_servers: tuple[str, ...] = ()  # MCP servers switched on in its chats
+    collections: tuple[str, ...] = ()  # document collections attached to its chats
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data.pop("builtin")
+        data["tool_servers"] = list(self.tool_servers)
+        data["collections"] = list(self.collections)
         return data
 
 
@@ -50,6 +59,17 @@ BUILTINS: tuple[Assistant, ...] = (
     Assistant("Writer", "You help people write: suggest clear, natural wording and keep their voice.",
               {"temperature": 1.0, "top_p": 0.98}, description="Drafting and rewording, more varied", builtin=True),
 )
+
+
+@dataclass(frozen=True)
+class AssistantApplied:
+    """What starting a chat with an assistant switched on and attached, and the names it gives
+    that this machine does not have (so the window can say so)."""
+
+    tool_servers: tuple[str, ...] = ()
+    documents: int = 0  # documents attached from the assistant's collections
+    missing_servers: tuple[str, ...] = ()
+    missing_collections: tuple[str, ...] = ()
 
 
 def _validated(raw: Any) -> Assistant:
@@ -75,7 +95,20 @@ def _validated(raw: Any) -> Assistant:
     model_id = raw.get("model_id")
     if model_id is not None and not isinstance(model_id, str):
         raise InvalidRequest(f"the model of {name!r} must be a model id")
-    return Assistant(name, prompt, dict(sampling), model_id or None, str(raw.get("description") or ""))
+    return Assistant(name, prompt, dict(sampling), model_id or None, str(raw.get("description") or ""),
+                     tool_servers=_names(raw, "tool_servers", name, "tool servers"),
+                     collections=_names(raw, "collections", name, "document collections"))
+
+
+def _names(raw: dict[str, Any], key: str, name: str, what: str) -> tuple[str, ...]:
+    """A list of names under ``key`` (absent in files from before it existed: none), each
+    once, in the order given."""
+    value = raw.get(key) or []
+    if not isinstance(value, list) or not all(isinstance(v, str) and 0 < len(v.strip()) <= 100 for v in value):
+        raise InvalidRequest(f"the {what} of {name!r} must be a list of names")
+    if len(value) > NAMES_LIMIT:
+        raise InvalidRequest(f"{name!r} names more than {NAMES_LIMIT} {what}")
+    return tuple(dict.fromkeys(v.strip() for v in value))
 
 
 class AssistantLibrary:

@@ -185,7 +185,7 @@ class BackgroundWork:
 
     def embed_now(self, model_id: str, texts: list[str]) -> list[list[float]]:
         """Embed for a person waiting (a search query): an ordinary job, not a background one."""
-        return self.scheduler.submit(EmbedJob(model_id, texts)).embeddings().vectors
+        return self.scheduler.submit(EmbedJob(model_id, texts, self.search.pooling_for(model_id))).embeddings().vectors
 
     def add_title_listener(self, listener: TitleListener) -> None:
         """``listener(conversation_id, title)`` hears each new title (on this room's thread)."""
@@ -304,7 +304,7 @@ class BackgroundWork:
                 log.debug("indexing gave way to a person's answer; trying again when idle")
 
     def _embed_in_background(self, model_id: str, texts: list[str]) -> list[list[float]]:
-        handle = self.scheduler.submit(EmbedJob(model_id, texts))
+        handle = self.scheduler.submit(EmbedJob(model_id, texts, self.search.pooling_for(model_id)))
         with self._lock:
             self._running = handle
         try:

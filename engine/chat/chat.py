@@ -29,7 +29,7 @@ from ..scheduling import Scheduler
 from ..store import NOMINAL_AUTO_CONTEXT, Conversation, Message, PrefixCache, Store, StoredImage
 from ..tools import DEFAULT_MAX_ROUNDS, Approver, McpManager
 from ..usage import TERMINAL, WINDOW, ReasoningCount, UsageRecorder
-from .assistants import AssistantLibrary
+from .assistants import Assistant, AssistantApplied, AssistantLibrary
 from .document_search import DocumentSearch, passages_block
 from .images import ChatImages, message_text
 from .search import MeaningSearch
@@ -251,16 +251,42 @@ class ChatService:
         assistant: str | None = None,
     ) -> Conversation:
         """A new conversation; an ``assistant``'s system prompt, sampling and model fill in
-        what the call leaves out."""
-        if assistant is not None:
-            preset = self.assistants.get(assistant)
+        what the call leaves out, and its tool servers and collections come with it."""
+        preset = self.assistants.get(assistant) if assistant is not None else None
+        if preset is not None:
             model_id = model_id or preset.model_id
             system_prompt = system_prompt if system_prompt is not None else (preset.system_prompt or None)
             sampling = {**preset.sampling, **(sampling or {})}
         if sampling:
             SamplingParams.from_dict(sampling)  # reject bad values before they are stored
             self.lora_for(sampling)
-        return self.store.create_conversation(title, model_id, system_prompt, sampling)
+        conversation = self.store.create_conversation(title, model_id, system_prompt, sampling)
+        if preset is not None:
+            self.apply_assistant(conversation.id, preset)
+        return conversation
+
+    def apply_assistant(self, conversation_id: int, assistant: Assistant) -> AssistantApplied:
+        """Switch on the assistant's tool servers in a chat and attach its collections'
+        documents, adding to what the chat has (nothing is switched off or detached). Names
+        this machine does not have are skipped and reported, not an error."""
+        self.store.get_conversation(conversation_id)  # ConversationNotFound before anything is written
+        known = {c.name for c in self.tools.servers.all()}
+        servers = [s for s in assistant.tool_servers if s in known]
+        if servers:
+            self.set_chat_tools(conversation_id, sorted({*self.chat_tools(conversation_id), *servers}))
+        collections = self.documents.collections()
+        documents = [d for name in assistant.collections if name in collections
+                     for d in self.documents.collection_documents(name)]
+        if documents:
+            self.documents.attach(conversation_id, documents)
+        applied = AssistantApplied(
+            tuple(servers), len({d.sha256 for d in documents}),
+            tuple(s for s in assistant.tool_servers if s not in known),
+            tuple(c for c in assistant.collections if c not in collections))
+        if applied.missing_servers or applied.missing_collections:
+            log.info("assistant %r names what is not set up here: servers %s, collections %s", assistant.name,
+                     list(applied.missing_servers), list(applied.missing_collections))
+        return applied
 
     def delete_conversation(self, conversation_id: int) -> None:
         """Delete a conversation, its messages and its saved prompt states."""

@@ -518,7 +518,7 @@ class LoadedModel(ModelLoading, SequenceStates, VisionPrompts):
     # -- embeddings -----------------------------------------------------------------
 
     def embed(self, text: str) -> list[float]:
-        """A mean-pooled, L2-normalised embedding (needs ``LoadOptions(embeddings=True)``)."""
+        """A pooled (``LoadOptions.pooling``), L2-normalised embedding (needs ``LoadOptions(embeddings=True)``)."""
         if not self.options.embeddings:
             raise InvalidRequest("this model instance was not loaded for embeddings")
         tokens = self.tokenize(text, add_special=True, parse_special=False)

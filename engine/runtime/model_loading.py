@@ -42,6 +42,7 @@ class LoadOptions:
     kv_cache_type: str = AUTO_KV_CACHE
     batch_size: int = 512  # prefill chunk: long prompts are fed this many tokens at a time
     embeddings: bool = False
+    pooling: str = "mean"  # with embeddings: "mean" over the tokens, or "last" (the last token's state)
     # Sequences one context serves at once (llama.cpp's n_seq_max), each with its own KV
     # stream of ``context_size`` cells; the scheduler batches their steps into one decode.
     parallel: int = 1
@@ -224,7 +225,8 @@ class ModelLoading:
         )
         ctx_params.embeddings = self.options.embeddings
         if self.options.embeddings:
-            ctx_params.pooling_type = lib.LLAMA_POOLING_TYPE_MEAN
+            ctx_params.pooling_type = (lib.LLAMA_POOLING_TYPE_LAST if self.options.pooling == "last"
+                                       else lib.LLAMA_POOLING_TYPE_MEAN)
         ctx_params.no_perf = True
         self._ctx = lib.llama_init_from_model(self._model, ctx_params)
         if not self._ctx:

@@ -73,8 +73,9 @@ def draft_model_bytes(record: ModelRecord, options: LoadOptions) -> int:
     return alone
 
 
-# (model id, embeddings): a model loaded for embeddings is its own context.
-Key = tuple[str, bool]
+# (model id, False) for a chat context; (model id, pooling) for one loaded for embeddings,
+# its own context ("mean" for the API, "last" for search by meaning).
+Key = tuple[str, str | bool]
 
 
 @dataclass

@@ -398,7 +398,7 @@ class Scheduler:
         if handle.record is None:
             handle.record = self._resolve(job.model_id)
         record = handle.record
-        model = self._model_or_load(handle, record, embeddings=isinstance(job, EmbedJob))
+        model = self._model_or_load(handle, record, embeddings=job.pooling if isinstance(job, EmbedJob) else False)
         if isinstance(model, str):
             return model
         if isinstance(job, EmbedJob) and not job.inputs:
@@ -559,7 +559,7 @@ class Scheduler:
             if ended:
                 handle._put(JOB_DONE)
                 self._embeddings.remove(embedding)
-                self._pool.touch((model.record.id, True))
+                self._pool.touch((model.record.id, model.options.pooling))
                 self._report_activity()
 
     def _run_whole(self, handle: JobHandle) -> None:
@@ -616,10 +616,11 @@ class Scheduler:
 
     def _busy_keys(self) -> set[ModelKey]:
         busy = {(r.sequence.model.record.id, False) for r in self._running}
-        return busy | {(e.model.record.id, True) for e in self._embeddings}
+        return busy | {(e.model.record.id, e.model.options.pooling) for e in self._embeddings}
 
-    def _model_or_load(self, handle: JobHandle, record: ModelRecord, embeddings: bool) -> BatchedModel | str:
-        """The resident model for ``record``, or what the job must do while it is not:
+    def _model_or_load(self, handle: JobHandle, record: ModelRecord, embeddings: str | bool) -> BatchedModel | str:
+        """The resident model for ``record`` (``embeddings``: False, or the pooling of an
+        embedding context), or what the job must do while it is not:
         ``WAIT`` (it is loading now, or another load is) or ``BLOCK`` (its memory is held by
         models answering now). Raises the error of a load the job was waiting for."""
         key = (record.id, embeddings)
@@ -652,10 +653,10 @@ class Scheduler:
         self._start_load(key, record, options, need)
         return WAIT
 
-    def _options_for(self, embeddings: bool) -> LoadOptions:
+    def _options_for(self, embeddings: str | bool) -> LoadOptions:
         options = self._load_options()
         if embeddings:
-            options = dataclasses.replace(options, embeddings=True, parallel=1)
+            options = dataclasses.replace(options, embeddings=True, parallel=1, pooling=str(embeddings))
         return options
 
     def _start_load(self, key: ModelKey, record: ModelRecord, options: LoadOptions, size: int) -> None:

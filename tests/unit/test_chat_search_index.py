@@ -144,3 +144,32 @@ def test_a_vector_goes_with_its_message_however_it_is_deleted(store: Store) -> N
     assert search.indexed("m") == 1
     again = store.add_message(conversation, "assistant", "bread")  # may get the deleted id back
     assert [p.message_id for p in search.pending("m")] == [again.id]
+
+
+def test_vectors_of_an_older_method_are_embedded_again(store: Store) -> None:
+    """A chat model's vectors from before the last-token method (no METHOD recorded) are not
+    comparable with a query's now: dropped once, pending again, then kept."""
+    from inglenook.engine.chat.search import METHOD, METHOD_SETTING
+
+    _chat(store, "one", "my cat sleeps all day", "cats do that")
+    old = MeaningSearch(store, lambda _m: True)  # as an encoder: no method check, like old vectors
+    assert _index_all(old, Recorder(), "chat") == 2
+    store.set_setting(METHOD_SETTING, {"other": "x"})
+
+    search = MeaningSearch(store, lambda _m: False)  # a chat model
+    assert search.pooling_for("chat") == "last"
+    search.related("kitten", "chat", Recorder())
+    assert search.indexed("chat") == 0 and len(search.pending("chat")) == 2
+    assert store.get_setting(METHOD_SETTING) == {"other": "x", "chat": METHOD}
+    assert _index_all(search, Recorder(), "chat") == 2
+    assert MeaningSearch(store, lambda _m: False).related("cat", "chat", Recorder())  # kept from now on
+    assert search.indexed("chat") == 2
+
+
+def test_a_message_without_words_is_never_what_relates_a_conversation(store: Store) -> None:
+    cats = _chat(store, "one", "my cat sleeps all day", "…")
+    search, embed = MeaningSearch(store, lambda _m: True), Recorder()
+    assert _index_all(search, embed) == 2
+    assert ["…"] not in embed.calls and all("…" not in texts for texts in embed.calls)
+    assert search.pending("m") == []  # stored (as zeros), not asked again
+    assert [c for c, _ in search.related("cat", "m", embed)] == [cats]
