@@ -661,12 +661,12 @@ class Scheduler:
 
     def _start_load(self, key: ModelKey, record: ModelRecord, options: LoadOptions, size: int) -> None:
         self._load_failures.pop(key, None)
-        self._notify(record.id, "loading", 0.0)
+        self._notify(key, "loading", 0.0)
 
         def build(progress: Callable[[float], None]) -> BatchedModel:
             def on_progress(fraction: float) -> None:
                 progress(fraction)
-                self._notify(record.id, "loading", fraction)
+                self._notify(key, "loading", fraction)
 
             return self.loader(record, options, progress=on_progress)
 
@@ -697,7 +697,7 @@ class Scheduler:
             if outcome.error is not None:
                 self._load_failures[outcome.key] = (time.perf_counter(), outcome.error)
                 if isinstance(outcome.error, ModelLoadError):
-                    self._notify(record.id, "failed", str(outcome.error))
+                    self._notify(outcome.key, "failed", str(outcome.error))
             elif self._closed:
                 outcome.model.close()
             else:
@@ -708,7 +708,7 @@ class Scheduler:
                 self._pool.add(outcome.key, model, max(outcome.size, actual))
                 log.info("%s resident (about %d MiB; %d MiB of %d MiB in use)", record.id, max(outcome.size, actual) // MIB,
                          self._pool.used_bytes() // MIB, self._pool.budget_bytes() // MIB)
-                self._notify(record.id, "loaded", model)
+                self._notify(outcome.key, "loaded", model)
         if outcomes:
             self._report_activity()
 
@@ -717,7 +717,7 @@ class Scheduler:
         if model is not None:
             model.close()
             log.info("unloaded %s", key[0])
-            self._notify(key[0], "unloaded", None)
+            self._notify(key, "unloaded", None)
 
     def _unload_idle_models(self) -> None:
         busy = self._busy_keys()
@@ -742,7 +742,13 @@ class Scheduler:
             log.info("unloading %s after %.0fs idle", key[0], self.idle_unload_s)
             self._unload(key)
 
-    def _notify(self, model_id: str, state: str, detail: Any) -> None:
+    def _notify(self, key: ModelKey, state: str, detail: Any) -> None:
+        """Tell the listeners what became of a model. An embedding context (search by
+        meaning, the API's embeddings) is the engine's own business apart from a failure: the
+        window took its loading for the chat model's ("Loading smollm2…" over a vision chat)."""
+        model_id, embeddings = key
+        if embeddings and state != "failed":
+            return
         for listener in list(self._listeners):
             try:
                 listener(model_id, state, detail)

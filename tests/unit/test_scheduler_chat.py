@@ -114,6 +114,17 @@ def test_another_model_loads_beside_the_first(scheduler: Scheduler) -> None:
     assert ("a:q4_0", "loading") in states and ("b:q4_0", "loaded") in states
 
 
+def test_an_embedding_context_is_not_announced_as_the_model_loading(scheduler: Scheduler) -> None:
+    # The window shows what listeners hear as the chat model's state: search's own context
+    # of the same file must not read as "Loading m…" over the chat.
+    states: list[tuple[str, str]] = []
+    scheduler.add_listener(lambda model_id, state, _detail: states.append((model_id, state)))
+    scheduler.submit(EmbedJob("m:q4_0", ["ab"], pooling="last")).embeddings()
+    assert states == []
+    scheduler.submit(GenerateJob("m:q4_0", text="x")).result()
+    assert ("m:q4_0", "loading") in states and ("m:q4_0", "loaded") in states
+
+
 def _sized(record: ModelRecord, _options: LoadOptions) -> int:
     return {"big": 100, "huge": 101}.get(record.base_id, 40)
 
