@@ -152,7 +152,7 @@ class AttachmentBar(QWidget):
         encoder_row.setContentsMargins(0, 0, 0, 0)
         encoder_row.setSpacing(6)
         self.encoder_text = QLabel(self.encoder_note)
-        self.encoder_text.setObjectName("AttachmentStatus")
+        self.encoder_text.setObjectName("EncoderNoteText")
         self.encoder_text.setWordWrap(True)
         self.encoder_button = QPushButton(self.encoder_note)
         self.encoder_button.setObjectName("SmallButton")
@@ -234,8 +234,8 @@ class AttachmentBar(QWidget):
     def show_encoder_offer(self, name: str, size: str, downloading: bool = False) -> None:
         """Say that searched documents are embedded by the chat model and offer ``name``
         (``size``) for it; an empty ``name`` hides the line."""
-        self.encoder_text.setText("Searched documents are matched by meaning with the chat model; "
-                                  "a small embedding model does it faster and better.")
+        self.encoder_text.setText("Searching these documents uses the chat model; "
+                                  "a small embedding model finds passages better.")
         self.encoder_button.setText(f"Downloading {name}…" if downloading else f"Download {name} ({size})")
         self.encoder_button.setEnabled(not downloading)
         self.encoder_button.setToolTip(f"Download {name} ({size}) from Hugging Face; progress shows on the Models page")

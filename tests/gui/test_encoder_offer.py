@@ -54,7 +54,7 @@ def test_the_offer_downloads_the_encoder_and_search_uses_it(qtbot, window, encod
     assert not bar.encoder_note.isVisible()  # nothing searched, nothing offered
     attach_searched(qtbot, window, tmp_path)
     qtbot.waitUntil(bar.encoder_note.isVisible, timeout=30_000)
-    assert "with the chat model" in bar.encoder_text.text()
+    assert "uses the chat model" in bar.encoder_text.text()
     # The size is the hub's listing of the file (the tiny test encoder), not the known 84 MB.
     assert bar.encoder_button.text() == f"Download {encoder.NAME} ({human_size(encoder_hub.size)})"
 
