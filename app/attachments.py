@@ -148,8 +148,11 @@ class AttachmentBar(QWidget):
         # Under the chips too: searched documents without an embedding model, and the one to download.
         self.encoder_note = QWidget(parent)
         self.encoder_note.setObjectName("EncoderNote")
-        encoder_row = QHBoxLayout(self.encoder_note)
-        encoder_row.setContentsMargins(0, 0, 0, 0)
+        # The words above the buttons: side by side, a narrow window squeezed them into a column.
+        encoder_lines = QVBoxLayout(self.encoder_note)
+        encoder_lines.setContentsMargins(0, 0, 0, 0)
+        encoder_lines.setSpacing(4)
+        encoder_row = QHBoxLayout()
         encoder_row.setSpacing(6)
         self.encoder_text = QLabel(self.encoder_note)
         self.encoder_text.setObjectName("EncoderNoteText")
@@ -163,9 +166,11 @@ class AttachmentBar(QWidget):
         self.encoder_later.setCursor(Qt.CursorShape.PointingHandCursor)
         self.encoder_later.setToolTip("Stop offering it (Settings keep this)")
         self.encoder_later.clicked.connect(self.encoder_dismissed)
-        encoder_row.addWidget(self.encoder_text, 1)
+        encoder_lines.addWidget(self.encoder_text)
         encoder_row.addWidget(self.encoder_button)
         encoder_row.addWidget(self.encoder_later)
+        encoder_row.addStretch(1)
+        encoder_lines.addLayout(encoder_row)
         self.encoder_note.hide()
         self.show_documents([], "whole")
 
