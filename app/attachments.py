@@ -7,6 +7,9 @@ Images waiting to be sent with the next message are chips too: a thumbnail (clic
 larger) and ✕ to remove it; when the chat's model cannot read images, a line says so and
 offers the installed vision models (``image_attachments`` fills them).
 
+When documents are searched and no embedding model is installed, a quiet line under the chips
+says search uses the chat model and offers the recommended encoder's download, or "Not now".
+
 Citations: an answer cites a passage as ``[report.pdf, page 3]`` (the documents' block and
 the retrieved passages ask for that form); ``markdown.render_markdown`` makes each one a
 ``cite:`` link, and a click opens the preview at that page, slide or heading.
@@ -108,6 +111,8 @@ class AttachmentBar(QWidget):
     image_clicked = Signal(object)  # a waiting image's Picture
     image_remove_requested = Signal(int)  # its place among the waiting images
     model_offered = Signal(str)  # a vision model to switch the chat to
+    encoder_download_clicked = Signal()  # "Download <encoder> (<size>)" on the search line
+    encoder_dismissed = Signal()  # "Not now" on it
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -140,6 +145,33 @@ class AttachmentBar(QWidget):
         note_row.addWidget(self.vision_text, 1)
         self.offer_buttons: list[QPushButton] = []
         self.vision_note.hide()
+        # Under the chips too: searched documents without an embedding model, and the one to download.
+        self.encoder_note = QWidget(parent)
+        self.encoder_note.setObjectName("EncoderNote")
+        # The words above the buttons: side by side, a narrow window squeezed them into a column.
+        encoder_lines = QVBoxLayout(self.encoder_note)
+        encoder_lines.setContentsMargins(0, 0, 0, 0)
+        encoder_lines.setSpacing(4)
+        encoder_row = QHBoxLayout()
+        encoder_row.setSpacing(6)
+        self.encoder_text = QLabel(self.encoder_note)
+        self.encoder_text.setObjectName("EncoderNoteText")
+        self.encoder_text.setWordWrap(True)
+        self.encoder_button = QPushButton(self.encoder_note)
+        self.encoder_button.setObjectName("SmallButton")
+        self.encoder_button.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.encoder_button.clicked.connect(self.encoder_download_clicked)
+        self.encoder_later = QPushButton("Not now", self.encoder_note)
+        self.encoder_later.setObjectName("SmallButton")
+        self.encoder_later.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.encoder_later.setToolTip("Stop offering it (Settings keep this)")
+        self.encoder_later.clicked.connect(self.encoder_dismissed)
+        encoder_lines.addWidget(self.encoder_text)
+        encoder_row.addWidget(self.encoder_button)
+        encoder_row.addWidget(self.encoder_later)
+        encoder_row.addStretch(1)
+        encoder_lines.addLayout(encoder_row)
+        self.encoder_note.hide()
         self.show_documents([], "whole")
 
     def chips(self) -> dict[str, QPushButton]:
@@ -203,6 +235,16 @@ class AttachmentBar(QWidget):
             layout.addWidget(button)
             self.offer_buttons.append(button)
         self.vision_note.setVisible(bool(text))
+
+    def show_encoder_offer(self, name: str, size: str, downloading: bool = False) -> None:
+        """Say that searched documents are embedded by the chat model and offer ``name``
+        (``size``) for it; an empty ``name`` hides the line."""
+        self.encoder_text.setText("Searching these documents uses the chat model; "
+                                  "a small embedding model finds passages better.")
+        self.encoder_button.setText(f"Downloading {name}…" if downloading else f"Download {name} ({size})")
+        self.encoder_button.setEnabled(not downloading)
+        self.encoder_button.setToolTip(f"Download {name} ({size}) from Hugging Face; progress shows on the Models page")
+        self.encoder_note.setVisible(bool(name))
 
     def _chip_clicked(self, sha256: str) -> None:
         from PySide6.QtWidgets import QApplication  # noqa: PLC0415 — keyboard state at the click

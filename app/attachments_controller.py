@@ -5,6 +5,12 @@ Conversion runs in the engine's conversion worker (a separate process), called f
 window's models lane (long work, like a model import), never on the GUI thread; the chips
 come back as queued results. A file attached in a new chat creates the chat first (it then
 opens, with its documents, ready for the first question).
+
+Searched documents with no embedding model installed: the bar's encoder line offers the
+engine's recommended encoder (``Engine.encoder_offer``, read once on the network lane: its size
+from the hub's listing); Download asks the window to start it on the Models page
+(``encoder_download_requested``), "Not now" is kept in the settings, and once the model list
+holds an encoder the line goes (search picks the smallest installed encoder at each use).
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from PySide6.QtCore import QObject, QUrl, Signal, Slot
 from PySide6.QtGui import QDesktopServices, QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QFileDialog, QWidget
 
-from inglenook.engine import Document, DocumentError, Engine
+from inglenook.engine import Document, DocumentError, EncoderOffer, Engine, human_size
 
 from .active_chat import ActiveChat
 from .attachments import CITE_SCHEME, AttachmentBar, DocumentPreview, parse_citation
@@ -76,6 +82,8 @@ class Attachments(QObject):
     """Keeps the bar in step with the open conversation's documents and attaches new ones."""
 
     changed = Signal()  # the chips were redrawn (tests wait for it)
+    encoder_download_requested = Signal(object)  # the EncoderOffer to download (the window starts it)
+    offer_changed = Signal()  # the encoder line was shown, changed or hidden
 
     def __init__(self, engine: Engine, workers: Workers, bar: AttachmentBar, active: ActiveChat,
                  parent: QObject | None = None) -> None:
@@ -91,6 +99,13 @@ class Attachments(QObject):
         # Each load or attach is numbered; only the latest one's result is drawn, so a slow
         # load of the chat cannot redraw the bar over an attach that finished after it.
         self._latest = 0
+        # The recommended encoder: None until asked (and after one is installed); asked once.
+        self.offer: EncoderOffer | None = None
+        self._offer_asked = False
+        self._placement = "whole"
+        self.encoder_downloading = False
+        bar.encoder_download_clicked.connect(self._download_encoder)
+        bar.encoder_dismissed.connect(self._dismiss_encoder)
         bar.attach_requested.connect(self.choose_files)
         bar.preview_requested.connect(self.show_preview)
         bar.remove_requested.connect(self.remove)
@@ -224,9 +239,68 @@ class Attachments(QObject):
     def _shown(self, result: tuple[list[Document], str, list[str]]) -> None:
         documents, placement, errors = result
         self.documents = documents
+        self._placement = placement if documents else "whole"
         self.bar.show_documents(documents, placement)
         self.bar.show_status("\n".join(errors))
+        self._show_offer()
         self.changed.emit()
+
+    # -- the recommended encoder ---------------------------------------------------------------
+
+    def _offer_wanted(self) -> bool:
+        return self._placement == "searched" and not self.engine.settings.encoder_offer_dismissed
+
+    def _show_offer(self) -> None:
+        if not self._offer_wanted():
+            self.bar.show_encoder_offer("", "")
+        elif not self._offer_asked:
+            self._offer_asked = True
+            engine = self.engine
+            self.workers.network.run(engine.encoder_offer, self._offer_known, self._offer_failed)
+            return
+        elif self.offer is None:
+            self.bar.show_encoder_offer("", "")
+        else:
+            self.bar.show_encoder_offer(self.offer.name, human_size(self.offer.size_bytes), self.encoder_downloading)
+        self.offer_changed.emit()
+
+    def _offer_known(self, offer: EncoderOffer | None) -> None:
+        self.offer = offer
+        self._show_offer()
+
+    def _offer_failed(self, exc: BaseException) -> None:
+        log.info("no embedding model to offer: %s", exc)
+        self.offer = None
+        self._show_offer()
+
+    def models_changed(self) -> None:
+        """The installed models changed: an encoder among them ends the offer (no network)."""
+        if self.offer is None:
+            return
+        engine = self.engine
+        self.workers.disk.run(lambda: engine.encoder_offer(online=False), self._still_offered, self._offer_failed)
+
+    def _still_offered(self, offer: EncoderOffer | None) -> None:
+        if offer is None:
+            self.offer = None
+            self.encoder_downloading = False
+        self._show_offer()
+
+    def set_encoder_downloading(self, downloading: bool) -> None:
+        """Whether the offered encoder is downloading now (the Models page's downloads say)."""
+        if downloading != self.encoder_downloading:
+            self.encoder_downloading = downloading
+            self._show_offer()
+
+    def _download_encoder(self) -> None:
+        if self.offer is not None:
+            self.encoder_download_requested.emit(self.offer)
+
+    def _dismiss_encoder(self) -> None:
+        engine = self.engine
+        engine.override_settings(encoder_offer_dismissed=True)  # at once for this window; stored below
+        self.workers.disk.run(lambda: engine.update_settings(encoder_offer_dismissed=True), None, self._failed)
+        self._show_offer()
 
     def _failed(self, exc: BaseException) -> None:
         log.info("attaching documents failed: %s", exc)

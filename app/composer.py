@@ -116,8 +116,8 @@ class Composer(QWidget):
         centering.addStretch(0)
         centering.addWidget(self.frame, 1)
         centering.addStretch(0)
-        # The chips and the vision note line up with the message box (centred, as wide as it).
-        for above in (self.attachments, self.attachments.vision_note):
+        # The chips and the notes under them line up with the message box (centred, as wide as it).
+        for above in (self.attachments, self.attachments.vision_note, self.attachments.encoder_note):
             above.setMaximumWidth(800)
             line = QHBoxLayout()
             line.addStretch(0)

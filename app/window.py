@@ -23,7 +23,7 @@ from PySide6.QtCore import Qt, QUrl
 from PySide6.QtGui import QCloseEvent, QDesktopServices, QDragEnterEvent, QDropEvent, QIcon, QKeySequence, QShortcut
 from PySide6.QtWidgets import QApplication, QHBoxLayout, QMainWindow, QStackedWidget, QWidget
 
-from inglenook.engine import Conversation, Engine, LastCrash, ModelRecord
+from inglenook.engine import Conversation, EncoderOffer, Engine, LastCrash, ModelRecord
 
 from . import errors as actions
 from . import icons, markdown, shortcuts, theme
@@ -157,10 +157,23 @@ class MainWindow(QMainWindow):
         self.models_page.remove_requested.connect(self.model_list.remove)
         self.models_page.models_changed.connect(self.model_list.refresh)
         self.models_page.action_requested.connect(self._act)
+        # The embedding model offered beside searched documents downloads as any other, on the Models page.
+        self.attachments.encoder_download_requested.connect(self._download_encoder)
+        self.models_page.downloads.changed.connect(self._encoder_download_state)
+        self.model_list.changed.connect(self.attachments.models_changed)
         self.setAcceptDrops(True)  # .gguf files and folders dropped anywhere are imported
         self._drop_filter = ModelDropFilter(self.dropped_paths, self.import_dropped, self)
         self.composer.input.viewport().installEventFilter(self._drop_filter)  # it would paste the path
         self.attachments.accept_drops_on(self.composer.input.viewport())  # other files: documents
+
+    def _download_encoder(self, offer: EncoderOffer) -> None:
+        self.models_page.download(offer.repo, offer.option, offer.commit)
+        self._encoder_download_state()
+
+    def _encoder_download_state(self) -> None:
+        offer = self.attachments.offer
+        running = offer is not None and self.models_page.downloads.is_running(offer.repo, offer.option.name)
+        self.attachments.set_encoder_downloading(running)
 
     def _shortcuts(self) -> None:
         for keys, slot in (

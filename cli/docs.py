@@ -52,6 +52,7 @@ def _engine(args: argparse.Namespace, paths: Paths):  # noqa: ANN202 — import 
 def cmd_docs_add(args: argparse.Namespace, paths: Paths) -> int:
     with _engine(args, paths) as engine:
         results = engine.chats.add_to_collection(args.collection, list(args.files))
+        offer = engine.encoder_offer(online=False)  # the known size: no network call from here
     failed = 0
     for item in results:
         if item.outcome == "failed":
@@ -59,6 +60,10 @@ def cmd_docs_add(args: argparse.Namespace, paths: Paths) -> int:
             print(f"inglenook: {item.path}: {item.detail}", file=sys.stderr)
         else:
             print(f"{item.outcome:<10}{item.path}")
+    if offer is not None and failed < len(results):
+        print(f"inglenook: long documents are searched with the chat model; `{offer.pull_command}` downloads "
+              f"{offer.name} ({human_size(offer.size_bytes)}), an embedding model that searches them better",
+              file=sys.stderr)
     return EXIT_ERROR if failed else 0
 
 

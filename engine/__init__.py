@@ -51,7 +51,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "disk_state",
     ),
     "models": (
-        "AdapterImport", "AdapterRecord", "AdapterRegistry", "DownloadProgress", "Downloader", "FoundModel",
+        "AdapterImport", "AdapterRecord", "AdapterRegistry", "DownloadProgress", "Downloader", "EncoderOffer", "FoundModel",
         "HubClient", "HubModel", "ImportResult", "ModelRegistry", "PendingDownload", "QuantOption",
         "RepoListing", "STARTER_ID", "downloader_for", "find_known_places", "find_starter_model",
         "fit_options", "import_found", "import_path", "pull_adapters", "quant_from_name", "resolve_token",
@@ -134,7 +134,7 @@ if TYPE_CHECKING:
     from .models import (
         STARTER_ID as STARTER_ID, AdapterImport as AdapterImport, AdapterRecord as AdapterRecord,
         AdapterRegistry as AdapterRegistry, DownloadProgress as DownloadProgress, Downloader as Downloader,
-        FoundModel as FoundModel, HubClient as HubClient, HubModel as HubModel, ImportResult as ImportResult,
+        EncoderOffer as EncoderOffer, FoundModel as FoundModel, HubClient as HubClient, HubModel as HubModel, ImportResult as ImportResult,
         ModelRegistry as ModelRegistry, PendingDownload as PendingDownload, QuantOption as QuantOption,
         RepoListing as RepoListing, downloader_for as downloader_for, find_known_places as find_known_places,
         find_starter_model as find_starter_model, fit_options as fit_options, import_found as import_found,

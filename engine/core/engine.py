@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +24,8 @@ from typing import Any
 from ..base import InglenookError, Job, JobHandle, ModelListener, ModelLoadError, ModelNotFound, ModelRecord
 from ..chat import BackgroundWork, ChatService
 from ..models import (
-    STARTER_ID, AdapterRegistry, FoundModel, ImportResult, ModelRegistry, import_found, import_path,
+    STARTER_ID, AdapterRegistry, DownloadProgress, EncoderOffer, FoundModel, ImportResult, ModelRegistry,
+    downloader_for, import_found, import_path, installed_encoder, known_offer, recommended_encoder,
     scan_known_places, with_alias,
 )
 from ..runtime import LoadOptions, detect_machine
@@ -317,6 +319,25 @@ class Engine:
     def search_indexing(self) -> bool:
         """True while messages are being made searchable by meaning (a search may miss them)."""
         return self.background.indexing
+
+    def encoder_offer(self, online: bool = True) -> EncoderOffer | None:
+        """None when an embedding model is installed (search uses the smallest one); else the
+        recommended one (repo, file, size in bytes). ``online``: its size from the hub's file
+        listing (a network call: not on a GUI thread), falling back to the known size when the
+        hub cannot be reached; False: the known size, no network."""
+        if installed_encoder(self.registry) is not None:
+            return None
+        return recommended_encoder(downloader_for(self).hub) if online else known_offer()
+
+    def download_encoder(self, offer: EncoderOffer | None = None, *,
+                         progress: Callable[[DownloadProgress], None] | None = None,
+                         cancel: threading.Event | None = None) -> ModelRecord:
+        """Download and register the recommended encoder (``offer``, else the known one) as
+        any other download: resumable, sha256-checked, ``progress`` on this thread, ``cancel``
+        raising ``JobCancelled``. Blocks: call it from a worker. Search picks it at once."""
+        offer = offer or known_offer()
+        return downloader_for(self).download(offer.repo, offer.option, commit=offer.commit,
+                                             progress=progress, cancel=cancel)
 
     def default_model_id(self) -> str:
         """The configured default, else the starter model, else the first installed model."""

@@ -1,5 +1,6 @@
 """Which models there are: the registry of GGUF files, the Hugging Face hub and downloads,
-imports from other apps, the starter model, aliases, LoRA adapters' registry and hub.
+the embedding model recommended for search, imports from other apps, the starter model,
+aliases, LoRA adapters' registry and hub.
 
 May import: base, runtime, store.
 """
@@ -18,6 +19,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "without_alias",
     ),
     "downloads": ("DownloadProgress", "Downloader", "PendingDownload", "downloader_for"),
+    "encoder": ("EncoderOffer", "installed_encoder", "known_offer", "recommended_encoder"),
     "hub": (
         "HubClient", "HubModel", "QuantOption", "RepoListing", "fit_options", "quant_from_name",
         "resolve_token",
@@ -43,6 +45,10 @@ if TYPE_CHECKING:
     from .downloads import (
         DownloadProgress as DownloadProgress, Downloader as Downloader, PendingDownload as PendingDownload,
         downloader_for as downloader_for,
+    )
+    from .encoder import (
+        EncoderOffer as EncoderOffer, installed_encoder as installed_encoder, known_offer as known_offer,
+        recommended_encoder as recommended_encoder,
     )
     from .hub import (
         HubClient as HubClient, HubModel as HubModel, QuantOption as QuantOption, RepoListing as RepoListing,

@@ -92,6 +92,7 @@ class Settings:
     background_titles: bool = True  # give new conversations a title written by the background model
     background_summaries: bool = True  # summarise long conversations for the sidebar's tooltips
     background_search: bool = True  # embed messages in the background, so search finds chats by meaning
+    encoder_offer_dismissed: bool = False  # "Not now" on the window's offer of an embedding model for search
 
     @property
     def kv_context(self) -> int:
