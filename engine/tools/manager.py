@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..store import Store
-from .config import McpError, McpServerConfig
+from .config import HTTP, McpError, McpServerConfig
 from .connection import FAILED, NEEDS_SIGN_IN, READY, McpConnection, McpTool
 from .oauth import Opener, forget_sign_in, signed_in
 from .registry import McpServers
@@ -37,6 +37,7 @@ class ServerState:
     tools: tuple[McpTool, ...]
     error: str
     stderr: tuple[str, ...]
+    signed_in: bool = False  # OAuth tokens are kept for it (a Streamable HTTP server that asked)
 
 
 class McpManager:
@@ -94,9 +95,10 @@ class McpManager:
             found = self._connections.get(name)
         if found is None:
             return ServerState(name, "stopped", (), "", ())
+        kept = found.config.transport == HTTP and signed_in(self.servers.secrets, name)
         return ServerState(name, found.state, tuple(found.tools),
                            found.error if found.state in (FAILED, NEEDS_SIGN_IN) else "",
-                           tuple(found.stderr_lines()))
+                           tuple(found.stderr_lines()), kept)
 
     def stop(self, name: str) -> None:
         with self._lock:

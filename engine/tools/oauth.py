@@ -113,6 +113,8 @@ def _free_port(preferred: int = 0) -> int:
     """``preferred`` when it is free now, else any free loopback port."""
     for port in (preferred, 0) if preferred else (0,):
         with socket.socket() as probe:
+            # As HTTPServer binds: the last sign-in's closed connection (TIME_WAIT) keeps no one out.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 probe.bind(("127.0.0.1", port))
             except OSError:
@@ -138,7 +140,7 @@ class LoopbackCallback:
         callback = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 — the http.server name
+            def do_GET(self) -> None:  # the http.server name
                 url = urlparse(self.path)
                 if url.path != CALLBACK_PATH or callback._got.is_set():
                     self.send_error(404)

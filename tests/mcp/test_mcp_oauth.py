@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+from PySide6.QtCore import Qt
 import pytest
 
 from inglenook.cli import main
@@ -175,3 +176,34 @@ def test_a_refused_sign_in_says_so(oauth_server: str, store: Store) -> None:
         assert not signed_in(McpServers(store).secrets, "guarded")
     finally:
         manager.close()
+        workers.close()
+
+
+def test_settings_tools_shows_needs_sign_in_and_signs_in(qtbot, oauth_server: str, store: Store) -> None:
+    from inglenook.app.tools_page import ToolsPage
+    from inglenook.app.workers import Workers
+
+    McpServers(store).add(McpServerConfig("guarded", "http", url=f"{oauth_server}/mcp"))
+    manager, workers = McpManager(store), Workers()
+    page = ToolsPage(manager, workers)
+    qtbot.addWidget(page)
+    page.show()
+    try:
+        page.start_server("guarded")
+        qtbot.waitUntil(lambda: (item := page.item_named("guarded")) is not None
+                        and item.text(1).startswith("needs sign-in"), timeout=30_000)
+        page.tree.setCurrentItem(page.item_named("guarded"))
+        assert page.sign_in.isVisible() and not page.sign_out.isVisible()
+        browser = Browser()
+        page.sign_in_to("guarded", browser)
+        qtbot.waitUntil(lambda: (item := page.item_named("guarded")) is not None
+                        and item.text(1).startswith("ready"), timeout=30_000)
+        assert len(browser.opened) == 1 and "Signed in to guarded" in page.message.text()
+        page.tree.setCurrentItem(page.item_named("guarded"))
+        assert not page.sign_in.isVisible() and page.sign_out.isVisible()
+        qtbot.mouseClick(page.sign_out, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: "Signed out" in page.message.text(), timeout=30_000)
+        assert not signed_in(McpServers(store).secrets, "guarded")
+    finally:
+        manager.close()
+        workers.close()
