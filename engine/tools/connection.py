@@ -51,18 +51,18 @@ class McpTool:
 
 class McpConnection:
     """``secrets`` (where sign-ins are kept) lets a Streamable HTTP server that asks for OAuth
-    be signed in to: with ``opener`` (a browser) the sign-in runs, with a longer time to start
-    (a person is reading), and ``on_url`` is told the authorization URL; without one such a
-    server ends in ``NEEDS_SIGN_IN``."""
+    be signed in to: with ``opener`` (a browser) the sign-in runs, ``on_url`` is told the
+    authorization URL, and the time to start grows by ``SIGN_IN_TIMEOUT_S`` once the browser
+    is open (a person is reading); without one such a server ends in ``NEEDS_SIGN_IN``."""
 
     def __init__(self, config: McpServerConfig, connect_timeout_s: float | None = None,
                  max_result_chars: int = MAX_RESULT_CHARS, secrets: SecretBox | None = None,
                  opener: Opener | None = None, on_url: Callable[[str], None] | None = None) -> None:
         self.config = config
-        default_timeout = SIGN_IN_TIMEOUT_S if opener is not None else CONNECT_TIMEOUT_S
-        self.connect_timeout_s = default_timeout if connect_timeout_s is None else connect_timeout_s
+        self.connect_timeout_s = CONNECT_TIMEOUT_S if connect_timeout_s is None else connect_timeout_s
         self.secrets, self.opener, self.on_url = secrets, opener, on_url
         self._sign_in_needed = False
+        self._signing_in = False  # the browser is open: a person, not the server, sets the pace
         self.max_result_chars = max_result_chars
         self.state = STARTING
         self.error = ""
@@ -84,6 +84,8 @@ class McpConnection:
     def wait_ready(self, timeout: float | None = None) -> McpConnection:
         """Wait until the server is ready; ``McpError`` with its own words when it failed."""
         self._settled.wait(self.connect_timeout_s + 5 if timeout is None else timeout)
+        if timeout is None and not self._settled.is_set() and self._signing_in:
+            self._settled.wait(SIGN_IN_TIMEOUT_S + 5)
         if self.state != READY:
             raise McpError(self.problem())
         return self
@@ -179,6 +181,10 @@ class McpConnection:
             with anyio.move_on_after(self.connect_timeout_s):
                 await ready.wait()
                 return
+            if self._signing_in:  # the sign-in's listener gives up on its own after its time
+                with anyio.move_on_after(SIGN_IN_TIMEOUT_S):
+                    await ready.wait()
+                    return
             self._fail(f"did not finish starting within {self.connect_timeout_s:g} s (no answer to initialize)")
             scope.cancel()
 
@@ -230,7 +236,12 @@ class McpConnection:
         def needed() -> None:
             self._sign_in_needed = True
 
-        return oauth_provider(self.secrets, self.config.name, self.config.url, self.opener, self.on_url, needed)
+        def shown(url: str) -> None:
+            self._signing_in = True
+            if self.on_url is not None:
+                self.on_url(url)
+
+        return oauth_provider(self.secrets, self.config.name, self.config.url, self.opener, shown, needed)
 
     async def _list_tools(self) -> list[McpTool]:
         tools: list[McpTool] = []

@@ -176,7 +176,6 @@ def test_a_refused_sign_in_says_so(oauth_server: str, store: Store) -> None:
         assert not signed_in(McpServers(store).secrets, "guarded")
     finally:
         manager.close()
-        workers.close()
 
 
 def test_settings_tools_shows_needs_sign_in_and_signs_in(qtbot, oauth_server: str, store: Store) -> None:
