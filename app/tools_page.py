@@ -54,7 +54,7 @@ def state_words(state: Any) -> str:
     if state.state == "failed":
         return f"failed: {state.error}"
     if state.state == NEEDS_SIGN_IN:
-        return "needs sign-in: press Sign in (opens your browser)"
+        return "needs sign-in"
     return {"stopped": "not started", "starting": "starting…", "closed": "not started"}.get(state.state, state.state)
 
 
@@ -153,6 +153,8 @@ class ToolsPage(QWidget):
                 item.setData(0, NAME_ROLE, config.name)
                 item.setData(0, STATE_ROLE, (state.state, getattr(state, "signed_in", False)))
                 item.setToolTip(0, config.target)
+                if state.state == NEEDS_SIGN_IN:
+                    item.setToolTip(1, "The server asks you to sign in: select it and press Sign in (your browser opens)")
                 item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
                 item.setCheckState(API_COLUMN, Qt.CheckState.Checked if config.allow_api else Qt.CheckState.Unchecked)
                 item.setText(API_COLUMN, "allowed" if config.allow_api else "off")
