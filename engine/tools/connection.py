@@ -15,8 +15,8 @@ import logging
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from .config import HTTP, McpError, McpServerConfig

@@ -93,9 +93,10 @@ class McpManager:
     def state(self, name: str) -> ServerState:
         with self._lock:
             found = self._connections.get(name)
+        config = found.config if found is not None else self.servers.find(name)
+        kept = config is not None and config.transport == HTTP and signed_in(self.servers.secrets, name)
         if found is None:
-            return ServerState(name, "stopped", (), "", ())
-        kept = found.config.transport == HTTP and signed_in(self.servers.secrets, name)
+            return ServerState(name, "stopped", (), "", (), kept)
         return ServerState(name, found.state, tuple(found.tools),
                            found.error if found.state in (FAILED, NEEDS_SIGN_IN) else "",
                            tuple(found.stderr_lines()), kept)
