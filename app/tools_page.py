@@ -3,7 +3,9 @@
 Servers are added (by form or by pasting the ``mcpServers`` JSON other apps use) and removed
 at once: their secrets go to the keyring, which must not wait for the dialog's Save. Starting
 a server runs on the network lane; the list shows "starting", "ready · N tools" or "failed"
-with the server's own stderr lines. Each tool has a switch and its description, which is text
+with the server's own stderr lines, or "needs sign-in" for a Streamable HTTP server that asks
+for OAuth: then a Sign in button opens the browser (the URL is shown too) and a Sign out button
+forgets the tokens. Each tool has a switch and its description, which is text
 a stranger wrote that the model will read, so it is shown in full.
 """
 
@@ -12,6 +14,8 @@ from __future__ import annotations
 import json
 import logging
 import shlex
+import threading
+import webbrowser
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
@@ -39,6 +43,8 @@ log = logging.getLogger(__name__)
 
 NAME_ROLE = Qt.ItemDataRole.UserRole
 TOOL_ROLE = Qt.ItemDataRole.UserRole + 1
+STATE_ROLE = Qt.ItemDataRole.UserRole + 2  # the server's state, and whether a sign-in is kept
+NEEDS_SIGN_IN = "needs sign-in"
 API_COLUMN = 2
 
 
@@ -47,6 +53,8 @@ def state_words(state: Any) -> str:
         return f"ready · {len(state.tools)} tools"
     if state.state == "failed":
         return f"failed: {state.error}"
+    if state.state == NEEDS_SIGN_IN:
+        return "needs sign-in"
     return {"stopped": "not started", "starting": "starting…", "closed": "not started"}.get(state.state, state.state)
 
 
@@ -70,13 +78,22 @@ class ToolsPage(QWidget):
         self.tree.setWordWrap(True)
         self.tree.setMinimumHeight(200)
         self.tree.itemChanged.connect(self._tool_switched)
+        self.tree.currentItemChanged.connect(lambda *_: self._show_sign_in_buttons())
         layout.addWidget(self.tree, 1)
         row = QHBoxLayout()
         self.start = QPushButton("Start and list tools", self)
         self.start.clicked.connect(self._start_selected)
         self.remove = QPushButton("Remove", self)
         self.remove.clicked.connect(self._remove_selected)
+        self.sign_in = QPushButton("Sign in", self)
+        self.sign_in.setToolTip("Sign in to this server in your browser (OAuth); the tokens go to the system keyring")
+        self.sign_in.clicked.connect(self._sign_in_selected)
+        self.sign_out = QPushButton("Sign out", self)
+        self.sign_out.setToolTip("Forget this server's sign-in tokens")
+        self.sign_out.clicked.connect(self._sign_out_selected)
         row.addWidget(self.start)
+        row.addWidget(self.sign_in)
+        row.addWidget(self.sign_out)
         row.addWidget(self.remove)
         row.addStretch(1)
         layout.addLayout(row)
@@ -111,8 +128,10 @@ class ToolsPage(QWidget):
         self.message = QLabel("", self)
         self.message.setObjectName("PageHint")
         self.message.setWordWrap(True)
+        self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)  # a sign-in URL
         layout.addWidget(self.message)
         self._filling = False
+        self._show_sign_in_buttons()
         self.refresh()
 
     # -- the list --------------------------------------------------------------------------
@@ -132,7 +151,10 @@ class ToolsPage(QWidget):
             for config, state in found:
                 item = QTreeWidgetItem([config.name, state_words(state)])
                 item.setData(0, NAME_ROLE, config.name)
+                item.setData(0, STATE_ROLE, (state.state, getattr(state, "signed_in", False)))
                 item.setToolTip(0, config.target)
+                if state.state == NEEDS_SIGN_IN:
+                    item.setToolTip(1, "The server asks you to sign in: select it and press Sign in (your browser opens)")
                 item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
                 item.setCheckState(API_COLUMN, Qt.CheckState.Checked if config.allow_api else Qt.CheckState.Unchecked)
                 item.setText(API_COLUMN, "allowed" if config.allow_api else "off")
@@ -153,6 +175,7 @@ class ToolsPage(QWidget):
                 item.setExpanded(True)
         finally:
             self._filling = False
+        self._show_sign_in_buttons()
 
     def item_named(self, name: str) -> QTreeWidgetItem | None:
         for index in range(self.tree.topLevelItemCount()):
@@ -180,6 +203,66 @@ class ToolsPage(QWidget):
                 log.info("MCP server %s did not start: %s", name, exc)
 
         self.workers.network.run(start, lambda _: self.refresh(), self._failed)
+
+    def _selected_state(self) -> tuple[str, bool]:
+        """The selected server's (state, sign-in kept), from its row."""
+        item = self.tree.currentItem()
+        while item is not None and item.parent() is not None:
+            item = item.parent()
+        found = None if item is None else item.data(0, STATE_ROLE)
+        return (str(found[0]), bool(found[1])) if found else ("", False)
+
+    def _show_sign_in_buttons(self) -> None:
+        state, kept = self._selected_state()
+        self.sign_in.setVisible(state == NEEDS_SIGN_IN)
+        self.sign_out.setVisible(kept)
+
+    def sign_in_to(self, name: str, opener: Any = webbrowser.open) -> None:
+        """Run the OAuth sign-in of ``name`` on a thread of its own (a person may take minutes
+        in the browser; the network lane stays free): the browser opens, the URL is shown here
+        too, and the list says when it is ready."""
+        item = self.item_named(name)
+        if item is not None:
+            item.setText(1, "signing in… (finish in your browser)")
+        manager, lane = self.manager, self.workers.network
+        self.sign_in.setEnabled(False)
+        def shown(url: str) -> None:
+            self._show_sign_in_url(name, url)
+
+        show_url = lane.relay(shown)
+        finished = lane.relay(self._signed_in)
+
+        def sign_in() -> None:
+            try:
+                manager.sign_in(name, opener, show_url)
+            except InglenookError as exc:
+                log.info("MCP server %s: the sign-in did not finish: %s", name, exc)
+                finished((name, str(exc)))
+                return
+            finished((name, ""))
+
+        threading.Thread(target=sign_in, name=f"mcp-sign-in-{name}", daemon=True).start()
+
+    def _signed_in(self, outcome: tuple[str, str]) -> None:
+        name, problem = outcome
+        self.sign_in.setEnabled(True)
+        self._done(problem or f"Signed in to {name}.")
+
+    def _show_sign_in_url(self, name: str, url: str) -> None:
+        self.message.setText(f"Sign in to {name} in your browser. If it did not open, open this address: {url}")
+
+    def _sign_in_selected(self) -> None:
+        name = self._selected_server()
+        if name:
+            self.sign_in_to(name)
+
+    def _sign_out_selected(self) -> None:
+        name = self._selected_server()
+        if not name:
+            return
+        manager = self.manager
+        self.workers.network.run(lambda: manager.sign_out(name), lambda _: self._done(f"Signed out of {name}."),
+                                 self._failed)
 
     def _start_selected(self) -> None:
         name = self._selected_server()

@@ -1,6 +1,8 @@
 """``inglenook mcp``: MCP tool servers: add (stdio or Streamable HTTP), import an
-``mcpServers`` JSON, list, remove, test (start it and list its tools), and allow-api (whether
-API clients may have it run: a Responses request's ``{"type": "mcp", "server_label": NAME}``)."""
+``mcpServers`` JSON, list, remove, test (start it and list its tools), login/logout (OAuth for a
+Streamable HTTP server that asks for it: the URL printed and opened in the browser, the tokens
+kept in the keyring), and allow-api (whether API clients may have it run: a Responses request's
+``{"type": "mcp", "server_label": NAME}``)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from inglenook.engine import Paths
 def add_commands(commands: Any) -> None:
     mcp = commands.add_parser(
         "mcp",
-        help="MCP tool servers: add, import, list, remove, test, allow-api",
+        help="MCP tool servers: add, import, list, remove, test, login, logout, allow-api",
         description="Tool servers (Model Context Protocol) that chats may call. Environment and header "
         "values are kept in the system keyring, never in the database. API clients may name a server "
         "(Responses API: tools=[{\"type\": \"mcp\", \"server_label\": NAME}]) only once it is allowed "
@@ -42,8 +44,13 @@ def add_commands(commands: Any) -> None:
     actions.add_parser("list", help="show the servers")
     remove = actions.add_parser("remove", help="remove a server and its secrets")
     remove.add_argument("name", metavar="NAME")
-    test = actions.add_parser("test", help="start a server and list its tools")
+    test = actions.add_parser("test", help="start a server and list its tools (signing in if it asks for OAuth)")
     test.add_argument("name", metavar="NAME")
+    login = actions.add_parser("login", help="sign in to a Streamable HTTP server that asks for OAuth "
+                               "(opens the browser; the tokens go to the keyring)")
+    login.add_argument("name", metavar="NAME")
+    logout = actions.add_parser("logout", help="forget a server's OAuth tokens")
+    logout.add_argument("name", metavar="NAME")
     allow = actions.add_parser(
         "allow-api", help="whether API clients may have a server run: allow-api NAME on|off",
         description="With on, a Responses API request may name the server "
@@ -76,7 +83,13 @@ def cmd_mcp(args: argparse.Namespace, paths: Paths) -> int:
             servers.remove(args.name)
             print(f"Removed the MCP server {args.name}.")
             return 0
-        return _test(args.name, servers, store)
+        if args.mcp_action == "logout":
+            from inglenook.engine import McpManager  # noqa: PLC0415
+
+            had = McpManager(store).sign_out(args.name)
+            print(f"Signed out of {args.name}." if had else f"There was no sign-in kept for {args.name}.")
+            return 0
+        return _test(args.name, servers, store, login=args.mcp_action == "login")
     finally:
         store.close()
 
@@ -142,18 +155,31 @@ def _list(servers: Any) -> int:
     return 0
 
 
-def _test(name: str, servers: Any, store: Any) -> int:
+def _test(name: str, servers: Any, store: Any, login: bool = False) -> int:
+    """Start ``name`` and list its tools; a server that asks for OAuth is signed in to here
+    (``login`` says so and lists the tools after)."""
+    import webbrowser  # noqa: PLC0415
+
     from inglenook.engine import McpError, McpManager  # noqa: PLC0415
 
+    def show(url: str) -> None:
+        print(f"Sign in to {name} in your browser; if it did not open, open this URL:\n  {url}", flush=True)
+
     config = servers.get(name)
+    if login and config.transport != "http":
+        print(f"inglenook: error: {name} is a stdio server; only Streamable HTTP servers sign in", file=sys.stderr)
+        return 1
     try:
-        connection = McpManager(store).test(config)
+        connection = McpManager(store).test(config, opener=webbrowser.open, on_url=show)
     except McpError as exc:
         print(f"inglenook: error: {exc}", file=sys.stderr)
         return 1
     try:
-        for tool in connection.tools:
-            print(tool.name)
+        if login:
+            print(f"Signed in to {name}. Its tools: {', '.join(t.name for t in connection.tools) or 'none'}")
+        else:
+            for tool in connection.tools:
+                print(tool.name)
     finally:
         connection.close()
     return 0

@@ -1,5 +1,5 @@
 """Tools from MCP servers: their configs (SQLite, secrets in the keyring), live connections
-through the official ``mcp`` SDK, results cut to fit, the person's approvals, and what rounds of
+through the official ``mcp`` SDK (OAuth sign-ins for Streamable HTTP servers that ask), results cut to fit, the person's approvals, and what rounds of
 calls share.
 
 May import: base, store.

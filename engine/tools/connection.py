@@ -15,11 +15,14 @@ import logging
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from .config import HTTP, McpError, McpServerConfig
+from .oauth import SIGN_IN_TIMEOUT_S, Opener
 from .results import MAX_RESULT_CHARS, ToolResult, tool_result
+from .secrets import SecretBox
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +34,8 @@ if logging.getLogger("mcp").level == logging.NOTSET:
     logging.getLogger("mcp").setLevel(logging.CRITICAL)
 
 STARTING, READY, FAILED, CLOSED = "starting", "ready", "failed", "closed"
+#: A Streamable HTTP server that asks for OAuth, and no tokens (or none that refresh) here.
+NEEDS_SIGN_IN = "needs sign-in"
 #: How long starting a server and its ``initialize`` may take (``npx`` fetching a package is slow).
 CONNECT_TIMEOUT_S = 30.0
 STDERR_LINES = 20
@@ -45,10 +50,19 @@ class McpTool:
 
 
 class McpConnection:
+    """``secrets`` (where sign-ins are kept) lets a Streamable HTTP server that asks for OAuth
+    be signed in to: with ``opener`` (a browser) the sign-in runs, ``on_url`` is told the
+    authorization URL, and the time to start grows by ``SIGN_IN_TIMEOUT_S`` once the browser
+    is open (a person is reading); without one such a server ends in ``NEEDS_SIGN_IN``."""
+
     def __init__(self, config: McpServerConfig, connect_timeout_s: float | None = None,
-                 max_result_chars: int = MAX_RESULT_CHARS) -> None:
+                 max_result_chars: int = MAX_RESULT_CHARS, secrets: SecretBox | None = None,
+                 opener: Opener | None = None, on_url: Callable[[str], None] | None = None) -> None:
         self.config = config
         self.connect_timeout_s = CONNECT_TIMEOUT_S if connect_timeout_s is None else connect_timeout_s
+        self.secrets, self.opener, self.on_url = secrets, opener, on_url
+        self._sign_in_needed = False
+        self._signing_in = False  # the browser is open: a person, not the server, sets the pace
         self.max_result_chars = max_result_chars
         self.state = STARTING
         self.error = ""
@@ -70,6 +84,8 @@ class McpConnection:
     def wait_ready(self, timeout: float | None = None) -> McpConnection:
         """Wait until the server is ready; ``McpError`` with its own words when it failed."""
         self._settled.wait(self.connect_timeout_s + 5 if timeout is None else timeout)
+        if timeout is None and not self._settled.is_set() and self._signing_in:
+            self._settled.wait(SIGN_IN_TIMEOUT_S + 5)
         if self.state != READY:
             raise McpError(self.problem())
         return self
@@ -99,7 +115,7 @@ class McpConnection:
             loop.call_soon_threadsafe(stop.set)
         if self._thread.is_alive():
             self._thread.join(timeout)
-        if self.state != FAILED:
+        if self.state not in (FAILED, NEEDS_SIGN_IN):
             self.state = CLOSED
         self._stderr.close()
 
@@ -165,6 +181,10 @@ class McpConnection:
             with anyio.move_on_after(self.connect_timeout_s):
                 await ready.wait()
                 return
+            if self._signing_in:  # the sign-in's listener gives up on its own after its time
+                with anyio.move_on_after(SIGN_IN_TIMEOUT_S):
+                    await ready.wait()
+                    return
             self._fail(f"did not finish starting within {self.connect_timeout_s:g} s (no answer to initialize)")
             scope.cancel()
 
@@ -188,7 +208,8 @@ class McpConnection:
                 from mcp.client.streamable_http import streamable_http_client  # noqa: PLC0415
                 from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: PLC0415
 
-                http = await stack.enter_async_context(create_mcp_http_client(headers=self.config.headers or None))
+                http = await stack.enter_async_context(
+                    create_mcp_http_client(headers=self.config.headers or None, auth=self._oauth()))
                 transport: Any = streamable_http_client(self.config.url, http_client=http)
             else:
                 params = StdioServerParameters(command=self.config.command, args=list(self.config.args),
@@ -205,6 +226,23 @@ class McpConnection:
             assert self._stop is not None
             await self._stop.wait()
 
+    def _oauth(self) -> Any:
+        """The SDK's OAuth provider, unless sign-ins have nowhere to be kept or the person gave
+        an Authorization header of their own (a bearer token)."""
+        if self.secrets is None or any(k.lower() == "authorization" for k in self.config.headers):
+            return None
+        from .oauth import oauth_provider  # noqa: PLC0415 — with the SDK, only when a server starts
+
+        def needed() -> None:
+            self._sign_in_needed = True
+
+        def shown(url: str) -> None:
+            self._signing_in = True
+            if self.on_url is not None:
+                self.on_url(url)
+
+        return oauth_provider(self.secrets, self.config.name, self.config.url, self.opener, shown, needed)
+
     async def _list_tools(self) -> list[McpTool]:
         tools: list[McpTool] = []
         cursor: str | None = None
@@ -219,8 +257,9 @@ class McpConnection:
 
     def _fail(self, message: str) -> None:
         if self.state in (READY, STARTING):
-            self.state = FAILED
-            self.error = message
+            self.state = NEEDS_SIGN_IN if self._sign_in_needed else FAILED
+            self.error = (f"needs sign-in (Settings → Tools, or: inglenook mcp login {self.config.name})"
+                          if self._sign_in_needed else message)
             log.info("MCP server %r failed: %s", self.config.name, message)  # the caller shows it
         self._settled.set()
 

@@ -7,12 +7,14 @@ import atexit
 import logging
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ..store import Store
-from .config import McpError, McpServerConfig
-from .connection import FAILED, READY, McpConnection, McpTool
+from .config import HTTP, McpError, McpServerConfig
+from .connection import FAILED, NEEDS_SIGN_IN, READY, McpConnection, McpTool
+from .oauth import Opener, forget_sign_in, signed_in
 from .registry import McpServers
 
 log = logging.getLogger(__name__)
@@ -31,10 +33,11 @@ class ServerState:
     """What Settings → Tools and ``mcp list`` show of a server."""
 
     name: str
-    state: str  # "stopped", "starting", "ready", "failed"
+    state: str  # "stopped", "starting", "ready", "failed", "needs sign-in"
     tools: tuple[McpTool, ...]
     error: str
     stderr: tuple[str, ...]
+    signed_in: bool = False  # OAuth tokens are kept for it (a Streamable HTTP server that asked)
 
 
 class McpManager:
@@ -52,27 +55,51 @@ class McpManager:
             if found is None or found.state not in (READY, "starting") or found.config != config:
                 if found is not None:
                     found.close()
-                found = McpConnection(config).start()
+                found = McpConnection(config, secrets=self.servers.secrets).start()
                 self._connections[name] = found
         return found.wait_ready() if wait else found
 
-    def test(self, config: McpServerConfig) -> McpConnection:
+    def test(self, config: McpServerConfig, opener: Opener | None = None,
+             on_url: Callable[[str], None] | None = None) -> McpConnection:
         """Start ``config`` apart from the running ones, wait until ready (or ``McpError``);
-        the caller closes it."""
-        connection = McpConnection(config).start()
+        the caller closes it. With ``opener`` a server that asks for OAuth is signed in to."""
+        connection = McpConnection(config, secrets=self.servers.secrets, opener=opener, on_url=on_url).start()
         try:
             return connection.wait_ready()
         except McpError:
             connection.close()
             raise
 
+    def sign_in(self, name: str, opener: Opener, on_url: Callable[[str], None] | None = None) -> McpConnection:
+        """Connect to ``name`` allowing the OAuth sign-in (``opener`` shows the authorization
+        URL in a browser); the connection, when ready, becomes the running one."""
+        config = self.servers.get(name)
+        connection = McpConnection(config, secrets=self.servers.secrets, opener=opener, on_url=on_url).start()
+        with self._lock:
+            previous = self._connections.get(name)
+            self._connections[name] = connection
+        if previous is not None:
+            previous.close()
+        return connection.wait_ready()
+
+    def sign_out(self, name: str) -> bool:
+        """Forget ``name``'s OAuth tokens and registered client and stop it; whether there were any."""
+        self.servers.get(name)
+        had = signed_in(self.servers.secrets, name)
+        forget_sign_in(self.servers.secrets, name)
+        self.stop(name)
+        return had
+
     def state(self, name: str) -> ServerState:
         with self._lock:
             found = self._connections.get(name)
+        config = found.config if found is not None else self.servers.find(name)
+        kept = config is not None and config.transport == HTTP and signed_in(self.servers.secrets, name)
         if found is None:
-            return ServerState(name, "stopped", (), "", ())
-        return ServerState(name, found.state, tuple(found.tools), found.error if found.state == FAILED else "",
-                           tuple(found.stderr_lines()))
+            return ServerState(name, "stopped", (), "", (), kept)
+        return ServerState(name, found.state, tuple(found.tools),
+                           found.error if found.state in (FAILED, NEEDS_SIGN_IN) else "",
+                           tuple(found.stderr_lines()), kept)
 
     def stop(self, name: str) -> None:
         with self._lock:

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..store import Store, table_named
 from .config import McpError, McpServerConfig, validated_name
+from .oauth import forget_sign_in
 from .secrets import SecretBox
 
 log = logging.getLogger(__name__)
@@ -75,6 +76,7 @@ class McpServers:
             self.store.db.conn.execute("DELETE FROM mcp_permissions WHERE server = ?", [name])
             self.store.db.conn.execute("DELETE FROM mcp_chat_servers WHERE server = ?", [name])
         self.secrets.forget(name)
+        forget_sign_in(self.secrets, name)
 
     def update(self, name: str, **fields: Any) -> McpServerConfig:
         """Change plain fields (``enabled``, ``disabled_tools``, ``timeout_s``, ``allow_api``)."""

@@ -78,6 +78,12 @@ class SecretBox:
             return _checked(self._file().get(name))
         return {}
 
+    def read_anywhere(self, name: str) -> Secrets:
+        """``name``'s secrets from the keyring, else the file (for entries whose place SQLite
+        does not record: a server's sign-in)."""
+        found = self.read(name, IN_KEYRING) if keyring_usable() else {}
+        return found or self.read(name, IN_FILE)
+
     def forget(self, name: str) -> None:
         if keyring_usable():
             try:
