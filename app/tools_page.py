@@ -50,7 +50,8 @@ API_COLUMN = 2
 
 def state_words(state: Any) -> str:
     if state.state == "ready":
-        return f"ready · {len(state.tools)} tools"
+        count = len(state.tools)
+        return f"ready · {count} tool{'' if count == 1 else 's'}"
     if state.state == "failed":
         return f"failed: {state.error}"
     if state.state == NEEDS_SIGN_IN:
