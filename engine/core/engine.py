@@ -19,13 +19,12 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..base import InglenookError, Job, JobHandle, ModelListener, ModelLoadError, ModelNotFound, ModelRecord
 from ..chat import BackgroundWork, ChatService
 from ..models import (
-    STARTER_ID, AdapterRegistry, DownloadProgress, EncoderOffer, FoundModel, ImportResult, ModelRegistry,
-    downloader_for, import_found, import_path, installed_encoder, known_offer, recommended_encoder,
+    STARTER_ID, AdapterRegistry, FoundModel, ImportResult, ModelRegistry, import_found, import_path,
     scan_known_places, with_alias,
 )
 from ..runtime import LoadOptions, detect_machine
@@ -39,6 +38,9 @@ from ..store import (
 )
 from ..usage import UsageRecorder, UsageSummary
 from .crashguard import CrashGuard
+
+if TYPE_CHECKING:  # the hub's modules load only when an encoder is offered (not on `inglenook run`'s path)
+    from ..models import DownloadProgress, EncoderOffer
 
 log = logging.getLogger(__name__)
 
@@ -325,6 +327,8 @@ class Engine:
         recommended one (repo, file, size in bytes). ``online``: its size from the hub's file
         listing (a network call: not on a GUI thread), falling back to the known size when the
         hub cannot be reached; False: the known size, no network."""
+        from ..models import downloader_for, installed_encoder, known_offer, recommended_encoder  # noqa: PLC0415
+
         if installed_encoder(self.registry) is not None:
             return None
         return recommended_encoder(downloader_for(self).hub) if online else known_offer()
@@ -335,6 +339,8 @@ class Engine:
         """Download and register the recommended encoder (``offer``, else the known one) as
         any other download: resumable, sha256-checked, ``progress`` on this thread, ``cancel``
         raising ``JobCancelled``. Blocks: call it from a worker. Search picks it at once."""
+        from ..models import downloader_for, known_offer  # noqa: PLC0415 — the hub, only when asked
+
         offer = offer or known_offer()
         return downloader_for(self).download(offer.repo, offer.option, commit=offer.commit,
                                              progress=progress, cancel=cancel)
