@@ -33,6 +33,18 @@ TOKEN = "hf_test_token"
 HOSTILE_NAMES = ["../x.gguf", "/etc/evil-Q4_K_M.gguf", "sub\\..\\evil-Q4_K_M.gguf", "C:evil-Q4_K_M.gguf", "a/../../b-Q4_0.gguf"]
 
 
+def point_hub_at(monkeypatch: pytest.MonkeyPatch, endpoint: str) -> None:
+    """huggingface-hub talks to ``endpoint`` (a local hub) for the rest of the test: the
+    environment and the constants it read at import, anonymous and online."""
+    monkeypatch.setenv("HF_ENDPOINT", endpoint)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_IMPLICIT_TOKEN", True)
+    monkeypatch.setattr(constants, "ENDPOINT", endpoint)
+    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", endpoint + "/{repo_id}/resolve/{revision}/{filename}")
+
+
 @pytest.fixture(scope="session")
 def served_files(smollm2_path: Path, gemma_path: Path) -> dict[str, MockFile]:
     """The real models with their sha256 computed once per session."""
@@ -62,14 +74,7 @@ def hub(served_files: dict[str, MockFile], monkeypatch: pytest.MonkeyPatch) -> I
              "lfs": {"sha256": "a" * 64, "size": 1000, "pointerSize": 134}} for name in HOSTILE_NAMES
         ]))
         mock.add(MockRepo(BAD_SHA_REPO, [MockFile("ok-Q4_K_M.gguf", b"GGUF" + bytes(100), sha256="../../../evil")]))
-        monkeypatch.setenv("HF_ENDPOINT", mock.endpoint)
-        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-        monkeypatch.delenv("HF_TOKEN", raising=False)
-        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-        monkeypatch.setattr(constants, "HF_HUB_DISABLE_IMPLICIT_TOKEN", True)
-        monkeypatch.setattr(constants, "ENDPOINT", mock.endpoint)
-        monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE",
-                            mock.endpoint + "/{repo_id}/resolve/{revision}/{filename}")
+        point_hub_at(monkeypatch, mock.endpoint)
         yield mock
 
 

@@ -10,11 +10,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from huggingface_hub import constants
 
 from inglenook.engine import Settings, human_size
 from inglenook.engine.models import encoder
 from tests.document_files import report_pdf
+from tests.downloads.conftest import point_hub_at
 from tests.encoder_writer import write_encoder
 from tests.hubmock import HubMock, MockFile, MockRepo
 
@@ -28,14 +28,7 @@ def encoder_hub(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     served = MockFile(encoder.FILE, write_encoder(tmp_path / "served-encoder.gguf"))
     with HubMock() as mock:
         mock.add(MockRepo(encoder.REPO, [served], gguf={"architecture": "bert", "context_length": 512}))
-        monkeypatch.setenv("HF_ENDPOINT", mock.endpoint)
-        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-        monkeypatch.delenv("HF_TOKEN", raising=False)
-        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-        monkeypatch.setattr(constants, "HF_HUB_DISABLE_IMPLICIT_TOKEN", True)
-        monkeypatch.setattr(constants, "ENDPOINT", mock.endpoint)
-        monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE",
-                            mock.endpoint + "/{repo_id}/resolve/{revision}/{filename}")
+        point_hub_at(monkeypatch, mock.endpoint)
         yield served
 
 

@@ -15,6 +15,7 @@ from inglenook.engine.base.jobs import GenerateJob, JobHandle
 from inglenook.engine.base.sampling import SamplingParams
 from inglenook.engine.core.engine import Engine
 from inglenook.engine.text.chat_template import FALLBACK_STOPS
+from tests.integration.test_resident_models import gemma_id
 
 # Seeds whose answers, read with the fallback template, write its end marker early (seen in
 # the length benchmark: seed 0 starts the answer with "<|im_end|>").
@@ -27,10 +28,6 @@ def engine(home: Path, gemma_path: Path) -> Iterator[Engine]:
         engine.update_settings(parallel_sequences=1, context_size=1024)
         engine.registry.register_file(gemma_path)
         yield engine
-
-
-def gemma_id(engine: Engine) -> str:
-    return next(m.id for m in engine.registry.list() if m.architecture == "gemma3")
 
 
 def answer(handle: JobHandle) -> tuple[str, Finished]:
