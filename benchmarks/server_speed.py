@@ -1,0 +1,128 @@
+"""Decode and prompt reading through the servers, ours beside llama-server, each with its defaults.
+
+``benchmarks/speed.py`` compares the engine with ``llama-bench`` (no server, no sampling);
+this is what a person pointing a client at either server sees. Both servers run from the
+same vendored llama.cpp, with the same context and threads and otherwise their own
+defaults (llama-server: flash attention "auto", a unified KV pool for its slots, its
+sampler chain; ours: the engine's defaults). Each request is a ``/v1/completions`` call
+whose ``timings`` (llama-server's field, which ours also returns) say how fast the prompt
+was read and the answer written:
+
+- ``pp512 dD``: a 512-token prompt read after ``D`` tokens already cached (the depth is
+  sent first, as its own request, so both servers' prefix caches hold it);
+- ``tg128 dD``: 128 tokens written after a ``D``-token prompt, end-of-text made impossible
+  with ``logit_bias`` so every answer is full length; each server's default sampling.
+
+Rounds alternate the servers (each configuration once per round) and medians are reported,
+so machine noise hits both alike. Prints JSON.
+
+    python benchmarks/server_speed.py --llama-server "$(python scripts/llama_build.py llama-server)" \\
+        [--model PATH ...] [--depths 0,4096] [--rounds 3] [--threads N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+import httpx
+from kv_quality import default_models  # benchmarks/ is on sys.path when run as a script
+from lengths import start_llama_server, start_ours
+
+from inglenook.engine.base.gguf import read_gguf
+from inglenook.engine.runtime.native import physical_cores
+
+FILLER = "The river ran past the mill and under the old stone bridge toward the sea. "
+PP, TG = 512, 128
+
+
+def end_tokens(model_path: Path) -> dict[str, float]:
+    """``logit_bias`` that rules out every end-of-generation token of the model."""
+    special = read_gguf(model_path).special_tokens
+    return {str(token): -100.0 for role, (token, _) in special.items() if role in ("eos", "eot", "eom") and token >= 0}
+
+
+def count_tokens(client: httpx.Client, url: str, model: str, text: str) -> int:
+    """The prompt's length in tokens, as the server counts it (one token of answer)."""
+    body = {"model": model, "prompt": text, "max_tokens": 1, "temperature": 0}
+    return int(client.post(f"{url}/completions", json=body).json()["usage"]["prompt_tokens"])
+
+
+def text_of_about(client: httpx.Client, url: str, model: str, tokens: int, head: str) -> str:
+    """``head`` then filler, cut to about ``tokens`` tokens (measured, not guessed)."""
+    unit = count_tokens(client, url, model, FILLER * 20) / 20
+    return head + FILLER * max(1, round(tokens / unit))
+
+
+def completion(client: httpx.Client, url: str, model: str, prompt: str, max_tokens: int, bias: dict[str, float],
+               seed: int) -> dict:
+    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "logit_bias": bias, "seed": seed}
+    response = client.post(f"{url}/completions", json=body)
+    response.raise_for_status()
+    return response.json()
+
+
+def measure_server(url: str, model: str, depths: list[int], bias: dict[str, float], round_no: int,
+                   samples: dict[str, list[float]], name: str) -> None:
+    with httpx.Client(timeout=1800.0) as client:
+        for depth in depths:
+            # Each round's own first words: nothing cached from an earlier round shortens it.
+            head = f"Round {round_no} at depth {depth}, {name}. "
+            base = text_of_about(client, url, model, depth, head) if depth else head
+            if depth:
+                completion(client, url, model, base, 1, bias, round_no)  # the depth, cached for the next call
+            more = text_of_about(client, url, model, PP, "") if PP else ""
+            timings = completion(client, url, model, base + more, 1, bias, round_no)["timings"]
+            samples[f"pp{PP} d{depth} | {name}"].append(timings["prompt_n"] / timings["prompt_ms"] * 1000)
+            decode = completion(client, url, model, base + f" Round {round_no} again.", TG, bias, round_no)
+            assert decode["usage"]["completion_tokens"] == TG, decode["usage"]
+            timings = decode["timings"]
+            samples[f"tg{TG} d{depth} | {name}"].append(timings["predicted_n"] / timings["predicted_ms"] * 1000)
+
+
+def measure_model(path: Path, args: argparse.Namespace) -> dict:
+    depths = [int(d) for d in args.depths.split(",")]
+    context = max(depths) + PP + TG + 256
+    bias = end_tokens(path)
+    samples: dict[str, list[float]] = defaultdict(list)
+    with tempfile.TemporaryDirectory() as home:
+        ours, ours_url, ours_model = start_ours(path, home, context, args.threads)
+        theirs, theirs_url, theirs_model = start_llama_server(str(args.llama_server), path, context, args.threads)
+        try:
+            for round_no in range(args.rounds):
+                measure_server(ours_url, ours_model, depths, bias, round_no, samples, "ours")
+                measure_server(theirs_url, theirs_model, depths, bias, round_no, samples, "llama-server")
+        finally:
+            for process in (ours, theirs):
+                process.terminate()
+                process.wait(timeout=30)
+    medians = {key: round(statistics.median(values), 2) for key, values in samples.items()}
+    ratios = {}
+    for key, value in medians.items():
+        test, name = key.split(" | ")
+        if name == "ours" and medians.get(f"{test} | llama-server"):
+            ratios[f"{test}: ours / llama-server"] = round(value / medians[f"{test} | llama-server"], 3)
+    return {"model": path.name, "context": context, "tok_s": medians, "ratios": ratios}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", type=Path, action="append")
+    parser.add_argument("--depths", default="0,4096")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=physical_cores())
+    parser.add_argument("--llama-server", type=Path, required=True)
+    args = parser.parse_args()
+    results = [measure_model(path, args) for path in args.model or default_models()]
+    json.dump({"threads": args.threads, "rounds": args.rounds, "results": results}, sys.stdout, indent=2)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
