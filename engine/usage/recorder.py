@@ -138,7 +138,7 @@ class UsageRecorder:
                 continue
             items = [first]
             if first[0] == "add":
-                time.sleep(self.batch_delay_s)  # let a burst of answers share one transaction
+                items.extend(self._burst())
             while True:
                 try:
                     items.append(self._queue.get_nowait())
@@ -151,6 +151,22 @@ class UsageRecorder:
                     value.set()
             if stop:
                 return
+
+    def _burst(self) -> list[tuple[str, Any]]:
+        """What arrives within ``batch_delay_s`` after a record, so that a burst of answers
+        shares one transaction; a close or flush ends the wait at once (a terminal run's
+        exit waited out the whole delay)."""
+        items: list[tuple[str, Any]] = []
+        deadline = time.monotonic() + self.batch_delay_s
+        while (remaining := deadline - time.monotonic()) > 0:
+            try:
+                item = self._queue.get(timeout=remaining)
+            except queue.Empty:
+                break
+            items.append(item)
+            if item[0] in ("close", "flush"):
+                break
+        return items
 
     def _take(self, items: list[tuple[str, Any]]) -> bool:
         stop = False

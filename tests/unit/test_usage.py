@@ -61,6 +61,16 @@ def test_each_generation_is_one_row_totalled_per_day_model_and_client(store: Sto
     assert "content" not in columns and "text" not in columns  # counts only
 
 
+def test_close_writes_a_waiting_record_without_waiting_out_the_burst_delay(store: Store) -> None:
+    # A terminal run closes the engine right after its one answer: the record must be written
+    # then, not after the delay that lets a burst of answers share a transaction.
+    recorder = UsageRecorder(store, lambda: 30, batch_delay_s=600.0)
+    recorder.observe(GenerateJob("small", client="cli"), _finished("small", 10, 0, 2))
+    recorder.close(timeout=60.0)
+    assert not recorder._thread.is_alive()
+    assert usage_report(store, days=1).total().requests == 1
+
+
 def test_a_reasoning_count_reaches_its_row_before_or_after_the_write(store: Store, recorder: UsageRecorder) -> None:
     first, second = GenerateJob("m", client="window"), GenerateJob("m", client="window")
     recorder.observe(first, _finished("m", 10, 0, 30))
