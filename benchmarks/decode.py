@@ -39,7 +39,7 @@ def record_for(path: Path) -> ModelRecord:
 def ours(model: LoadedModel, tokens: int) -> float:
     prompt = model.tokenize(PROMPT)
     # EOS banned so every run decodes exactly ``tokens`` tokens.
-    eos = model._lib.llama_vocab_eos(model._vocab)
+    eos = model.context.lib.llama_vocab_eos(model.context.vocab)
     sampling = SamplingParams(temperature=0.0, max_tokens=tokens, logit_bias={eos: -100.0})
     finished = list(model.generate(prompt, sampling, reuse_kv=False))[-1]
     assert finished.usage.completion_tokens == tokens, finished

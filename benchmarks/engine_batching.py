@@ -77,7 +77,7 @@ def run_level(model: LoadedModel, streams: int, tokens: int, banned: dict[int, f
 def llama_batched_bench(binary: Path, model: Path, levels: str, tokens: int, threads: int,
                         flash_attention: bool) -> dict[str, float]:
     """One run of llama.cpp's batched-bench on the same model, with the engine's flash-attention
-    choice (off for an f16 cache on the CPU, see ``LoadedModel._flash_attention``): decode tok/s
+    choice (off for an f16 cache on the CPU, see ``model_loading.flash_attention_for``): decode tok/s
     per level."""
     done = subprocess.run([str(binary), "-m", str(model), "-t", str(threads), "-c", str(8 * (128 + tokens + 16)),
                            "-fa", "on" if flash_attention else "off",
@@ -116,7 +116,7 @@ def main() -> int:
             for level in names:
                 ours[level].append(run_level(model, int(level), args.tokens, banned))
             if args.llama_batched_bench:
-                speeds = llama_batched_bench(args.llama_batched_bench, path, args.levels, args.tokens, model.threads,
+                speeds = llama_batched_bench(args.llama_batched_bench, path, args.levels, args.tokens, model.context.threads,
                                              model.flash_attention)
                 for level in names:
                     theirs[level].append({"decode_tok_s": round(speeds[level], 1)})

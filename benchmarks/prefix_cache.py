@@ -223,7 +223,7 @@ def kv_quality(model_id: str, path: Path, eval_tokens: int) -> dict:
             prompt = model.tokenize("The three most important things when baking bread are")
             greedy = [t for e in model.generate(prompt, SamplingParams(temperature=0.0, max_tokens=48), reuse_kv=False)
                       if isinstance(e, Chunk) for t in e.token_ids]
-            exported = model.export_sequence()
+            exported = model.kv.export_sequence()
             state = len(exported[1]) / len(exported[0]) if exported else 0.0
             results[kv] = {"logits": logits, "greedy": greedy, "state_bytes_per_token": state, "n": len(tokens)}
         finally:

@@ -171,7 +171,7 @@ def main() -> None:
                                           "draft_n_accepted": finished.timings.draft_n_accepted}
                 for name in theirs:
                     result = run_llama_lookup(args.llama_lookup, path, prompt_files[task], args.tokens,
-                                              int(name.rsplit("-", 1)[1]), models[modes[0]].threads)
+                                              int(name.rsplit("-", 1)[1]), models[modes[0]].context.threads)
                     log.warning("%s %s: %s", task, name, result)
                     speeds[task][name].append(result.pop("decode_tok_s"))
                     counts[task][name] = {key: int(value) for key, value in result.items()}

@@ -66,7 +66,7 @@ def ask(scheduler: Scheduler, messages: list[dict[str, Any]], conversation: int 
 
 def encoder_seconds(scheduler: Scheduler) -> tuple[int, float]:
     (model,) = scheduler.loaded_models()
-    timings = model.vision_table().encoder.timings  # type: ignore[attr-defined]  # LoadedModel's
+    timings = model.vision.table().encoder.timings  # type: ignore[attr-defined]  # LoadedModel's
     return timings.images_encoded, timings.encode_seconds
 
 

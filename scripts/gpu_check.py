@@ -55,14 +55,14 @@ def measure(model_id: str, path: Path) -> dict[str, object]:
     model = LoadedModel(record, LoadOptions(context_size=CONTEXT, gpu_layers=-1))
     try:
         used = before - vram_free()
-        eos = model._lib.llama_vocab_eos(model._vocab)
+        eos = model.context.lib.llama_vocab_eos(model.context.vocab)
         prompt = (model.tokenize("The river ran on. " * 200))[:PREFILL_TOKENS]
         sampling = SamplingParams(temperature=0.0, max_tokens=DECODE_TOKENS, logit_bias={eos: -100.0})
         runs = [list(model.generate(prompt, sampling, reuse_kv=False))[-1] for _ in range(3)]
         best = max(runs, key=lambda f: f.tokens_per_s)
         return {
-            "gpu_layers": model.gpu_layers, "layers": model.n_layer + 1, "flash_attention": model.flash_attention,
-            "offload_note": model.offload_note, "fit_estimate": estimate.label,
+            "gpu_layers": model.context.gpu_layers, "layers": model.context.n_layer + 1,
+            "flash_attention": model.flash_attention, "offload_note": model.context.offload_note, "fit_estimate": estimate.label,
             "vram_used_mb": round(used / 2**20), "vram_estimate_mb": round(estimate.vram_needed_bytes / 2**20),
             "decode_tps": round(best.tokens_per_s, 1),
             "prefill_tps": round(best.timings.prompt_tps(len(prompt)), 1),

@@ -1,6 +1,6 @@
 """How many prompt tokens the prefix cache serves, for tests that check the count.
 
-The rule lives in the engine (``Sequence.take_prefill``, ``SequenceStates.reusable_prefix``,
+The rule lives in the engine (``Sequence.take_prefill``, ``KvStates.reusable_prefix``,
 ``runtime.slots``): a slot or state serves the tokens it read in canonical chunks, up to an
 aligned position, and leaves at least ``canonical_rows`` tokens of the new prompt to read
 again. Tests state their expectation through this one function rather than each repeating

@@ -36,13 +36,14 @@ MIN_DRAFT_PROBABILITY = 0.4
 
 def vocabulary_mismatch(target: "LoadedModel", draft: "LoadedModel") -> str | None:
     """Why ``draft`` cannot draft for ``target`` (token ids that mean different text), or None."""
-    lib = target._lib
+    lib = target.context.lib
     if abs(target.n_vocab - draft.n_vocab) > VOCAB_SIZE_SLACK:
         return f"{target.n_vocab} tokens against {draft.n_vocab}"
-    if lib.llama_vocab_type(target._vocab) != lib.llama_vocab_type(draft._vocab):
+    ours, theirs = target.context.vocab, draft.context.vocab
+    if lib.llama_vocab_type(ours) != lib.llama_vocab_type(theirs):
         return "different tokenizer types"
     for token in range(min(target.n_vocab, draft.n_vocab)):
-        if lib.llama_vocab_get_text(target._vocab, token) != lib.llama_vocab_get_text(draft._vocab, token):
+        if lib.llama_vocab_get_text(ours, token) != lib.llama_vocab_get_text(theirs, token):
             return f"token {token} differs"
     return None
 
@@ -109,7 +110,7 @@ class DraftModel:
         """Feed each draft sequence what its target sequence emitted since the last step;
         the batch index of the logits after its last token, for those fully caught up."""
         model = self.model
-        room = model._batch_capacity
+        room = model.context.batch_capacity
         rows: list[tuple[KvSlot, list[int]]] = []
         complete: list[int] = []
         for sequence in sequences:
@@ -120,7 +121,7 @@ class DraftModel:
             while common < limit and slot.kv_tokens[common] == history[common]:
                 common += 1
             if common < len(slot.kv_tokens):
-                model._lib.llama_memory_seq_rm(model._memory, slot.seq_id, common, -1)
+                model.context.lib.llama_memory_seq_rm(model.context.memory, slot.seq_id, common, -1)
                 del slot.kv_tokens[common:]
             behind = history[common:]
             take = behind[:room]
@@ -136,10 +137,11 @@ class DraftModel:
         """Decode ``rows`` (each: a slot and its next tokens, logits for the last one)."""
         model = self.model
         indices = model._fill_batch([BatchRow(slot.seq_id, len(slot.kv_tokens), tokens, LAST) for slot, tokens in rows])
-        status = model._lib.llama_decode(model._ctx, model._batch)
+        context = model.context
+        status = context.lib.llama_decode(context.ctx, context.batch)
         if status != 0:
             for slot, _ in rows:
-                model._clear_kv(slot)
+                model.kv.clear(slot)
             raise ModelLoadError(f"llama.cpp failed to decode with the draft model {model.record.id} (status {status})")
         for slot, tokens in rows:
             slot.kv_tokens.extend(tokens)

@@ -1,16 +1,18 @@
 """One loaded llama.cpp model and its context: sequences, the step loop, logits, embeddings.
 
-``LoadedModel`` is assembled from parts in their own files: ``model_loading.ModelLoading``
-(weights, context, what is read from the model), ``vocabulary.Vocabulary`` (text <-> tokens)
-and ``sequence_states.SequenceStates`` (reusable prefixes, a sequence's KV state out and back
-in). Here: opening sequences and ``step()``, the one place that fills ``llama_batch``.
+``LoadedModel`` is built from parts with one job each, none of which knows the model:
+``model_loading.load_context`` opens the weights and the context into a ``LlamaContext`` (the
+llama.cpp handles and what the load resolved), and on that context stand ``kv_states.KvStates``
+(reusable prefixes, trimming, a sequence's KV state out and back in), ``model_vision.ModelVision``
+(prompts with images) and ``vocabulary.Vocabulary`` (text <-> tokens). Here: opening sequences
+and ``step()``, the one place that fills ``llama_batch``.
 
 The decode loop talks to llama.cpp's C API directly (through llama-cpp-python's ctypes
 bindings) rather than through ``Llama.create_completion``: one reusable batch, the native
 sampler chain, cached token pieces and no per-token copy of the logits unless logprobs
 are asked for. ``benchmarks/decode.py`` measures the difference.
 
-Why still ~470 lines: opening sequences, the one ``step()`` that fills ``llama_batch``,
+Why still ~600 lines: opening sequences, the one ``step()`` that fills ``llama_batch``,
 verification of drafts, shared prefills and the outputs (logits, logprobs, embeddings) all
 work on the same batch and context.
 """
@@ -31,16 +33,15 @@ from ..base import (
     ContextLengthExceeded, GGUFInfo, GenerationEvent, InvalidRequest, LoraSet, ModelLoadError,
     ModelRecord, SamplingParams, TokenLogprob,
 )
+from ..text import ChatTemplate
 from .batch import ALL, LAST, NONE, BatchRow
 from .draft_model import DraftModel, DraftVocabularyMismatch
-from .gguf_headers import checked_header
-from .model_loading import LoadOptions, ModelLoading, ProgressCallback
-from .model_vision import VisionPrompts, message_images
-from .native import llama
+from .kv_states import KvStates
+from .model_loading import LoadOptions, ProgressCallback, load_context
+from .model_vision import ModelVision, image_runs, message_images
 from .sequence import Sequence, SlotView
 from .slots import DECODE, DONE, PREFILL, KvSlot
-from .sequence_states import SequenceStates
-from .speculative import LOOKUP, OFF, RowCost
+from .speculative import DRAFT, LOOKUP, OFF, RowCost
 
 
 log = logging.getLogger(__name__)
@@ -49,48 +50,40 @@ log = logging.getLogger(__name__)
 Row = tuple[Sequence, list[int], str]
 
 
-class LoadedModel(ModelLoading, SequenceStates, VisionPrompts):
+class LoadedModel:
     """A model and its context with ``options.parallel`` sequences. Not thread-safe: only the
     scheduler's thread steps it (or one caller at a time through ``generate``)."""
 
     def __init__(self, record: ModelRecord, options: LoadOptions, progress: ProgressCallback | None = None) -> None:
-        self.record = record
-        self.options = options
-        # Validated before llama.cpp opens it: parsed now, or moments ago from this very file.
-        self.info: GGUFInfo = checked_header(record)
-        self._lib = llama()
-        self._model = None
-        self._ctx = None
-        self._batch = None
+        self.context = load_context(record, options, progress)
+        self.kv = KvStates(self.context)  # the slots' KV entries: reuse, trimming, saved states
+        self.vision = ModelVision(self.context)  # prompts with images (the projector loads on the first)
         self._draft: DraftModel | None = None  # the draft model of speculative "draft"
         self._prefilling: list[Sequence] = []  # opened sequences that may lead a shared prefill
         self.prompt_tokens_decoded = 0  # prompt tokens fed to llama_decode by steps (tests count them)
         self.row_cost = RowCost()  # what a draft row costs here, measured from decode steps
-        # One KvSlot per llama.cpp sequence id: the tokens whose KV entries it holds.
-        self.slots = [KvSlot(i) for i in range(max(1, options.parallel))]
-        self._load(progress)
+        self.draft_note = ""  # why this model does not draft with the chosen draft model, or ""
+        drafting = time.perf_counter()
+        if self.context.speculative_mode == DRAFT:
+            self._load_draft()
+        # The draft model is part of this load: its time counts in the load's.
+        self.load_seconds = self.context.load_seconds + time.perf_counter() - drafting
+        log.info(
+            "loaded %s: n_ctx=%d threads=%d gpu_layers=%d flash_attn=%s in %.2fs",
+            record.id, self.n_ctx, self.context.threads, self.context.gpu_layers, self.flash_attention,
+            self.load_seconds,
+        )
 
     def close(self) -> None:
-        lib = self._lib
         if self._draft is not None:
             self._draft.close()
             self._draft = None
-        self.close_vision()  # libmtmd's context refers to the model: freed first
-        if self._batch is not None:
-            lib.llama_batch_free(self._batch)
-            self._batch = None
-        if self._ctx:
-            lib.llama_free(self._ctx)
-            self._ctx = None
-        if self._model:
-            lib.llama_model_free(self._model)
-            self._model = None
-        for slot in self.slots:
-            slot.kv_tokens, slot.prefilled, slot.busy = [], 0, False
+        self.vision.close()  # libmtmd's context refers to the model: freed first
+        self.context.close()
 
     def _load_draft(self) -> None:
-        """Load the draft model of speculative "draft" beside this one (``ModelLoading._load``
-        asks for it): a ``LoadedModel`` of its own, with one sequence per sequence here."""
+        """Load the draft model of speculative "draft" beside this one: a ``LoadedModel`` of
+        its own, with one sequence per sequence here."""
         draft = self.options.draft_model
         try:
             if draft is None:
@@ -104,23 +97,79 @@ class LoadedModel(ModelLoading, SequenceStates, VisionPrompts):
         except DraftVocabularyMismatch as exc:
             # The draft model is one setting for every model: a model of another family
             # still loads, and drafts from its own prompt instead of failing to open.
-            self.speculative_mode = LOOKUP
+            self.context.speculative_mode = LOOKUP
             self.draft_note = f"{exc}. {self.record.id} drafts by prompt lookup instead."
             log.warning("%s", self.draft_note)
         except ModelLoadError:
             self.close()
             raise
 
+    # -- what the load resolved (the context's), read by the scheduler, the cache and tests --
+
+    @property
+    def record(self) -> ModelRecord:
+        return self.context.record
+
+    @property
+    def options(self) -> LoadOptions:
+        return self.context.options
+
+    @property
+    def info(self) -> GGUFInfo:
+        return self.context.info
+
+    @property
+    def slots(self) -> list[KvSlot]:
+        """One per llama.cpp sequence id: the tokens whose KV entries it holds."""
+        return self.context.slots
+
+    @property
+    def n_ctx(self) -> int:
+        """Each sequence's context."""
+        return self.context.n_ctx
+
+    @property
+    def n_vocab(self) -> int:
+        return self.context.n_vocab
+
+    @property
+    def n_swa(self) -> int:
+        return self.context.n_swa
+
+    @property
+    def canonical_rows(self) -> int:
+        return self.context.canonical_rows
+
+    @property
+    def kv_cache_type(self) -> str:
+        return self.context.kv_cache_type
+
+    @property
+    def flash_attention(self) -> bool:
+        return self.context.flash_attention
+
+    @property
+    def speculative_mode(self) -> str:
+        return self.context.speculative_mode
+
+    @property
+    def chat_template(self) -> ChatTemplate:
+        return self.context.chat_template
+
+    @property
+    def add_bos(self) -> bool:
+        return self.context.add_bos
+
     # -- text <-> tokens (engine/runtime/vocabulary.py) ------------------------------------------
 
     def tokenize(self, text: str, add_special: bool = True, parse_special: bool = True) -> list[int]:
-        return self.vocabulary.tokenize(text, add_special, parse_special)
+        return self.context.vocabulary.tokenize(text, add_special, parse_special)
 
     def token_bytes(self, token: int) -> bytes:
-        return self.vocabulary.token_bytes(token)
+        return self.context.vocabulary.token_bytes(token)
 
     def detokenize(self, tokens: list[int]) -> str:
-        return self.vocabulary.detokenize(tokens)
+        return self.context.vocabulary.detokenize(tokens)
 
     @property
     def chat_stops(self) -> tuple[str, ...]:
@@ -129,10 +178,10 @@ class LoadedModel(ModelLoading, SequenceStates, VisionPrompts):
         return self.chat_template.stop_strings
 
     def is_end_of_generation(self, token: int) -> bool:
-        return self.vocabulary.is_end_of_generation(token)
+        return self.context.vocabulary.is_end_of_generation(token)
 
     def cut_at_end(self, draft: list[int]) -> list[int]:
-        return self.vocabulary.cut_at_end(draft)
+        return self.context.vocabulary.cut_at_end(draft)
 
     def chat_tokens(self, messages: list[dict], tools: list[dict] | None = None,
                     cancel: threading.Event | None = None, options: dict[str, Any] | None = None) -> list[int]:
@@ -140,20 +189,24 @@ class LoadedModel(ModelLoading, SequenceStates, VisionPrompts):
 
         A prompt that cannot fit this model's context fails as soon as that is known, and
         ``cancel`` stops the work between pieces (see ``prompt_tokens``). Messages with
-        images go through the model's projector (``VisionPrompts.image_chat_tokens``)."""
+        images go through the model's projector (``ModelVision.chat_tokens``)."""
         images = message_images(messages)
         if images:
-            return self.image_chat_tokens(messages, images, tools, cancel, options)
+            prompt = self.vision.chat_tokens(messages, images, tools, cancel, options)
+            if len(prompt) > self.n_ctx:
+                raise self._prompt_too_long(len(prompt))
+            return prompt
         text = self.chat_template.render(messages, add_generation_prompt=True, tools=tools, cancel=cancel,
                                          **(options or {}))
         bos = self.chat_template.bos_token
         # Templates that write the BOS token themselves must not get a second one.
         add_special = self.add_bos and not (bos and text.startswith(bos))
-        return self.vocabulary.bounded_tokens(text, add_special, True, self.n_ctx, cancel, self._prompt_too_long)
+        return self.context.vocabulary.bounded_tokens(text, add_special, True, self.n_ctx, cancel,
+                                                      self._prompt_too_long)
 
     def prompt_tokens(self, text: str, cancel: threading.Event | None = None) -> list[int]:
         """A raw-text prompt as tokens, with the context and cancel checks of ``chat_tokens``."""
-        return self.vocabulary.bounded_tokens(text, True, False, self.n_ctx, cancel, self._prompt_too_long)
+        return self.context.vocabulary.bounded_tokens(text, True, False, self.n_ctx, cancel, self._prompt_too_long)
 
     def _prompt_too_long(self, counted: int) -> ContextLengthExceeded:
         return ContextLengthExceeded(
@@ -211,11 +264,11 @@ class LoadedModel(ModelLoading, SequenceStates, VisionPrompts):
         tokens every chat with its documents shares (read apart, ``shared_boundary``).
         ``template_stops`` end the answer like the client's stop strings (a rendered chat's
         ``chat_stops``)."""
-        if self.closed:
+        if self.context.closed:
             raise ModelLoadError(f"{self.record.id} has been unloaded")
         if not prompt:
             raise InvalidRequest("the prompt is empty", param="prompt")
-        if any((t < 0 or t >= self.n_vocab) and not self.valid_prompt_token(t) for t in prompt):
+        if any((t < 0 or t >= self.n_vocab) and not self.vision.valid_prompt_token(t) for t in prompt):
             raise InvalidRequest(f"prompt token ids must be between 0 and {self.n_vocab - 1}", param="prompt")
         sampling = sampling.validated(self.n_vocab)
         budget = self.check_fits(len(prompt), sampling.max_tokens)
@@ -224,13 +277,13 @@ class LoadedModel(ModelLoading, SequenceStates, VisionPrompts):
             raise InvalidRequest("every sequence of this model is busy")
         leader = self._prefill_leader(prompt, slot)
         if leader is not None:
-            cached = self._clear_kv(slot)  # it gets the leader's KV instead
+            cached = self.kv.clear(slot)  # it gets the leader's KV instead
         else:
-            cached = self._reuse_prefix(slot, prompt, shared) if reuse_kv else self._clear_kv(slot)
+            cached = self.kv.reuse_prefix(slot, prompt, shared) if reuse_kv else self.kv.clear(slot)
         slot.busy = True
         slot.last_used = time.monotonic()
         sequence = Sequence(self, slot, prompt, sampling, budget, cancel, started, cached,
-                            self.shared_boundary(shared), template_stops)
+                            self.kv.shared_boundary(shared), template_stops)
         sequence.leader = leader
         self._prefilling = [s for s in self._prefilling if s.state == PREFILL] + [sequence]
         return sequence
@@ -249,17 +302,17 @@ class LoadedModel(ModelLoading, SequenceStates, VisionPrompts):
         free = [s for s in self.slots if not s.busy]
         if not free:
             return None
-        return max(free, key=lambda s: (self.reusable_prefix(prompt, s), -s.last_used))
+        return max(free, key=lambda s: (self.kv.reusable_prefix(prompt, s), -s.last_used))
 
     @property
     def lora_key(self) -> str:
         """The key of the LoRA set the context applies now ("" for none)."""
-        return self.adapters.key
+        return self.context.adapters.key
 
     def use_lora(self, lora: LoraSet) -> None:
         """Apply ``lora`` to the whole context, without a reload; only while no sequence
         runs (the scheduler's rule), since every row of a step shares the set."""
-        self.adapters.apply(lora)
+        self.context.adapters.apply(lora)
 
     def release(self, sequence: Sequence) -> None:
         """The job is over: its slot is free; its prefilled KV stays for the next turn to reuse."""
@@ -275,7 +328,7 @@ class LoadedModel(ModelLoading, SequenceStates, VisionPrompts):
 
     def free_slot(self, slot: KvSlot) -> None:
         """Drop a slot's KV entries (to make room in the shared pool)."""
-        self._clear_kv(slot)
+        self.kv.clear(slot)
 
     def step(self, sequences: list[Sequence], prefill_budget: int) -> int:
         """Advance every running sequence: the next token of each decoding sequence, then
@@ -295,20 +348,21 @@ class LoadedModel(ModelLoading, SequenceStates, VisionPrompts):
             # The fed token plus a draft: logits at every position, to verify each draft token.
             assert sequence.feed is not None
             decode_rows.append((sequence, [sequence.feed, *draft], ALL if draft else LAST))
-        room = max(0, min(prefill_budget, self._batch_capacity - sum(len(tokens) for _, tokens, _ in decode_rows)))
+        room = max(0, min(prefill_budget, self.context.batch_capacity - sum(len(tokens) for _, tokens, _ in decode_rows)))
         prefill_rows: list[Row] = []
         deferred: list[tuple[Sequence, list[int]]] = []
-        if self._images is not None:  # encoded on their own thread while steps go on
-            self.prefetch_images([s for s in live if s.state == PREFILL and s.leader is None])
+        vision = self.vision
+        if vision.active:  # encoded on their own thread while steps go on
+            vision.prefetch_images([s for s in live if s.state == PREFILL and s.leader is None])
         for sequence in live:
             if sequence.leader is not None and sequence.leader.done:
                 sequence.leader = None  # its leader was cancelled mid-prefill: prefill alone
             if sequence.state != PREFILL or room < 2 or sequence.leader is not None:
                 continue
             chunk = sequence.take_prefill(room)
-            if self._images is not None:
-                chunk = self.whole_images(sequence, chunk)
-                if not self.images_ready(chunk):
+            if vision.active:
+                chunk = vision.whole_images(sequence, chunk)
+                if not vision.images_ready(chunk):
                     # Its image is still being encoded: the others' rows go now, this chunk
                     # in a later step.
                     sequence.pending = chunk + sequence.pending
@@ -332,9 +386,9 @@ class LoadedModel(ModelLoading, SequenceStates, VisionPrompts):
         # Each prompt chunk in a call of its own, too: llama.cpp would cut two sequences'
         # chunks into micro-batches of equal rows per sequence (a 256-row chunk beside a
         # 30-row one became 30 + 30, then 226), and a chunk cut below ``canonical_rows``
-        # writes KV that a full prefill would not (ModelLoading._canonical_rows).
+        # writes KV that a full prefill would not (model_loading.canonical_rows).
         for row in prefill_rows:
-            if self.has_image_rows(row[1]):
+            if vision.has_image_rows(row[1]):
                 self._decode_prefill_with_images(row, live)
             else:
                 self._decode([row], live)
@@ -352,7 +406,8 @@ class LoadedModel(ModelLoading, SequenceStates, VisionPrompts):
         logit_rows = self._fill_batch([BatchRow(s.seq_id, len(s.slot.kv_tokens), tokens, logits)
                                        for s, tokens, logits in rows])
         started = time.perf_counter()
-        status = self._lib.llama_decode(self._ctx, self._batch)
+        context = self.context
+        status = context.lib.llama_decode(context.ctx, context.batch)
         if status != 0:
             self._decode_failed(rows, status)
         if self.speculative_mode != OFF and rows[0][0].state == DECODE:
@@ -370,6 +425,33 @@ class LoadedModel(ModelLoading, SequenceStates, VisionPrompts):
                     self._share_prefill(sequence, [s for s in live if s.leader is sequence], index)
                 sequence.on_logits(index)
 
+    def _decode_prefill_with_images(self, row: Row, live: list[Sequence]) -> None:
+        """A prompt chunk with image positions: its text and image runs in decodes of their
+        own, in order; then the sequence takes the result as from any prefill chunk."""
+        context = self.context
+        sequence, tokens, logits = row
+        position = len(sequence.slot.kv_tokens)
+        index = -1
+        runs = image_runs(tokens)
+        for k, (image, run) in enumerate(runs):
+            want = logits if k == len(runs) - 1 else NONE
+            try:
+                if image:
+                    index = self.vision.decode_image_rows(sequence.seq_id, position, run, want)
+                else:
+                    index = self._fill_batch([BatchRow(sequence.seq_id, position, run, want)])[0]
+                    status = context.lib.llama_decode(context.ctx, context.batch)
+                    if status != 0:
+                        self._decode_failed([row], status)
+            except (InvalidRequest, ModelLoadError):
+                self.kv.clear(sequence.slot)
+                raise
+            position += len(run)
+        sequence.prefilled(tokens)
+        if index >= 0:
+            self._share_prefill(sequence, [s for s in live if s.leader is sequence], index)
+            sequence.on_logits(index)
+
     def _share_prefill(self, leader: Sequence, followers: list[Sequence], index: int) -> None:
         """``leader`` has just prefilled its prompt: each follower takes a copy of its KV
         and samples its own first token from the same logits row.
@@ -381,7 +463,7 @@ class LoadedModel(ModelLoading, SequenceStates, VisionPrompts):
         overwritten by it. The state copy is immediate, and only the prompt's cells."""
         if not followers:
             return
-        lib, ctx = self._lib, self._ctx
+        lib, ctx = self.context.lib, self.context.ctx
         size = lib.llama_state_seq_get_size(ctx, leader.seq_id)
         state = np.empty(size, dtype=np.uint8)
         pointer = state.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8))
@@ -395,13 +477,13 @@ class LoadedModel(ModelLoading, SequenceStates, VisionPrompts):
                 follower.on_logits(index)
             else:  # llama.cpp refused the copy: it prefills on its own
                 log.warning("could not share a prefill of %s; prefilling again", self.record.id)
-                self._clear_kv(slot)
+                self.kv.clear(slot)
 
     def _drafts(self, decoding: list[Sequence]) -> list[list[int]]:
         """Each decoding sequence's draft for this step (empty lists with speculation off)."""
         if self.speculative_mode == OFF:
             return [[] for _ in decoding]
-        if self._images is not None and any(self.has_image_rows(s.tokens) for s in decoding):
+        if self.vision.active and any(self.vision.has_image_rows(s.tokens) for s in decoding):
             # A draft model cannot read image positions, and lookup must not copy their
             # placeholder ids: sequences with images decode without drafts.
             return [[] for _ in decoding]
@@ -417,12 +499,12 @@ class LoadedModel(ModelLoading, SequenceStates, VisionPrompts):
         slot.kv_tokens.extend(tokens[1:1 + kept])
         if kept < len(tokens) - 1:
             # The rejected draft's KV entries: the next step writes the real tokens there.
-            self._lib.llama_memory_seq_rm(self._memory, slot.seq_id, len(slot.kv_tokens), -1)
+            self.context.lib.llama_memory_seq_rm(self.context.memory, slot.seq_id, len(slot.kv_tokens), -1)
 
     def _fill_batch(self, rows: list[BatchRow]) -> list[int]:
         """Write ``rows`` into the reusable batch; the batch index of each row's last token.
         The one place that fills ``llama_batch`` (steps, evaluation and embeddings use it)."""
-        batch = self._batch
+        batch = self.context.batch
         n = 0
         last_rows = []
         for row in rows:
@@ -444,7 +526,7 @@ class LoadedModel(ModelLoading, SequenceStates, VisionPrompts):
         # failure here is llama.cpp's own (out of memory, an aborted graph): the sequences
         # in this batch end with the error; their KV is dropped so the slots start clean.
         for sequence, _, _ in rows:
-            self._clear_kv(sequence.slot)
+            self.kv.clear(sequence.slot)
         raise ModelLoadError(f"llama.cpp failed to decode with {self.record.id} (status {status})")
 
     # -- sequence 0, for single-sequence callers (lab, benchmarks, tests) ------------------
@@ -458,18 +540,19 @@ class LoadedModel(ModelLoading, SequenceStates, VisionPrompts):
         return self.slots[0].prefilled
 
     def slot_view(self, slot: KvSlot) -> SlotView:
-        return SlotView(self, slot)
+        return SlotView(self.kv, slot)
 
     def _prefill_for_embedding(self, tokens: list[int]) -> None:
         """Decode ``tokens`` as one batch on sequence 0 (pooling needs them together)."""
         self._fill_batch([BatchRow(0, 0, tokens, ALL)])
-        status = self._lib.llama_decode(self._ctx, self._batch)
+        context = self.context
+        status = context.lib.llama_decode(context.ctx, context.batch)
         if status != 0:
-            self._clear_kv()
+            self.kv.clear()
             raise ModelLoadError(f"llama.cpp failed to process the input (status {status})")
 
     def _logits_at(self, index: int) -> np.ndarray:
-        pointer = self._lib.llama_get_logits_ith(self._ctx, index)
+        pointer = self.context.lib.llama_get_logits_ith(self.context.ctx, index)
         return np.ctypeslib.as_array(pointer, shape=(self.n_vocab,)).astype(np.float32, copy=True)
 
     def _logprob_entry(self, logits: np.ndarray, token: int, top_n: int) -> TokenLogprob:
@@ -497,9 +580,10 @@ class LoadedModel(ModelLoading, SequenceStates, VisionPrompts):
                 f"{len(tokens)} tokens do not fit in the context of {self.n_ctx}",
                 prompt_tokens=len(tokens), context_size=self.n_ctx,
             )
-        lib = self._lib
+        context = self.context
+        lib = context.lib
         out = np.empty((len(tokens), self.n_vocab), dtype=np.float32)
-        self._clear_kv()
+        self.kv.clear()
         step = self.options.batch_size
         try:
             for start in range(0, len(tokens), step):
@@ -507,12 +591,12 @@ class LoadedModel(ModelLoading, SequenceStates, VisionPrompts):
                     return out[:0]
                 chunk = tokens[start : start + step]
                 self._fill_batch([BatchRow(0, start, chunk, ALL)])
-                if lib.llama_decode(self._ctx, self._batch) != 0:
+                if lib.llama_decode(context.ctx, context.batch) != 0:
                     raise ModelLoadError(f"llama.cpp failed to evaluate the text with {self.record.id}")
-                pointer = lib.llama_get_logits(self._ctx)
+                pointer = lib.llama_get_logits(context.ctx)
                 out[start : start + len(chunk)] = np.ctypeslib.as_array(pointer, shape=(len(chunk), self.n_vocab))
         finally:
-            self._clear_kv()
+            self.kv.clear()
         return out
 
     # -- embeddings -----------------------------------------------------------------
@@ -532,16 +616,17 @@ class LoadedModel(ModelLoading, SequenceStates, VisionPrompts):
                 prompt_tokens=len(tokens),
                 context_size=self.options.batch_size,
             )
-        self._clear_kv()
+        context = self.context
+        self.kv.clear()
         try:
             self._prefill_for_embedding(tokens)
-            pointer = self._lib.llama_get_embeddings_seq(self._ctx, 0)
+            pointer = context.lib.llama_get_embeddings_seq(context.ctx, 0)
             if not pointer:
                 raise ModelLoadError(f"{self.record.id} produced no embedding")
-            n_embd = self._lib.llama_model_n_embd(self._model)
+            n_embd = context.lib.llama_model_n_embd(context.model)
             vector = np.ctypeslib.as_array(pointer, shape=(n_embd,)).astype(np.float64)
         finally:
-            self._clear_kv()
+            self.kv.clear()
         norm = float(np.linalg.norm(vector)) or 1.0
         return (vector / norm).tolist()
 

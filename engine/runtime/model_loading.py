@@ -1,10 +1,12 @@
-"""Loading a model and creating its context: the load-time half of ``LoadedModel``.
+"""Loading a model: the weights, the llama.cpp context and what is read from the model.
 
-``ModelLoading`` opens the weights (offloading the layers the fit estimate allows, fewer on
+``load_context`` opens the weights (offloading the layers the fit estimate allows, fewer on
 each failed try), creates the llama.cpp context with a KV stream per sequence, reads what
 the rest of the engine needs from the model (vocabulary, context sizes, chat template) and
-decides the speculative mode. ``LoadedModel`` (model.py) inherits it; ``LoadOptions`` are
-the settings a load takes.
+decides the speculative mode. What it returns, a ``LlamaContext``, owns the llama.cpp
+handles and those load facts, and frees the handles in ``close``; ``LoadedModel``
+(model.py), its ``KvStates`` (kv_states.py) and its ``ModelVision`` (model_vision.py) are
+built on it. ``LoadOptions`` are the settings a load takes.
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ from typing import Any
 from ..base import GGUFInfo, ModelLoadError, ModelRecord
 from ..text import ChatTemplate
 from .fit import AUTO_KV_CACHE, ModelShape, detect_machine, estimate_fit, kv_cache_type_for
+from .gguf_headers import checked_header
 from .lora_runtime import ContextAdapters
-from .native import physical_cores
+from .native import llama, physical_cores
 from .slots import FA_TILE_ROWS, KvSlot
-from .speculative import DRAFT, MAX_DRAFT, OFF, check_mode
+from .speculative import MAX_DRAFT, OFF, check_mode
 from .vocabulary import Vocabulary
 
 log = logging.getLogger("inglenook.engine.runtime.model")
@@ -50,9 +53,9 @@ class LoadOptions:
     # or "draft" (a small model with the same vocabulary, ``draft_model``, drafts).
     speculative: str = OFF
     draft_model: ModelRecord | None = field(default=None, hash=False)
-    # None: the engine's rule (``ModelLoading._flash_attention``: on); True/False forces it,
-    # for benchmarks and checks that compare both. Either way the prefix cache stays exact
-    # (``ModelLoading._canonical_rows``).
+    # None: the engine's rule (``flash_attention_for``: on); True/False forces it, for
+    # benchmarks and checks that compare both. Either way the prefix cache stays exact
+    # (``canonical_rows``).
     flash_attention: bool | None = None
     # True when a person or a setting asked for ``context_size`` (a model's or the app's
     # context setting, ``serve --context``): it is honoured past the context the model was
@@ -85,235 +88,257 @@ def fewer_gpu_layers(layers: int) -> int:
 ProgressCallback = Callable[[float], None]
 
 
-class ModelLoading:
-    """The loading half of ``LoadedModel``: ``_load`` sets every attribute declared here."""
+@dataclass(eq=False, kw_only=True)
+class LlamaContext:
+    """A loaded model's llama.cpp handles and what its load resolved (``load_context``).
+
+    Everything here is fixed by the load, except ``speculative_mode`` (a draft model whose
+    vocabulary differs turns "draft" into "lookup", ``LoadedModel._load_draft``) and the
+    handles, which ``close`` frees and sets to None."""
 
     record: ModelRecord
     options: LoadOptions
-    info: GGUFInfo
+    info: GGUFInfo  # the header, validated before llama.cpp opened the file
+    # One KvSlot per llama.cpp sequence id: the tokens whose KV entries it holds.
     slots: list[KvSlot]
-    close: Callable[[], None]
-    _lib: Any
-    _model: Any
-    _progress_cb: Any
+    # llama.cpp handles, typed Any: the bindings are reached through a module object.
+    lib: Any
+    model: Any
+    ctx: Any
+    vocab: Any
+    memory: Any
+    batch: Any  # the reusable llama_batch that LoadedModel._fill_batch fills
+    batch_capacity: int
+    progress_cb: Any  # the ctypes callback the load was given, kept alive with the model
     n_vocab: int
     n_ctx: int  # each sequence's context
     n_ctx_train: int
     n_layer: int
-    n_swa: int
+    n_swa: int  # sliding-window layers see only the last n_swa positions (0: none)
     threads: int
     gpu_layers: int
     kv_cache_type: str  # the K/V element type this context runs ("auto" resolved)
     flash_attention: bool
-    canonical_rows: int  # the fewest prompt rows a chunk needs for exact KV (_canonical_rows)
-    offload_note: str
+    canonical_rows: int  # the fewest prompt rows a chunk needs for exact KV (``canonical_rows``)
+    offload_note: str = ""  # why fewer layers than planned run on the GPU, or ""
     context_note: str  # why the context runs past the training context, or ""
-    draft_note: str  # why this model does not draft with the chosen draft model, or ""
-    load_seconds: float
+    load_seconds: float = 0.0  # the weights and the context (a draft model's load is LoadedModel's)
     chat_template: ChatTemplate
     add_bos: bool
-    speculative_mode: str  # OFF, LOOKUP or DRAFT: what this model runs (see _speculative_mode)
-    # llama.cpp handles, typed Any: the bindings are reached through a module object.
-    _ctx: Any
-    _vocab: Any
-    _memory: Any
-    _batch: Any  # a llama_batch, None before _load and after close
-    _batch_capacity: int
-    adapters: ContextAdapters  # the LoRA adapters this context applies (lora_runtime)
+    speculative_mode: str  # OFF, LOOKUP or DRAFT: what this model runs (``speculative_mode``)
     vocabulary: Vocabulary  # text <-> tokens
+    adapters: ContextAdapters  # the LoRA adapters this context applies (lora_runtime)
+
+    @property
+    def closed(self) -> bool:
+        return self.ctx is None
+
+    def close(self) -> None:
+        """Free the batch, the context and the weights; the slots then hold nothing. Anything
+        that refers to the model (a libmtmd context) must be freed first."""
+        lib = self.lib
+        if self.batch is not None:
+            lib.llama_batch_free(self.batch)
+            self.batch = None
+        if self.ctx:
+            lib.llama_free(self.ctx)
+            self.ctx = None
+        if self.model:
+            lib.llama_model_free(self.model)
+            self.model = None
+        for slot in self.slots:
+            slot.kv_tokens, slot.prefilled, slot.busy = [], 0, False
 
 
-    # -- loading --------------------------------------------------------------------
-
-    def _load(self, progress: ProgressCallback | None) -> None:
-        if self.options.kv_cache_type != AUTO_KV_CACHE and self.options.kv_cache_type not in KV_CACHE_TYPES:
-            raise ModelLoadError(f"unknown KV cache type {self.options.kv_cache_type!r}; use auto, f16 or q8_0")
-        started = time.perf_counter()
-        planned = self._planned_gpu_layers()
-        layers = planned
-        while True:
-            failure = self._load_with(layers, progress)
-            if failure is None:
-                break
-            if layers == 0:
-                raise ModelLoadError(failure)
-            fewer = fewer_gpu_layers(layers)
-            # Most often the GPU ran out of memory; the same load with fewer layers may fit.
-            log.warning("%s with %d GPU layers; trying again with %d", failure, layers, fewer)
-            layers = fewer
-        self.gpu_layers = layers
-        self.offload_note = ""
-        if layers < planned:
-            self.offload_note = (
-                f"Not enough GPU memory for {planned} layers of {self.record.id}: {layers} of "
-                f"{self.n_layer + 1} layers run on the GPU, the rest on the CPU."
-            )
-            log.warning("%s", self.offload_note)
-        if self.context_note:
-            log.warning("%s", self.context_note)
-        self.draft_note = ""
-        if self.speculative_mode == DRAFT:
-            self._load_draft()
-        self.load_seconds = time.perf_counter() - started
-        log.info(
-            "loaded %s: n_ctx=%d threads=%d gpu_layers=%d flash_attn=%s in %.2fs",
-            self.record.id, self.n_ctx, self.threads, layers, self.flash_attention, self.load_seconds,
+def load_context(record: ModelRecord, options: LoadOptions, progress: ProgressCallback | None = None) -> LlamaContext:
+    """Load ``record`` with ``options``: its weights, on as many GPU layers as fit, and a
+    context with ``options.parallel`` sequences. ModelLoadError when no offload works."""
+    # Validated before llama.cpp opens it: parsed now, or moments ago from this very file.
+    info = checked_header(record)
+    lib = llama()
+    slots = [KvSlot(i) for i in range(max(1, options.parallel))]
+    started = time.perf_counter()
+    if options.kv_cache_type != AUTO_KV_CACHE and options.kv_cache_type not in KV_CACHE_TYPES:
+        raise ModelLoadError(f"unknown KV cache type {options.kv_cache_type!r}; use auto, f16 or q8_0")
+    planned = planned_gpu_layers(record, info, options, len(slots))
+    layers = planned
+    while True:
+        opened = _open(lib, record, info, options, slots, layers, progress)
+        if isinstance(opened, LlamaContext):
+            break
+        if layers == 0:
+            raise ModelLoadError(opened)
+        fewer = fewer_gpu_layers(layers)
+        # Most often the GPU ran out of memory; the same load with fewer layers may fit.
+        log.warning("%s with %d GPU layers; trying again with %d", opened, layers, fewer)
+        layers = fewer
+    if layers < planned:
+        opened.offload_note = (
+            f"Not enough GPU memory for {planned} layers of {record.id}: {layers} of "
+            f"{opened.n_layer + 1} layers run on the GPU, the rest on the CPU."
         )
+        log.warning("%s", opened.offload_note)
+    if opened.context_note:
+        log.warning("%s", opened.context_note)
+    opened.load_seconds = time.perf_counter() - started
+    return opened
 
-    def _load_with(self, gpu_layers: int, progress: ProgressCallback | None) -> str | None:
-        """One attempt at weights + context with ``gpu_layers`` offloaded; a reason on failure."""
-        lib = self._lib
-        params = lib.llama_model_default_params()
-        params.n_gpu_layers = gpu_layers
-        params.use_mmap = True
 
-        def on_progress(fraction: float, _user: ctypes.c_void_p) -> bool:
-            if progress is not None:
-                try:
-                    progress(float(fraction))
-                except Exception:  # a broken progress listener must not abort the load
-                    log.exception("load progress callback failed")
-            return True
+def _open(lib: Any, record: ModelRecord, info: GGUFInfo, options: LoadOptions, slots: list[KvSlot],
+          gpu_layers: int, progress: ProgressCallback | None) -> LlamaContext | str:
+    """One attempt at weights + context with ``gpu_layers`` offloaded; a reason on failure."""
+    params = lib.llama_model_default_params()
+    params.n_gpu_layers = gpu_layers
+    params.use_mmap = True
 
-        self._progress_cb = lib.llama_progress_callback(on_progress)
-        params.progress_callback = self._progress_cb
-        self._model = lib.llama_model_load_from_file(str(self.record.path).encode(), params)
-        if not self._model:
-            return (f"llama.cpp could not load {self.record.id}; the file may be damaged or of an "
-                    "unsupported architecture, or too large for the memory available")
-        self._vocab = lib.llama_model_get_vocab(self._model)
-        self.n_vocab = lib.llama_vocab_n_tokens(self._vocab)
-        self.vocabulary = Vocabulary(lib, self._vocab, self.n_vocab)
-        self.n_ctx_train = lib.llama_model_n_ctx_train(self._model)
-        self.n_layer = lib.llama_model_n_layer(self._model)
-        # Sliding-window attention: layers that only see the last n_swa positions.
-        self.n_swa = int(self.info.arch_value("attention.sliding_window") or 0)
-
-        ctx_params = lib.llama_context_default_params()
-        wanted = self.options.context_size
-        per_sequence, self.context_note = context_per_sequence(
-            wanted, self.n_ctx_train, self.options.explicit_context, self.record.id)
-        ctx_params.n_ctx = per_sequence * len(self.slots)
-        # Room for a full prefill chunk plus each sequence's decode token (and draft) in one step.
-        self._batch_capacity = self.options.batch_size + len(self.slots) * (1 + self._draft_room())
-        ctx_params.n_batch = self._batch_capacity
-        ctx_params.n_ubatch = self.options.batch_size
-        ctx_params.n_seq_max = len(self.slots)
-        # One KV stream per sequence, each of the full context, rather than llama.cpp's
-        # unified pool: in unified mode the same prompt gave different logits depending on
-        # which cells its sequence landed in (SmolLM2, first-token logprob -0.152 in one
-        # slot, -0.169 in another), so a conversation's answer would depend on its slot and
-        # on what else ran before. Per-sequence streams answer exactly as a lone sequence.
-        ctx_params.kv_unified = False
-        # Sliding-window layers (gemma-3) keep a cache of the full context, not just the
-        # window (llama.cpp's default, made explicit): rejected drafts and a trimmed prefix
-        # can then be removed like any other tail, with every cell the next token attends to
-        # still there.
-        ctx_params.swa_full = True
-        threads = self.options.threads or physical_cores()
-        ctx_params.n_threads = threads
-        ctx_params.n_threads_batch = threads
-        offloads = gpu_layers > 0 and bool(lib.llama_supports_gpu_offload())
-        self.kv_cache_type = kv_cache_type_for(self.options.kv_cache_type, offloads)
-        kv_type = KV_CACHE_TYPES[self.kv_cache_type]
-        ctx_params.type_k = kv_type
-        ctx_params.type_v = kv_type
-        self.flash_attention = self._flash_attention(offloads)
-        self.canonical_rows = self._canonical_rows()
-        ctx_params.flash_attn_type = (
-            lib.LLAMA_FLASH_ATTN_TYPE_ENABLED if self.flash_attention else lib.LLAMA_FLASH_ATTN_TYPE_DISABLED
-        )
-        ctx_params.embeddings = self.options.embeddings
-        if self.options.embeddings:
-            ctx_params.pooling_type = (lib.LLAMA_POOLING_TYPE_LAST if self.options.pooling == "last"
-                                       else lib.LLAMA_POOLING_TYPE_MEAN)
-        ctx_params.no_perf = True
-        self._ctx = lib.llama_init_from_model(self._model, ctx_params)
-        if not self._ctx:
-            self.close()
-            return f"llama.cpp could not create a context for {self.record.id} (out of memory?)"
-        self.n_ctx = lib.llama_n_ctx(self._ctx) // len(self.slots)  # each sequence's own context
-        self.threads = threads
-        self._memory = lib.llama_get_memory(self._ctx)
-        self._batch = lib.llama_batch_init(self._batch_capacity, 0, 1)
-        self.adapters = ContextAdapters(lib, self._model, self._ctx, self.info, self.record.id)
-        self.speculative_mode = self._speculative_mode()
-        self.chat_template = ChatTemplate(
-            self.info.chat_template,
-            bos_token=self._special_text("bos"),
-            eos_token=self._special_text("eos"),
-        )
-        self.add_bos = bool(lib.llama_vocab_get_add_bos(self._vocab))
-        return None
-
-    def _planned_gpu_layers(self) -> int:
-        """The setting, or for "auto" (-1) what the fit estimate says fits in free VRAM now."""
-        if self.options.gpu_layers >= 0:
-            return self.options.gpu_layers
-        machine = detect_machine()
-        if not machine.has_gpu:
-            return 0
-        # Every sequence has a KV stream of the full context (see _load_with).
-        estimate = estimate_fit(ModelShape.from_gguf(self.info), machine,
-                                context=self.options.context_size * len(self.slots),
-                                kv_type=self.options.kv_cache_type, n_ubatch=self.options.batch_size)
-        log.info("fit estimate for %s: %s", self.record.id, estimate.label)
-        return estimate.gpu_layers
-
-    def _flash_attention(self, offloads: bool) -> bool:
-        """On unless forced either way, as llama-server has it: faster prompt reading on the
-        CPU (llama-bench pp512 at depth 4,096, SmolLM2: 105 tok/s against 91 without it), less
-        memory on GPUs, and a quantized V cache needs it. The prefix cache stays exact with
-        it because prompts are read in chunks of at least ``canonical_rows`` (see there)."""
-        if self.options.flash_attention is not None:
-            return self.options.flash_attention
+    def on_progress(fraction: float, _user: ctypes.c_void_p) -> bool:
+        if progress is not None:
+            try:
+                progress(float(fraction))
+            except Exception:  # a broken progress listener must not abort the load
+                log.exception("load progress callback failed")
         return True
 
-    def _canonical_rows(self) -> int:
-        """The fewest prompt rows one ``llama_decode`` must give a sequence for the KV it
-        writes to be what a full prefill of the same prompt writes, bit for bit.
+    progress_cb = lib.llama_progress_callback(on_progress)
+    params.progress_callback = progress_cb
+    model = lib.llama_model_load_from_file(str(record.path).encode(), params)
+    if not model:
+        return (f"llama.cpp could not load {record.id}; the file may be damaged or of an "
+                "unsupported architecture, or too large for the memory available")
+    vocab = lib.llama_model_get_vocab(model)
+    n_vocab = lib.llama_vocab_n_tokens(vocab)
+    vocabulary = Vocabulary(lib, vocab, n_vocab)
+    n_ctx_train = lib.llama_model_n_ctx_train(model)
+    n_layer = lib.llama_model_n_layer(model)
+    # Sliding-window attention: layers that only see the last n_swa positions.
+    n_swa = int(info.arch_value("attention.sliding_window") or 0)
 
-        llama.cpp's CPU flash-attention kernel over an f16 (or f32) cache takes a tiled path
-        for a sequence's rows when a micro-batch holds at least ``FA_TILE_ROWS`` of them, and
-        a row-at-a-time path below that; each row's result depends only on which path ran
-        (measured: a 300-token prompt read in chunks of 100 gives the logits of one batch of
-        300 bit for bit, on SmolLM2 and gemma-3-270m alike; chunks of 64 + a 44-row tail
-        differ in those 44 rows by up to 1.4). So the engine reads prompts in chunks of at
-        least that many rows, reuses only KV written that way, and always re-reads at least
-        that many tokens of a prompt. Without flash attention, or over a quantized cache,
-        the one-row path (each decode step) is the only different one: two rows suffice.
-        """
-        if self.flash_attention and self.kv_cache_type in ("f16", "f32") and self.options.batch_size >= 4 * FA_TILE_ROWS:
-            return FA_TILE_ROWS
-        return 2
+    ctx_params = lib.llama_context_default_params()
+    per_sequence, context_note = context_per_sequence(
+        options.context_size, n_ctx_train, options.explicit_context, record.id)
+    ctx_params.n_ctx = per_sequence * len(slots)
+    # Room for a full prefill chunk plus each sequence's decode token (and draft) in one step.
+    batch_capacity = options.batch_size + len(slots) * (1 + draft_room(options))
+    ctx_params.n_batch = batch_capacity
+    ctx_params.n_ubatch = options.batch_size
+    ctx_params.n_seq_max = len(slots)
+    # One KV stream per sequence, each of the full context, rather than llama.cpp's
+    # unified pool: in unified mode the same prompt gave different logits depending on
+    # which cells its sequence landed in (SmolLM2, first-token logprob -0.152 in one
+    # slot, -0.169 in another), so a conversation's answer would depend on its slot and
+    # on what else ran before. Per-sequence streams answer exactly as a lone sequence.
+    ctx_params.kv_unified = False
+    # Sliding-window layers (gemma-3) keep a cache of the full context, not just the
+    # window (llama.cpp's default, made explicit): rejected drafts and a trimmed prefix
+    # can then be removed like any other tail, with every cell the next token attends to
+    # still there.
+    ctx_params.swa_full = True
+    threads = options.threads or physical_cores()
+    ctx_params.n_threads = threads
+    ctx_params.n_threads_batch = threads
+    offloads = gpu_layers > 0 and bool(lib.llama_supports_gpu_offload())
+    kv_cache_type = kv_cache_type_for(options.kv_cache_type, offloads)
+    kv_type = KV_CACHE_TYPES[kv_cache_type]
+    ctx_params.type_k = kv_type
+    ctx_params.type_v = kv_type
+    flash_attention = flash_attention_for(options)
+    rows = canonical_rows(options, kv_cache_type, flash_attention)
+    ctx_params.flash_attn_type = (
+        lib.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash_attention else lib.LLAMA_FLASH_ATTN_TYPE_DISABLED
+    )
+    ctx_params.embeddings = options.embeddings
+    if options.embeddings:
+        ctx_params.pooling_type = (lib.LLAMA_POOLING_TYPE_LAST if options.pooling == "last"
+                                   else lib.LLAMA_POOLING_TYPE_MEAN)
+    ctx_params.no_perf = True
+    ctx = lib.llama_init_from_model(model, ctx_params)
+    if not ctx:
+        lib.llama_model_free(model)
+        return f"llama.cpp could not create a context for {record.id} (out of memory?)"
+    n_ctx = lib.llama_n_ctx(ctx) // len(slots)  # each sequence's own context
+    memory = lib.llama_get_memory(ctx)
+    batch = lib.llama_batch_init(batch_capacity, 0, 1)
+    adapters = ContextAdapters(lib, model, ctx, info, record.id)
+    mode = speculative_mode(lib, model, options, record.id)
+    chat_template = ChatTemplate(info.chat_template, bos_token=_special_text(info, "bos"),
+                                 eos_token=_special_text(info, "eos"))
+    return LlamaContext(
+        record=record, options=options, info=info, slots=slots,
+        lib=lib, model=model, ctx=ctx, vocab=vocab, memory=memory, batch=batch, batch_capacity=batch_capacity,
+        progress_cb=progress_cb, n_vocab=n_vocab, n_ctx=n_ctx, n_ctx_train=n_ctx_train, n_layer=n_layer,
+        n_swa=n_swa, threads=threads, gpu_layers=gpu_layers, kv_cache_type=kv_cache_type,
+        flash_attention=flash_attention, canonical_rows=rows, context_note=context_note,
+        chat_template=chat_template, add_bos=bool(lib.llama_vocab_get_add_bos(vocab)), speculative_mode=mode,
+        vocabulary=vocabulary, adapters=adapters,
+    )
 
-    def _load_draft(self) -> None:
-        """Load the draft model of speculative "draft": ``LoadedModel`` does, since a draft
-        model is a ``LoadedModel`` too (this half of it does not import that class)."""
-        raise NotImplementedError
 
-    def _draft_room(self) -> int:
-        """Draft tokens each sequence may add to a step's batch."""
-        return MAX_DRAFT if self.options.speculative != OFF and not self.options.embeddings else 0
+def planned_gpu_layers(record: ModelRecord, info: GGUFInfo, options: LoadOptions, sequences: int) -> int:
+    """The setting, or for "auto" (-1) what the fit estimate says fits in free VRAM now."""
+    if options.gpu_layers >= 0:
+        return options.gpu_layers
+    machine = detect_machine()
+    if not machine.has_gpu:
+        return 0
+    # Every sequence has a KV stream of the full context (see _open).
+    estimate = estimate_fit(ModelShape.from_gguf(info), machine, context=options.context_size * sequences,
+                            kv_type=options.kv_cache_type, n_ubatch=options.batch_size)
+    log.info("fit estimate for %s: %s", record.id, estimate.label)
+    return estimate.gpu_layers
 
-    def _speculative_mode(self) -> str:
-        """The speculative mode this model runs: the setting, unless the model cannot take it."""
-        try:
-            mode = check_mode(self.options.speculative)
-        except ValueError as exc:
-            raise ModelLoadError(str(exc)) from exc
-        if mode == OFF or self.options.embeddings:
-            return OFF
-        lib = self._lib
-        # Rejected draft tokens are removed from the KV cache: a recurrent state cannot drop
-        # a tail. A sliding-window model's can, with its full-size window cache (swa_full
-        # above): tested past the window, the cache after hundreds of drafted tokens, some
-        # rejected, predicts as a full prefill does, to rounding.
-        if lib.llama_model_is_recurrent(self._model) or lib.llama_model_is_hybrid(self._model):
-            log.info("speculative decoding is off for %s: its cache cannot drop rejected drafts", self.record.id)
-            return OFF
-        return mode
 
-    def _special_text(self, role: str) -> str:
-        found = self.info.special_tokens.get(role)
-        return found[1] or "" if found else ""
+def flash_attention_for(options: LoadOptions) -> bool:
+    """On unless forced either way, as llama-server has it: faster prompt reading on the
+    CPU (llama-bench pp512 at depth 4,096, SmolLM2: 105 tok/s against 91 without it), less
+    memory on GPUs, and a quantized V cache needs it. The prefix cache stays exact with
+    it because prompts are read in chunks of at least ``canonical_rows`` (see there)."""
+    if options.flash_attention is not None:
+        return options.flash_attention
+    return True
+
+
+def canonical_rows(options: LoadOptions, kv_cache_type: str, flash_attention: bool) -> int:
+    """The fewest prompt rows one ``llama_decode`` must give a sequence for the KV it
+    writes to be what a full prefill of the same prompt writes, bit for bit.
+
+    llama.cpp's CPU flash-attention kernel over an f16 (or f32) cache takes a tiled path
+    for a sequence's rows when a micro-batch holds at least ``FA_TILE_ROWS`` of them, and
+    a row-at-a-time path below that; each row's result depends only on which path ran
+    (measured: a 300-token prompt read in chunks of 100 gives the logits of one batch of
+    300 bit for bit, on SmolLM2 and gemma-3-270m alike; chunks of 64 + a 44-row tail
+    differ in those 44 rows by up to 1.4). So the engine reads prompts in chunks of at
+    least that many rows, reuses only KV written that way, and always re-reads at least
+    that many tokens of a prompt. Without flash attention, or over a quantized cache,
+    the one-row path (each decode step) is the only different one: two rows suffice.
+    """
+    if flash_attention and kv_cache_type in ("f16", "f32") and options.batch_size >= 4 * FA_TILE_ROWS:
+        return FA_TILE_ROWS
+    return 2
+
+
+def draft_room(options: LoadOptions) -> int:
+    """Draft tokens each sequence may add to a step's batch."""
+    return MAX_DRAFT if options.speculative != OFF and not options.embeddings else 0
+
+
+def speculative_mode(lib: Any, model: Any, options: LoadOptions, model_id: str) -> str:
+    """The speculative mode this model runs: the setting, unless the model cannot take it."""
+    try:
+        mode = check_mode(options.speculative)
+    except ValueError as exc:
+        raise ModelLoadError(str(exc)) from exc
+    if mode == OFF or options.embeddings:
+        return OFF
+    # Rejected draft tokens are removed from the KV cache: a recurrent state cannot drop
+    # a tail. A sliding-window model's can, with its full-size window cache (swa_full
+    # above): tested past the window, the cache after hundreds of drafted tokens, some
+    # rejected, predicts as a full prefill does, to rounding.
+    if lib.llama_model_is_recurrent(model) or lib.llama_model_is_hybrid(model):
+        log.info("speculative decoding is off for %s: its cache cannot drop rejected drafts", model_id)
+        return OFF
+    return mode
+
+
+def _special_text(info: GGUFInfo, role: str) -> str:
+    found = info.special_tokens.get(role)
+    return found[1] or "" if found else ""

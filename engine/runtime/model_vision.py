@@ -1,7 +1,7 @@
-"""``LoadedModel``'s images: prompts with pictures in them, and their rows in a step.
+"""A loaded model's images: prompts with pictures in them, and their rows in a step.
 
 A chat message's content may hold image parts (``{"type": "image", "image": ImageInput}``,
-as the API families and the front ends build them). ``image_chat_tokens`` renders the
+as the API families and the front ends build them). ``ModelVision.chat_tokens`` renders the
 messages with libmtmd's marker in each image's place, and ``VisionEncoder.tokenize`` splits
 the result into text tokens and image chunks; each image's positions get placeholder ids
 (``vision.placeholder_ids``), so the prompt stays a list of ints that the scheduler, the
@@ -9,11 +9,14 @@ prefix cache and the state files handle as before. The projector is found and lo
 first time a prompt has an image (``projector.find_projector``: a text-only model answers
 with ``InvalidRequest`` naming it), so a vision model used for text costs nothing more.
 
-In a step, a prompt chunk that holds image positions is decoded as runs: text runs as
-tokens, image runs as vectors in an embeddings batch (``_decode_image_rows``), encoding the
-image first if its vectors are not held (the encoder runs on the scheduler's thread at that
-point, once per image: a follow-up or a restored conversation whose image is already in the
-cached prefix never encodes it).
+In a step, a prompt chunk that holds image positions is decoded as runs (``image_runs``):
+text runs as tokens, image runs as vectors in an embeddings batch (``decode_image_rows``),
+encoding the image first if its vectors are not held (the encoder runs on the scheduler's
+thread at that point, once per image: a follow-up or a restored conversation whose image
+is already in the cached prefix never encodes it).
+
+``ModelVision`` is built on the model's ``LlamaContext`` (model_loading.py) and knows nothing
+of ``LoadedModel``, which holds it and runs the step loop around it.
 """
 
 from __future__ import annotations
@@ -24,15 +27,14 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from ..base import ImageInput, InvalidRequest, ModelLoadError, ProjectorMismatch, find_projector
-from .batch import NONE, BatchRow
+from .batch import NONE
+from .model_loading import LlamaContext
 from .vision import ImageTable, VisionEncoder, is_image_id
 
 if TYPE_CHECKING:
     from .sequence import Sequence
 
 log = logging.getLogger(__name__)
-
-Row = tuple["Sequence", list[int], str]
 
 
 def message_images(messages: list[dict[str, Any]]) -> list[ImageInput]:
@@ -63,49 +65,60 @@ def with_markers(messages: list[dict[str, Any]], marker: str) -> list[dict[str, 
     return flat
 
 
-class VisionPrompts:
-    """The image half of ``LoadedModel`` (mixed in; it reads the model's loaded parts)."""
+class ModelVision:
+    """The images of one model's prompts: its projector (loaded on the first image), the
+    image table of its encoded images, and the embeddings batch their rows are decoded in."""
 
-    _images: ImageTable | None = None
-    _embd_batch: Any = None  # a llama_batch of vectors, made on the first image
+    def __init__(self, context: LlamaContext) -> None:
+        self.context = context
+        self._images: ImageTable | None = None
+        self._embd_batch: Any = None  # a llama_batch of vectors, made on the first image
 
-    def vision_table(self) -> ImageTable:
+    @property
+    def active(self) -> bool:
+        """Whether a prompt with images has loaded the projector (until then, no prompt holds
+        image positions and the step loop skips every image check)."""
+        return self._images is not None
+
+    def table(self) -> ImageTable:
         """The model's image table, loading its projector on first use."""
         if self._images is None:
-            model: Any = self
+            context = self.context
             try:
-                projector = find_projector(model.info)
+                projector = find_projector(context.info)
             except ProjectorMismatch as exc:  # the person's files, not the server, are wrong
-                raise InvalidRequest(f"{model.record.id} cannot read images: {exc}", param="model") from exc
+                raise InvalidRequest(f"{context.record.id} cannot read images: {exc}", param="model") from exc
             if projector is None:
                 raise InvalidRequest(
-                    f"{model.record.id} is a text-only model: it has no vision projector (an mmproj-*.gguf "
+                    f"{context.record.id} is a text-only model: it has no vision projector (an mmproj-*.gguf "
                     "beside it), so it cannot read images; pick a vision model", param="model")
-            encoder = VisionEncoder(model._model, projector, model.threads, model.gpu_layers > 0)
-            n_embd = int(model._lib.llama_model_n_embd(model._model))
+            encoder = VisionEncoder(context.model, projector, context.threads, context.gpu_layers > 0)
+            n_embd = int(context.lib.llama_model_n_embd(context.model))
             self._images = ImageTable(encoder, n_embd)
-            log.info("%s reads images with %s (%s)", model.record.id, projector.path.name, projector.projector_type)
+            log.info("%s reads images with %s (%s)", context.record.id, projector.path.name, projector.projector_type)
         return self._images
 
-    def close_vision(self) -> None:
+    def close(self) -> None:
+        """Free the projector and the embeddings batch (before the model: libmtmd's context
+        refers to it)."""
         if self._images is not None:
             self._images.close()
             self._images = None
         if self._embd_batch is not None:
-            model: Any = self
-            model._lib.llama_batch_free(self._embd_batch)
+            self.context.lib.llama_batch_free(self._embd_batch)
             self._embd_batch = None
 
-    def image_chat_tokens(self, messages: list[dict[str, Any]], images: list[ImageInput],
-                          tools: list[dict] | None, cancel: threading.Event | None,
-                          options: dict[str, Any] | None) -> list[int]:
-        model: Any = self
-        table = self.vision_table()
+    def chat_tokens(self, messages: list[dict[str, Any]], images: list[ImageInput], tools: list[dict] | None,
+                    cancel: threading.Event | None, options: dict[str, Any] | None) -> list[int]:
+        """``messages`` rendered with the model's template and tokenized, each image's
+        positions as its placeholder ids (the caller checks the length against the context)."""
+        context = self.context
+        table = self.table()
         marker = table.encoder.marker
-        text = model.chat_template.render(with_markers(messages, marker), add_generation_prompt=True, tools=tools,
-                                          cancel=cancel, **(options or {}))
-        bos = model.chat_template.bos_token
-        add_special = model.add_bos and not (bos and text.startswith(bos))
+        text = context.chat_template.render(with_markers(messages, marker), add_generation_prompt=True, tools=tools,
+                                            cancel=cancel, **(options or {}))
+        bos = context.chat_template.bos_token
+        add_special = context.add_bos and not (bos and text.startswith(bos))
         prompt: list[int] = []
         for piece in table.encoder.tokenize(text, images, add_special):
             if piece.image is not None:
@@ -113,13 +126,10 @@ class VisionPrompts:
                 prompt.extend(piece.image.ids)
             else:
                 prompt.extend(piece.tokens or [])
-        if len(prompt) > model.n_ctx:
-            raise model._prompt_too_long(len(prompt))
         return prompt
 
     def valid_prompt_token(self, token: int) -> bool:
-        model: Any = self
-        if 0 <= token < model.n_vocab:
+        if 0 <= token < self.context.n_vocab:
             return True
         return self._images is not None and is_image_id(token) and self._images.knows(token)
 
@@ -157,44 +167,17 @@ class VisionPrompts:
             sequence.pending = pending[taken:]
         return chunk
 
-    def _decode_prefill_with_images(self, row: Row, live: list["Sequence"]) -> None:
-        """A prompt chunk with image positions: its text and image runs in decodes of their
-        own, in order; then the sequence takes the result as from any prefill chunk."""
-        model: Any = self
-        sequence, tokens, logits = row
-        position = len(sequence.slot.kv_tokens)
-        index = -1
-        runs = _runs(tokens)
-        for k, (image, run) in enumerate(runs):
-            want = logits if k == len(runs) - 1 else NONE
-            try:
-                if image:
-                    index = self._decode_image_rows(sequence.seq_id, position, run, want)
-                else:
-                    index = model._fill_batch([BatchRow(sequence.seq_id, position, run, want)])[0]
-                    status = model._lib.llama_decode(model._ctx, model._batch)
-                    if status != 0:
-                        model._decode_failed([row], status)
-            except (InvalidRequest, ModelLoadError):
-                model._clear_kv(sequence.slot)
-                raise
-            position += len(run)
-        sequence.prefilled(tokens)
-        if index >= 0:
-            model._share_prefill(sequence, [s for s in live if s.leader is sequence], index)
-            sequence.on_logits(index)
-
-    def _decode_image_rows(self, seq_id: int, first_pos: int, ids: list[int], logits: str) -> int:
+    def decode_image_rows(self, seq_id: int, first_pos: int, ids: list[int], logits: str) -> int:
         """Decode image positions ``ids`` from their vectors; the batch index of the last row
         when ``logits`` asks for it, else -1."""
-        model: Any = self
-        lib = model._lib
-        table = self.vision_table()
+        context = self.context
+        lib = context.lib
+        table = self.table()
         vectors = table.rows(ids)
         n_embd = table.n_embd
         batch = self._embd_batch
         if batch is None:
-            batch = lib.llama_batch_init(model._batch_capacity, n_embd, 1)
+            batch = lib.llama_batch_init(context.batch_capacity, n_embd, 1)
             self._embd_batch = batch
         flat = vectors.reshape(-1)
         for i in range(len(ids)):
@@ -208,25 +191,25 @@ class VisionPrompts:
         batch.n_tokens = len(ids)
         non_causal = table.non_causal(ids[0])
         if non_causal:
-            lib.llama_set_causal_attn(model._ctx, False)
+            lib.llama_set_causal_attn(context.ctx, False)
         try:
-            status = lib.llama_decode(model._ctx, batch)
+            status = lib.llama_decode(context.ctx, batch)
         finally:
             if non_causal:
-                lib.llama_set_causal_attn(model._ctx, True)
+                lib.llama_set_causal_attn(context.ctx, True)
         if status != 0:
-            raise ModelLoadError(f"llama.cpp failed to decode an image with {model.record.id} (status {status})")
+            raise ModelLoadError(f"llama.cpp failed to decode an image with {context.record.id} (status {status})")
         return len(ids) - 1 if logits != NONE else -1
 
 
-def _runs(tokens: list[int]) -> list[tuple[bool, list[int]]]:
+def image_runs(tokens: list[int]) -> list[tuple[bool, list[int]]]:
     """``tokens`` cut into runs of text tokens and of image positions, in order."""
-    runs: list[tuple[bool, list[int]]] = []
+    found: list[tuple[bool, list[int]]] = []
     for token in tokens:
         image = is_image_id(token)
-        if runs and runs[-1][0] == image:
-            runs[-1][1].append(token)
+        if found and found[-1][0] == image:
+            found[-1][1].append(token)
         else:
-            runs.append((image, [token]))
-    return runs
+            found.append((image, [token]))
+    return found
 

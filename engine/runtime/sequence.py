@@ -19,8 +19,9 @@ from .slots import DECODE, DONE, PREFILL, PREFILL_ALIGN, KvSlot
 from .speculative import DraftControl, PromptLookup
 
 if TYPE_CHECKING:
-    # The type only: the model opens sequences (it imports this module), and each one
+    # The types only: the model opens sequences (it imports this module), and each one
     # reads its model's context and vocabulary.
+    from .kv_states import KvStates
     from .model import LoadedModel
 
 
@@ -41,13 +42,13 @@ class Sequence:
         self.usage: Usage = Usage(prompt_tokens=len(prompt), cached_tokens=cached_tokens)
         self.timings: Timings = Timings()
         self.pending = prompt[cached_tokens:]  # prompt tokens not yet in the KV cache
-        self.images_prefetched = False  # its images' encoding was started (LoadedModel.prefetch_images)
+        self.images_prefetched = False  # its images' encoding was started (ModelVision.prefetch_images)
         # Where a shared documents block's reading ends (``shared_boundary``): no chunk crosses it.
         self.boundary = boundary
         self.state = PREFILL
         self.feed: int | None = None  # the token to decode next step
         self.events: list[GenerationEvent] = []
-        self.sampler = NativeSampler(model._lib, model._vocab, model.n_vocab, sampling)
+        self.sampler = NativeSampler(model.context.lib, model.context.vocab, model.n_vocab, sampling)
         self._stream = TextStream(tuple(dict.fromkeys(sampling.stop + template_stops)))
         self._want_logprobs = sampling.logprobs is not None
         self._pending_ids: list[int] = []
@@ -186,7 +187,7 @@ class Sequence:
         if self.state == PREFILL:
             self.timings.prompt_s = time.perf_counter() - self.admitted
             self.state = DECODE
-        token = self.sampler.sample(self.model._ctx, index)
+        token = self.sampler.sample(self.model.context.ctx, index)
         if self._want_logprobs:
             self._pending_lp.append(
                 self.model._logprob_entry(self.model._logits_at(index), token, self.sampling.logprobs or 0))
@@ -248,31 +249,31 @@ class Sequence:
 
 class SlotView:
     """One sequence id of a loaded model, as the prefix cache sees a model: its resident
-    tokens, its state key, and export/import of its KV state."""
+    tokens, its state key, and export/import of its KV state (through the model's ``KvStates``)."""
 
-    def __init__(self, model: "LoadedModel", slot: KvSlot) -> None:
-        self.model = model
+    def __init__(self, kv: "KvStates", slot: KvSlot) -> None:
+        self.kv = kv
         self.slot = slot
-        self.record = model.record
-        self.n_ctx = model.n_ctx
-        self.n_swa = model.n_swa
+        self.record = kv.context.record
+        self.n_ctx = kv.context.n_ctx
+        self.n_swa = kv.context.n_swa
 
     @property
     def kv_tokens(self) -> list[int]:
         return self.slot.kv_tokens
 
     def reusable_prefix(self, prompt: list[int], shared: int = 0) -> int:
-        return self.model.reusable_prefix(prompt, self.slot, shared)
+        return self.kv.reusable_prefix(prompt, self.slot, shared)
 
     def reusable_length(self, prompt_tokens: int, common: int, shared: int = 0) -> int:
-        return self.model.reusable_length(prompt_tokens, common, shared)
+        return self.kv.reusable_length(prompt_tokens, common, shared)
 
     def state_key(self) -> str:
-        return self.model.state_key()
+        return self.kv.state_key()
 
-    def export_sequence(self, limit=None, destination=None):  # noqa: ANN001, ANN201 — LoadedModel's signature
-        return self.model.export_sequence(limit, destination, seq_id=self.slot.seq_id)
+    def export_sequence(self, limit=None, destination=None):  # noqa: ANN001, ANN201 — KvStates's signature
+        return self.kv.export_sequence(limit, destination, seq_id=self.slot.seq_id)
 
     def import_sequence(self, tokens: list[int], payload, keep: int) -> int:  # noqa: ANN001
-        return self.model.import_sequence(tokens, payload, keep, seq_id=self.slot.seq_id)
+        return self.kv.import_sequence(tokens, payload, keep, seq_id=self.slot.seq_id)
 

@@ -1,9 +1,9 @@
 """What a llama.cpp sequence id holds (``KvSlot``), and the states a sequence goes through.
 
 ``KvSlot`` is the tokens whose KV entries a sequence id has, and how many of those were
-prefilled (only those are reused and saved; see ``prefilled``). The model, its loading and
-state halves, the draft model and the scheduler all name slots; a ``Sequence``
-(``sequence.py``) is one job's progress through one.
+prefilled (only those are reused and saved; see ``prefilled``). The model's context (which
+makes one per sequence id), its ``KvStates``, the draft model and the scheduler all name
+slots; a ``Sequence`` (``sequence.py``) is one job's progress through one.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ DONE = "done"
 
 # Query rows per tile of llama.cpp's CPU flash-attention kernel (GGML_FA_TILE_Q in
 # ggml-cpu/common.h of the vendored source): a sequence with at least this many rows in a
-# micro-batch takes the tiled path (ModelLoading._canonical_rows).
+# micro-batch takes the tiled path (model_loading.canonical_rows).
 FA_TILE_ROWS = 64
 # Prompt chunks that are reused end on positions that are multiples of this. Matrix kernels
 # for repacked K-quant weights (gemma-3-270m's Q4_K, on x86) take a micro-batch's rows in
@@ -41,5 +41,5 @@ class KvSlot:
     busy: bool = False
     last_used: float = 0.0
     # The key of the LoRA set its KV entries were computed with ("" for none): they serve
-    # only a sequence that runs with the same set (``LoadedModel.reusable_prefix``).
+    # only a sequence that runs with the same set (``KvStates.reusable_prefix``).
     lora: str = ""

@@ -28,12 +28,20 @@ class SteppedSequence(Protocol):
 
 class BatchedModel(Protocol):
     """What the scheduler needs of a loaded model: ``runtime.LoadedModel`` provides it, and
-    so does the fake model of the unit tests."""
+    so does the fake model of the unit tests. What it reads of the load, it only reads (the
+    runtime's are the context's facts, properties)."""
 
-    record: ModelRecord
-    options: LoadOptions
-    n_ctx: int
-    slots: list[KvSlot]
+    @property
+    def record(self) -> ModelRecord: ...
+
+    @property
+    def options(self) -> LoadOptions: ...
+
+    @property
+    def n_ctx(self) -> int: ...
+
+    @property
+    def slots(self) -> list[KvSlot]: ...
 
     def tokenize(self, text: str, add_special: bool = True, parse_special: bool = True) -> list[int]: ...
 

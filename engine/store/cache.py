@@ -2,7 +2,7 @@
 
 Three tiers, cheapest first:
 
-1. the loaded model's own KV cache (``LoadedModel.kv_tokens``; ``_reuse_prefix`` keeps the
+1. the loaded model's own KV cache (``KvSlot.kv_tokens``; ``KvStates.reuse_prefix`` keeps the
    part shared with the next prompt) — free, one sequence;
 2. RAM: recently saved states, as the bytes llama.cpp copied out, up to a budget;
 3. disk: one state file per entry (``statefile``), up to ``Settings.cache_budget_mb``,
@@ -57,8 +57,8 @@ class _Record(Protocol):
 
 
 class CachedSequence(Protocol):
-    """What the prefix cache needs of a model sequence: ``LoadedModel`` (its sequence 0),
-    ``sequence.SlotView`` (any sequence id) and the tests' stand-ins all provide it."""
+    """What the prefix cache needs of a model sequence: ``sequence.SlotView`` (one sequence
+    id of a ``LoadedModel``) and the tests' stand-ins provide it."""
 
     n_ctx: int
     n_swa: int  # sliding-window size (0: none); such states cannot be cut back past it

@@ -206,17 +206,17 @@ def test_a_step_batches_its_rows_in_sequence_order_whatever_the_admission_order(
                                      GREEDY, cancel, time.perf_counter(), slot=slot)
                  for t, slot in zip(TOPICS, admitted)]
     calls = DecodeCalls(model)
-    model._lib = calls
+    model.context.lib = calls
     try:
         model.step(sequences, 512)  # the prompts: a llama_decode each (LoadedModel.step)
         assert sorted(calls.calls, key=min) == [{0}, {1}, {3}, {5}], calls.calls
         for _ in range(2):  # decode steps: every answer's row in one call, in sequence order
             model.step(sequences, 512)
-            batch = model._batch
+            batch = model.context.batch
             order = [batch.seq_id[i][0] for i in range(batch.n_tokens)]
             assert order == sorted(order) and set(order) == {0, 1, 3, 5}, order
     finally:
-        model._lib = calls._lib
+        model.context.lib = calls._lib
         for sequence in sequences:
             model.release(sequence)
 
@@ -225,7 +225,7 @@ class DecodeCalls:
     """The model's llama.cpp library, recording which sequences each ``llama_decode`` fed."""
 
     def __init__(self, model: object) -> None:
-        self._lib = model._lib  # type: ignore[attr-defined]
+        self._lib = model.context.lib  # type: ignore[attr-defined]
         self._model = model
         self.calls: list[set[int]] = []
 
@@ -233,7 +233,7 @@ class DecodeCalls:
         return getattr(self._lib, name)
 
     def llama_decode(self, ctx: object, batch: object) -> int:
-        fed = self._model._batch  # type: ignore[attr-defined]
+        fed = self._model.context.batch  # type: ignore[attr-defined]
         self.calls.append({fed.seq_id[i][0] for i in range(fed.n_tokens)})
         return self._lib.llama_decode(ctx, batch)
 
@@ -264,12 +264,12 @@ def test_a_stream_and_a_prompt_beside_it_are_fed_apart_and_the_stream_is_unchang
                                                slot=model.slots[1]))
         fed_beside = 0
         recorder = DecodeCalls(model)
-        model._lib = recorder
+        model.context.lib = recorder
         try:
             while not sequence.done:
                 fed_beside += model.step(running, 8)  # 8 prompt tokens a step: many steps of both
         finally:
-            model._lib = recorder._lib
+            model.context.lib = recorder._lib
             for each in running:
                 model.release(each)
         if beside:

@@ -5,7 +5,7 @@ full prefill bit for bit only if every reused row's KV, and the rows read again,
 computed as a full prefill computes them. The default ("auto": f16 K/V with flash
 attention) gets there by reading prompts in chunks of at least ``canonical_rows`` (64):
 llama.cpp's CPU flash-attention kernel takes another path for fewer rows, and each row's
-result depends only on the path (``ModelLoading._canonical_rows``). These tests check the
+result depends only on the path (``model_loading.canonical_rows``). These tests check the
 logits themselves, through the engine's own step, on both test models.
 """
 

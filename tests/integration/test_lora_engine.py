@@ -84,7 +84,7 @@ def test_an_adapter_changes_the_answer_and_is_switched_off_without_a_reload(engi
 
     # Every switch happened on the one model that was loaded first: no reload.
     assert engine.scheduler.loaded_models() == [model]
-    assert model.adapters.loaded == 2
+    assert model.context.adapters.loaded == 2
 
 
 def test_adapters_for_another_base_model_are_refused_naming_both(engine: Engine, tmp_path: Path) -> None:

@@ -217,7 +217,8 @@ def test_damaged_or_foreign_states_fall_back_to_a_full_prefill(
     prompt = smollm2.chat_tokens(messages)
     cache = PrefixCache(tmp_path, lambda: 64 * MIB, lambda: 0)
     list(smollm2.generate(prompt, GREEDY, reuse_kv=False))
-    cache.save(smollm2, len(prompt), conversation_id=1)
+    sequence0 = smollm2.slot_view(smollm2.slots[0])  # the sequence generate() runs on
+    cache.save(sequence0, len(prompt), conversation_id=1)
     cache.close()
     (path,) = tmp_path.glob(f"*{SUFFIX}")
     good = path.read_bytes()
@@ -241,22 +242,22 @@ def test_damaged_or_foreign_states_fall_back_to_a_full_prefill(
         "short payload": payload_short,
         "foreign model": foreign,
     }
-    lib = smollm2._lib
+    lib = smollm2.context.lib
     for name, damage in damages.items():
         damage(path)
         list(smollm2.generate(prompt[:3], SamplingParams(max_tokens=1), reuse_kv=False))  # KV: 3 tokens
         caplog.clear()
         with caplog.at_level(logging.INFO):
-            restored = PrefixCache(tmp_path, lambda: 64 * MIB, lambda: 0).restore(smollm2, longer, conversation_id=1)
+            restored = PrefixCache(tmp_path, lambda: 64 * MIB, lambda: 0).restore(sequence0, longer, conversation_id=1)
         assert restored == 0, name
         assert caplog.records, f"{name}: no log line"
         # Whatever happened, llama.cpp's KV and our token list still agree.
-        assert lib.llama_memory_seq_pos_max(smollm2._memory, 0) == len(smollm2.kv_tokens) - 1, name
+        assert lib.llama_memory_seq_pos_max(smollm2.context.memory, 0) == len(smollm2.kv_tokens) - 1, name
     # The intact file restores (trimmed to what it shares with the new prompt) and the
     # continuation is exactly what a full prefill gives.
     path.write_bytes(good)
     list(smollm2.generate(prompt[:3], SamplingParams(max_tokens=1), reuse_kv=False))
-    assert PrefixCache(tmp_path, lambda: 64 * MIB, lambda: 0).restore(smollm2, longer, conversation_id=1) == served(len(prompt), len(longer))
+    assert PrefixCache(tmp_path, lambda: 64 * MIB, lambda: 0).restore(sequence0, longer, conversation_id=1) == served(len(prompt), len(longer))
     restored_ids = [t for e in smollm2.generate(longer, GREEDY) if isinstance(e, Chunk) for t in e.token_ids]
     fresh_ids = [t for e in smollm2.generate(longer, GREEDY, reuse_kv=False) if isinstance(e, Chunk) for t in e.token_ids]
     assert restored_ids == fresh_ids

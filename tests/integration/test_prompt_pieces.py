@@ -28,7 +28,7 @@ texts = st.lists(st.sampled_from(FRAGMENTS), min_size=0, max_size=120).map("".jo
 
 
 def piecewise(model: LoadedModel, text: str, parse_special: bool, min_chars: int) -> list[int]:
-    cutter = model.vocabulary.cutter(parse_special)
+    cutter = model.context.vocabulary.cutter(parse_special)
     assert cutter is not None
     tokens: list[int] = []
     for i, piece in enumerate(cutter.pieces(text, min_chars)):
@@ -51,7 +51,7 @@ def test_a_long_chat_is_cut_into_many_pieces_with_the_same_tokens(request: pytes
     model: LoadedModel = request.getfixturevalue(which)
     messages = [{"role": "user" if i % 2 else "assistant", "content": f"message {i}\n  with  spaces\n"} for i in range(300)]
     text = model.chat_template.render(messages)
-    pieces = list(model.vocabulary.cutter(True).pieces(text, 64))
+    pieces = list(model.context.vocabulary.cutter(True).pieces(text, 64))
     assert len(pieces) > 50 and "".join(pieces) == text
     assert piecewise(model, text, True, 64) == model.tokenize(text, add_special=True, parse_special=True)
 

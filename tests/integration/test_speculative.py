@@ -210,7 +210,7 @@ def test_a_sliding_window_model_drafts_and_its_cache_survives_rejected_drafts(ge
         slot = model.slots[0]
         assert slot.kv_tokens == prompt + tokens[:-1]
         model._fill_batch([BatchRow(slot.seq_id, len(slot.kv_tokens), [tokens[-1]], LAST)])
-        assert model._lib.llama_decode(model._ctx, model._batch) == 0
+        assert model.context.lib.llama_decode(model.context.ctx, model.context.batch) == 0
         log_softmax = NumpyBackend().log_softmax
         cached = log_softmax(model._logits_at(0))
         full = log_softmax(model.logits_for(prompt + tokens)[-1])

@@ -69,7 +69,7 @@ def test_libmtmd_encodes_a_png_into_smollm2s_batch(vision_record, picture: Image
         assert all(0 <= t < model.n_vocab for t in text_rows)
         events = list(model.generate(prompt, GREEDY))
         assert events[-1].usage.prompt_tokens == len(prompt)
-        assert model.vision_table().encoder.timings.images_encoded == 1
+        assert model.vision.table().encoder.timings.images_encoded == 1
         # The same picture again: the same placeholder ids, no second encoding.
         assert model.chat_tokens(image_turn(picture)) == prompt
         # Another picture: other ids, and other vectors from the encoder.
@@ -77,7 +77,7 @@ def test_libmtmd_encodes_a_png_into_smollm2s_batch(vision_record, picture: Image
         other_prompt = model.chat_tokens(image_turn(other))
         other_rows = [t for t in other_prompt if is_image_id(t)]
         assert other_rows != image_rows
-        table = model.vision_table()
+        table = model.vision.table()
         assert (table.rows(image_rows) != table.rows(other_rows)).any()
     finally:
         model.close()
@@ -114,7 +114,7 @@ def test_follow_ups_and_restarts_reuse_the_image_and_answer_as_a_fresh_prefill(v
         assert cached.usage.cached_tokens >= image_end  # the image is in the reused prefix
         assert fresh.usage.cached_tokens == 0
         assert cached_ids == fresh_ids
-        encoded_before_restart = model.vision_table().encoder.timings.images_encoded
+        encoded_before_restart = model.vision.table().encoder.timings.images_encoded
         assert encoded_before_restart >= 1
     finally:
         close(scheduler, cache)
@@ -127,7 +127,7 @@ def test_follow_ups_and_restarts_reuse_the_image_and_answer_as_a_fresh_prefill(v
         assert restored.usage.cached_tokens >= image_end
         # Restored state answers as the fresh prefill did, and the image was never encoded again.
         assert restored_ids == fresh_ids
-        assert model.vision_table().encoder.timings.images_encoded == 0
+        assert model.vision.table().encoder.timings.images_encoded == 0
     finally:
         close(scheduler, cache)
 
@@ -146,7 +146,7 @@ def test_a_reused_prefix_that_ends_inside_an_image_answers_as_a_full_prefill(vis
                                                          "which one covers most of the picture, and whether any "
                                                          "shapes or letters can be seen in it at all."}]
         longer = model.chat_tokens(follow_up)
-        assert image_at[0] < model.reusable_prefix(longer, model.slots[0]) <= image_at[-1]  # the case under test
+        assert image_at[0] < model.kv.reusable_prefix(longer, model.slots[0]) <= image_at[-1]  # the case under test
         reused = answer_logprobs(model, longer, reuse_kv=True)
         slot = model.slots[0]
         assert slot.prefilled > image_at[-1]  # counted as prefilled, so the next turn may reuse it
@@ -232,7 +232,7 @@ def test_a_slow_image_encoding_does_not_stall_other_streams(home, smollm2_path: 
 
         assert [e for e in submit(image_turn(picture, "What is this?")) if isinstance(e, Chunk)]  # loads it
         (loaded,) = engine.scheduler.loaded_models()
-        encoder = loaded.vision_table().encoder
+        encoder = loaded.vision.table().encoder
         real_encode, release, started = encoder.encode, threading.Event(), threading.Event()
 
         def held_encode(span, n_embd):

@@ -1,9 +1,9 @@
 """A context's sequences as KV state: what of a prompt a slot can reuse, trimming, and
 copying a sequence's state out of llama.cpp and back (the prefix cache's payload).
 
-``SequenceStates`` is a part of ``LoadedModel`` kept in its own file: these methods work on
-the context's KV memory and its ``KvSlot``s, and the prefix cache (``cache.py``, through
-``SlotView``) is their one user besides the step loop.
+``KvStates`` works on a ``LlamaContext``'s KV memory and its ``KvSlot``s and knows nothing
+of the model that holds it: ``LoadedModel`` (model.py) keeps one as ``kv`` for its step
+loop, and the prefix cache (``cache.py``, through ``SlotView``) is its one other user.
 """
 
 from __future__ import annotations
@@ -11,41 +11,26 @@ from __future__ import annotations
 import ctypes
 import logging
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
-from ..base import ModelRecord
-from .lora_runtime import ContextAdapters
+from .model_loading import LlamaContext
 from .slots import PREFILL_ALIGN, KvSlot
 
 log = logging.getLogger("inglenook.engine.runtime.model")
 
 
-class SequenceStates:
-    """KV-state methods of ``LoadedModel`` (which sets the attributes declared here)."""
+class KvStates:
+    """The KV entries of a context's slots: reuse, trimming, clearing, saving and restoring.
+    It reads the context's handles on every call, so it sees them freed by ``close``."""
 
-    record: ModelRecord
-    options: Any  # runtime.LoadOptions (imported there; it imports this module)
-    slots: list[KvSlot]
-    adapters: ContextAdapters
-    n_ctx: int
-    n_swa: int
-    kv_cache_type: str
-    flash_attention: bool
-    canonical_rows: int
-    _lib: Any
-    _ctx: Any
-    _memory: Any
-
-    @property
-    def closed(self) -> bool:
-        return self._ctx is None
+    def __init__(self, context: LlamaContext) -> None:
+        self.context = context
 
     def reusable_prefix(self, prompt: list[int], slot: KvSlot | None = None, shared: int = 0) -> int:
         """How many leading tokens of ``prompt`` a slot's resident KV cache can serve."""
-        slot = slot or self.slots[0]
-        if slot.lora != self.adapters.key:
+        slot = slot or self.context.slots[0]
+        if slot.lora != self.context.adapters.key:
             return 0  # that KV was computed with other adapters (or none)
         common = 0
         limit = min(slot.prefilled, len(slot.kv_tokens), len(prompt))
@@ -59,7 +44,7 @@ class SequenceStates:
         KV ends there in every chat and reading the rest starts there, cold or restored
         alike. 0 (no break) when no canonical chunk fits before it."""
         boundary = shared - shared % PREFILL_ALIGN
-        return boundary if boundary >= self.canonical_rows else 0
+        return boundary if boundary >= self.context.canonical_rows else 0
 
     def reusable_length(self, prompt_tokens: int, common: int, shared: int = 0) -> int:
         """How many of ``common`` leading tokens, shared with KV read in canonical chunks, a
@@ -73,32 +58,33 @@ class SequenceStates:
         one; so all of the first part is reusable however short the rest is (a question
         after a document is often shorter than ``canonical_rows``), and a restored prefix
         within the first part leaves a canonical chunk before the boundary."""
-        limit = max(0, min(common, prompt_tokens - self.canonical_rows))
+        limit = max(0, min(common, prompt_tokens - self.context.canonical_rows))
         limit -= limit % PREFILL_ALIGN
         boundary = self.shared_boundary(shared)
         if boundary and boundary < prompt_tokens:
             if common >= boundary:
                 return max(limit, boundary)
-            limit = min(limit, boundary - self.canonical_rows)
+            limit = min(limit, boundary - self.context.canonical_rows)
             limit -= limit % PREFILL_ALIGN
         return max(0, limit)
 
-    def _reuse_prefix(self, slot: KvSlot, prompt: list[int], shared: int = 0) -> int:
+    def reuse_prefix(self, slot: KvSlot, prompt: list[int], shared: int = 0) -> int:
         """Keep the KV entries shared with ``prompt``; returns how many tokens were kept."""
         common = self.reusable_prefix(prompt, slot, shared)
         if common == 0:
-            return self._clear_kv(slot)
-        return self._truncate_kv(slot, common)
+            return self.clear(slot)
+        return self._truncate(slot, common)
 
-    def _truncate_kv(self, slot: KvSlot, keep: int) -> int:
+    def _truncate(self, slot: KvSlot, keep: int) -> int:
         """Drop KV entries from position ``keep`` on; returns the tokens kept (0 if it had to clear)."""
         if keep < len(slot.kv_tokens):
-            if not self._lib.llama_memory_seq_rm(self._memory, slot.seq_id, keep, -1):
+            context = self.context
+            if not context.lib.llama_memory_seq_rm(context.memory, slot.seq_id, keep, -1):
                 # Some caches (recurrent ones) cannot drop a tail: start over.
-                return self._clear_kv(slot)
+                return self.clear(slot)
             del slot.kv_tokens[keep:]
             if not self._window_intact(slot, keep):
-                return self._clear_kv(slot)
+                return self.clear(slot)
         slot.prefilled = min(slot.prefilled, keep)
         return keep
 
@@ -109,10 +95,11 @@ class SequenceStates:
         trimming it the window of the next token can reach positions that are gone; decoding
         on would silently attend to nothing there. (llama.cpp's server checks the same.)
         """
-        if self.n_swa <= 0 or next_pos == 0:
+        context = self.context
+        if context.n_swa <= 0 or next_pos == 0:
             return True
-        oldest = self._lib.llama_memory_seq_pos_min(self._memory, slot.seq_id)
-        return oldest <= max(0, next_pos - self.n_swa)
+        oldest = context.lib.llama_memory_seq_pos_min(context.memory, slot.seq_id)
+        return oldest <= max(0, next_pos - context.n_swa)
 
     # -- sequence state (the prefix cache's payload) --------------------------------
 
@@ -123,10 +110,11 @@ class SequenceStates:
         # A saved sequence's bytes depend on the KV element type and on flash attention
         # (whether V is stored transposed); context and batch sizes do not change them, so a
         # state fits any context with room for its tokens.
-        layout = f"kv={self.kv_cache_type};fa={'on' if self.flash_attention else 'off'}"
+        context = self.context
+        layout = f"kv={context.kv_cache_type};fa={'on' if context.flash_attention else 'off'}"
         # A state computed with adapters is only ever restored with the same ones and scales.
-        lora = f"|lora {self.adapters.key}" if self.adapters.key else ""
-        return f"{self.record.fingerprint}|{layout}|llama-cpp-python {binding_version}{lora}"
+        lora = f"|lora {context.adapters.key}" if context.adapters.key else ""
+        return f"{context.record.fingerprint}|{layout}|llama-cpp-python {binding_version}{lora}"
 
     def export_sequence(
         self, limit: int | None = None, destination: Callable[[int], np.ndarray | None] | None = None,
@@ -139,16 +127,17 @@ class SequenceStates:
         llama.cpp could not copy it. ``destination(size)`` may supply memory to copy into
         (the prompt cache hands over a buffer it has already paged in).
         """
-        slot = self.slots[seq_id]
-        if self.closed or not slot.kv_tokens or slot.lora != self.adapters.key:
+        context = self.context
+        slot = context.slots[seq_id]
+        if context.closed or not slot.kv_tokens or slot.lora != context.adapters.key:
             return None
         # Only the prefilled part is ever reused, so only it is saved; for sliding-window
         # models this also makes the saved window end where the next turn continues.
         keep = slot.prefilled if limit is None else min(slot.prefilled, limit)
-        if keep <= 0 or self._truncate_kv(slot, keep) == 0:
+        if keep <= 0 or self._truncate(slot, keep) == 0:
             return None
-        lib = self._lib
-        size = lib.llama_state_seq_get_size(self._ctx, seq_id)
+        lib = context.lib
+        size = lib.llama_state_seq_get_size(context.ctx, seq_id)
         if size <= 0:
             return None
         payload = destination(size) if destination is not None else None
@@ -156,7 +145,7 @@ class SequenceStates:
             # np.empty, not bytearray: zero-filling tens of MB first took longer than the copy.
             payload = np.empty(size, dtype=np.uint8)
         written = lib.llama_state_seq_get_data(
-            self._ctx, payload.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)), size, seq_id
+            context.ctx, payload.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)), size, seq_id
         )
         if written != size:
             log.warning("llama.cpp copied %d of %d bytes of the sequence state; not saving it", written, size)
@@ -171,11 +160,12 @@ class SequenceStates:
         llama.cpp refused the state or it cannot be trimmed to ``keep`` (the caller then
         prefills from the start, which is always correct).
         """
-        slot = self.slots[seq_id]
-        self._clear_kv(slot)
-        if not tokens or keep <= 0 or len(tokens) > self.n_ctx:
+        context = self.context
+        slot = context.slots[seq_id]
+        self.clear(slot)
+        if not tokens or keep <= 0 or len(tokens) > context.n_ctx:
             return 0
-        lib = self._lib
+        lib = context.lib
         size = len(payload)
         # A writable buffer: bytes are copied; numpy's stubs lack the buffer protocol, its .data has it.
         buffer: bytearray | memoryview = (
@@ -185,27 +175,28 @@ class SequenceStates:
         )
         view = (ctypes.c_uint8 * size).from_buffer(buffer)
         try:
-            loaded = lib.llama_state_seq_set_data(self._ctx, view, size, seq_id)
+            loaded = lib.llama_state_seq_set_data(context.ctx, view, size, seq_id)
         finally:
             del view
-        if loaded == 0 or lib.llama_memory_seq_pos_max(self._memory, seq_id) != len(tokens) - 1:
-            log.warning("llama.cpp did not accept a saved sequence state for %s; prefilling instead", self.record.id)
-            return self._clear_kv(slot)
+        if loaded == 0 or lib.llama_memory_seq_pos_max(context.memory, seq_id) != len(tokens) - 1:
+            log.warning("llama.cpp did not accept a saved sequence state for %s; prefilling instead", context.record.id)
+            return self.clear(slot)
         slot.kv_tokens = list(tokens)
         slot.prefilled = len(tokens)  # saved states hold prefilled tokens only
         keep = min(keep, len(tokens))
-        if self._truncate_kv(slot, keep) == 0:
+        if self._truncate(slot, keep) == 0:
             return 0
         if not self._window_intact(slot, keep):
-            log.info("a restored state of %s lacks the sliding-window history for position %d", self.record.id, keep)
-            return self._clear_kv(slot)
+            log.info("a restored state of %s lacks the sliding-window history for position %d", context.record.id, keep)
+            return self.clear(slot)
         return keep
 
-    def _clear_kv(self, slot: KvSlot | None = None) -> int:
+    def clear(self, slot: KvSlot | None = None) -> int:
         """Forget one slot's KV entries (default: every slot's)."""
-        for target in [slot] if slot is not None else self.slots:
-            self._lib.llama_memory_seq_rm(self._memory, target.seq_id, -1, -1)
+        context = self.context
+        for target in [slot] if slot is not None else context.slots:
+            context.lib.llama_memory_seq_rm(context.memory, target.seq_id, -1, -1)
             target.kv_tokens = []
             target.prefilled = 0
-            target.lora = self.adapters.key  # what it computes from now on is under this set
+            target.lora = context.adapters.key  # what it computes from now on is under this set
         return 0
