@@ -43,7 +43,7 @@ SUFFIX = ".ilstate"
 
 @dataclass
 class StateHeader:
-    state_key: str  # LoadedModel.state_key(): fingerprint | KV layout | llama.cpp build
+    state_key: str  # KvStates.state_key(): fingerprint | KV layout | llama.cpp build
     kind: str  # "conversation" | "prefix"
     tokens: list[int]
     conversation_id: int | None = None

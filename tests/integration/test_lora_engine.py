@@ -148,22 +148,22 @@ def test_cache_keys_and_resident_states_never_cross_adapter_sets(engine: Engine,
     prompt = [{"role": "system", "content": system}, {"role": "user", "content": "Name a colour."}]
     base, base_done = answer(engine, LoraSet(), messages=prompt)
     model = engine.scheduler.loaded_models()[0]
-    base_key = model.state_key()
+    base_key = model.kv.state_key()
 
     one = lora(engine, (adapter.id, 1.0))
     adapted, adapted_done = answer(engine, one, messages=prompt)
     assert moved(base, adapted), (base, adapted)
     # Nothing computed without the adapter served the prompt with it ...
     assert adapted_done.usage.cached_tokens == 0
-    adapted_key = model.state_key()
+    adapted_key = model.kv.state_key()
     assert adapted_key != base_key and adapter.fingerprint in adapted_key
     half = lora(engine, (adapter.id, 0.5))
     answer(engine, half, messages=prompt)
-    assert model.state_key() not in (base_key, adapted_key)  # another scale, another key
+    assert model.kv.state_key() not in (base_key, adapted_key)  # another scale, another key
 
     # ... and back on each set, its own states serve it again with the same answer.
     again, again_done = answer(engine, LoraSet(), messages=prompt)
     assert again == base and again_done.usage.cached_tokens > 0
-    assert model.state_key() == base_key
+    assert model.kv.state_key() == base_key
     assert answer(engine, one, messages=prompt)[0] == adapted
     assert base_done.usage.cached_tokens == 0
