@@ -5,6 +5,12 @@ it to the whole vocabulary at every step costs more than the model's forward pas
 small models, so — as llama.cpp's own common sampler does — the chain samples first and
 the grammar only checks that one token; only when it rejects the token is the grammar
 applied to every candidate and the token drawn again.
+
+Plain greedy decoding (temperature 0, no penalties, no grammar) skips the chain: the chain
+copies the whole vocabulary into a candidate array at every token (0.28 ms a token with
+gemma-3's 262,144 entries, ~4% of its decode step on a 2-core CPU), where an argmax over the
+logits (with any logit bias added to a copy) takes 0.03 ms and picks the same token: the
+first of the highest logits, as llama.cpp's greedy sampler does.
 """
 
 from __future__ import annotations
@@ -27,6 +33,11 @@ class NativeSampler:
         # Both are None once free() has given them back to llama.cpp.
         self.chain: ctypes.c_void_p | None = _build_chain(lib, n_vocab, sampling)
         self.grammar: ctypes.c_void_p | None = None
+        self._argmax = _plain_greedy(sampling)
+        if self._argmax:
+            bias = sampling.logit_bias or {}
+            self._bias_ids = np.fromiter(bias.keys(), dtype=np.int64, count=len(bias))
+            self._bias_values = np.fromiter(bias.values(), dtype=np.float32, count=len(bias))
         if sampling.grammar:
             self.grammar = lib.llama_sampler_init_grammar(vocab, sampling.grammar.encode(), b"root")
             if not self.grammar:
@@ -41,12 +52,21 @@ class NativeSampler:
         """Draw the next token from the logits of batch row ``index`` (default: the last row)
         and accept it into every sampler."""
         lib = self._lib
+        if self._argmax:
+            return self._argmax_token(ctx, index)
         token = lib.llama_sampler_sample(self.chain, ctx, index)
         if self.grammar is None or self._grammar_allows(token):
             if self.grammar is not None:
                 lib.llama_sampler_accept(self.grammar, token)
             return token
         return self._resample_with_grammar(ctx, index)
+
+    def _argmax_token(self, ctx: ctypes.c_void_p, index: int) -> int:
+        logits = np.ctypeslib.as_array(self._lib.llama_get_logits_ith(ctx, index), shape=(self._n_vocab,))
+        if len(self._bias_ids):
+            logits = logits.copy()  # llama.cpp's buffer stays as the model wrote it (logprobs read it)
+            logits[self._bias_ids] += self._bias_values
+        return int(np.argmax(logits))
 
     def _grammar_allows(self, token: int) -> bool:
         self._one[0].id, self._one[0].logit, self._one[0].p = token, 0.0, 0.0
@@ -75,6 +95,12 @@ class NativeSampler:
         if self.grammar:
             self._lib.llama_sampler_free(self.grammar)
             self.grammar = None
+
+
+def _plain_greedy(sampling: SamplingParams) -> bool:
+    """Greedy with nothing that keeps state between tokens: an argmax gives the chain's token."""
+    return (sampling.greedy and not sampling.grammar and sampling.repeat_penalty == 1.0
+            and not sampling.presence_penalty and not sampling.frequency_penalty)
 
 
 def _build_chain(lib: ModuleType, n_vocab: int, sampling: SamplingParams) -> ctypes.c_void_p:
