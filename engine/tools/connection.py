@@ -23,6 +23,7 @@ from .config import HTTP, McpError, McpServerConfig
 from .oauth import SIGN_IN_TIMEOUT_S, Opener
 from .results import MAX_RESULT_CHARS, ToolResult, tool_result
 from .secrets import SecretBox
+from .states import CLOSED, FAILED, NEEDS_SIGN_IN, READY, STARTING
 
 log = logging.getLogger(__name__)
 
@@ -33,9 +34,6 @@ log = logging.getLogger(__name__)
 if logging.getLogger("mcp").level == logging.NOTSET:
     logging.getLogger("mcp").setLevel(logging.CRITICAL)
 
-STARTING, READY, FAILED, CLOSED = "starting", "ready", "failed", "closed"
-#: A Streamable HTTP server that asks for OAuth, and no tokens (or none that refresh) here.
-NEEDS_SIGN_IN = "needs sign-in"
 #: How long starting a server and its ``initialize`` may take (``npx`` fetching a package is slow).
 CONNECT_TIMEOUT_S = 30.0
 STDERR_LINES = 20

@@ -9,13 +9,18 @@ import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..store import Store
 from .config import HTTP, McpError, McpServerConfig
-from .connection import FAILED, NEEDS_SIGN_IN, READY, McpConnection, McpTool
-from .oauth import Opener, forget_sign_in, signed_in
+from .oauth_tokens import forget_sign_in, signed_in
 from .registry import McpServers
+from .secrets import SecretBox
+from .states import FAILED, NEEDS_SIGN_IN, READY, STARTING
+
+if TYPE_CHECKING:
+    from .connection import McpConnection, McpTool
+    from .oauth import Opener
 
 log = logging.getLogger(__name__)
 
@@ -52,10 +57,10 @@ class McpManager:
         config = self.servers.get(name)
         with self._lock:
             found = self._connections.get(name)
-            if found is None or found.state not in (READY, "starting") or found.config != config:
+            if found is None or found.state not in (READY, STARTING) or found.config != config:
                 if found is not None:
                     found.close()
-                found = McpConnection(config, secrets=self.servers.secrets).start()
+                found = _started(config, self.servers.secrets)
                 self._connections[name] = found
         return found.wait_ready() if wait else found
 
@@ -63,7 +68,7 @@ class McpManager:
              on_url: Callable[[str], None] | None = None) -> McpConnection:
         """Start ``config`` apart from the running ones, wait until ready (or ``McpError``);
         the caller closes it. With ``opener`` a server that asks for OAuth is signed in to."""
-        connection = McpConnection(config, secrets=self.servers.secrets, opener=opener, on_url=on_url).start()
+        connection = _started(config, self.servers.secrets, opener, on_url)
         try:
             return connection.wait_ready()
         except McpError:
@@ -74,7 +79,7 @@ class McpManager:
         """Connect to ``name`` allowing the OAuth sign-in (``opener`` shows the authorization
         URL in a browser); the connection, when ready, becomes the running one."""
         config = self.servers.get(name)
-        connection = McpConnection(config, secrets=self.servers.secrets, opener=opener, on_url=on_url).start()
+        connection = _started(config, self.servers.secrets, opener, on_url)
         with self._lock:
             previous = self._connections.get(name)
             self._connections[name] = connection
@@ -152,3 +157,13 @@ class ToolSet:
                                               "parameters": tool.input_schema or {"type": "object", "properties": {}}}}
             for key, tool in self.tools.items()
         ]
+
+
+def _started(config: McpServerConfig, secrets: SecretBox, opener: Opener | None = None,
+             on_url: Callable[[str], None] | None = None) -> McpConnection:
+    """A connection to ``config``, starting. Its module brings asyncio, http.server and the
+    SDK, so it loads when a server first starts, not with every engine: a terminal chat
+    without tools never needs it (50 ms of `inglenook run`'s start)."""
+    from .connection import McpConnection  # noqa: PLC0415
+
+    return McpConnection(config, secrets=secrets, opener=opener, on_url=on_url).start()

@@ -2,8 +2,8 @@
 SDK's ``OAuthClientProvider`` doing the protocol (discovery, dynamic client registration, PKCE,
 the token exchange, refreshes).
 
-What this module adds: where the tokens live (``KeyringTokens``: the keyring through
-``SecretBox``, never SQLite or a log), the redirect URI (``LoopbackCallback``: a one-shot HTTP
+What this module adds: where the tokens live (``KeyringTokens`` in oauth_tokens.py: the
+keyring through ``SecretBox``, never SQLite or a log), the redirect URI (``LoopbackCallback``: a one-shot HTTP
 listener on 127.0.0.1 that catches the code), and the choice of who may open a browser. A
 connection made for a chat or an API request has no ``opener``: a server that needs a sign-in
 ends it at once as ``SignInNeeded`` (Settings → Tools shows "needs sign-in" and a button); the
@@ -12,22 +12,21 @@ Sign in button and ``inglenook mcp login``/``test`` pass one (``webbrowser.open`
 
 from __future__ import annotations
 
-import json
 import logging
 import socket
 import threading
-import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlparse
 
 from .config import McpError
+from .oauth_tokens import KeyringTokens
 from .secrets import SecretBox
 
 if TYPE_CHECKING:
     from mcp.client.auth import OAuthClientProvider
-    from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthToken
+    from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull
 
 log = logging.getLogger(__name__)
 
@@ -43,70 +42,6 @@ class SignInNeeded(McpError):
     """The server asks for OAuth and this connection may not open a browser."""
 
     code = "mcp_sign_in_needed"
-
-
-def _entry(name: str) -> str:
-    # "/" is not allowed in a server's name, so this never meets another server's secrets.
-    return f"{name}/oauth"
-
-
-class KeyringTokens:
-    """The SDK's ``TokenStorage`` for one server: tokens (with the time they expire, so a token
-    read back after a restart is refreshed rather than sent stale) and the registered client."""
-
-    def __init__(self, box: SecretBox, name: str) -> None:
-        self.box = box
-        self.name = name
-
-    def _read(self) -> dict[str, str]:
-        return self.box.read_anywhere(_entry(self.name)).get("oauth", {})
-
-    def _write(self, **changes: str) -> None:
-        kept = {**self._read(), **changes}
-        self.box.save(_entry(self.name), {"oauth": kept})
-
-    def expires_at(self) -> float | None:
-        found = self._read().get("expires_at", "")
-        return float(found) if found else None
-
-    def registered_redirect(self) -> str:
-        """The redirect URI the stored client was registered with ("" when none)."""
-        client = self._read().get("client")
-        if not client:
-            return ""
-        uris = json.loads(client).get("redirect_uris") or [""]
-        return str(uris[0])
-
-    async def get_tokens(self) -> OAuthToken | None:
-        from mcp.shared.auth import OAuthToken  # noqa: PLC0415
-
-        text = self._read().get("tokens")
-        return OAuthToken.model_validate_json(text) if text else None
-
-    async def set_tokens(self, tokens: OAuthToken) -> None:
-        expires = "" if tokens.expires_in is None else str(time.time() + tokens.expires_in)
-        self._write(tokens=tokens.model_dump_json(exclude_none=True), expires_at=expires)
-        log.info("MCP server %r: signed in (tokens kept in the keyring)", self.name)
-
-    async def get_client_info(self) -> OAuthClientInformationFull | None:
-        from mcp.shared.auth import OAuthClientInformationFull  # noqa: PLC0415
-
-        text = self._read().get("client")
-        return OAuthClientInformationFull.model_validate_json(text) if text else None
-
-    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
-        self._write(client=client_info.model_dump_json(exclude_none=True))
-
-    def forget(self) -> None:
-        self.box.forget(_entry(self.name))
-
-
-def signed_in(box: SecretBox, name: str) -> bool:
-    return bool(KeyringTokens(box, name)._read().get("tokens"))
-
-
-def forget_sign_in(box: SecretBox, name: str) -> None:
-    KeyringTokens(box, name).forget()
 
 
 def _free_port(preferred: int = 0) -> int:

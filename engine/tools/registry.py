@@ -11,7 +11,7 @@ from typing import Any
 
 from ..store import Store, table_named
 from .config import McpError, McpServerConfig, validated_name
-from .oauth import forget_sign_in
+from .oauth_tokens import forget_sign_in
 from .secrets import SecretBox
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ import pytest
 from inglenook.cli import main
 from inglenook.engine import Paths, Store
 from inglenook.engine.tools import McpError, McpManager, McpServerConfig, McpServers
-from inglenook.engine.tools.oauth import KeyringTokens, signed_in
+from inglenook.engine.tools.oauth_tokens import KeyringTokens, signed_in
 
 from .conftest import ROOT
 
