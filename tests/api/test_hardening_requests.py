@@ -54,10 +54,10 @@ def swapped_template(loaded: Engine) -> Iterator[callable]:
     original = model.chat_template
 
     def swap(source: str, time_limit_s: float = 600.0) -> None:
-        model.chat_template = ChatTemplate(source, original.bos_token, original.eos_token, time_limit_s=time_limit_s)
+        model.context.chat_template = ChatTemplate(source, original.bos_token, original.eos_token, time_limit_s=time_limit_s)
 
     yield swap
-    model.chat_template = original
+    model.context.chat_template = original
 
 
 # -- item 6: bad text and deep nesting are 400s -------------------------------------------
