@@ -66,11 +66,13 @@ def start_ours(home: Path, threads: int, source: Path | None = None) -> tuple[st
 
 
 def start_llama_server(binary: Path, model: Path, threads: int) -> tuple[str, subprocess.Popen]:
-    """llama.cpp's server with our defaults on a CPU: the q8_0 KV cache with flash attention."""
+    """llama.cpp's server as the engine runs by default on a CPU, which is llama-server's own
+    default there too: an f16 KV cache with flash attention. One slot, no prompt cache in RAM:
+    every round reads the whole prompt."""
     port = free_port()
     process = subprocess.Popen(
         [str(binary), "-m", str(model), "--port", str(port), "-np", "1", "-c", str(CONTEXT), "-t", str(threads),
-         "-ngl", "0", "-fa", "on", "-ctk", "q8_0", "-ctv", "q8_0", "--no-webui", "--cache-ram", "0"],
+         "-ngl", "0", "-fa", "on", "--no-webui", "--cache-ram", "0"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     return f"http://127.0.0.1:{port}", process
