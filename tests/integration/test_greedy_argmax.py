@@ -9,7 +9,7 @@ import pytest
 
 from inglenook.engine.base.sampling import SamplingParams
 from inglenook.engine.runtime.model import LoadedModel
-from inglenook.engine.runtime.native_sampler import NativeSampler
+from inglenook.engine.runtime.native_sampler import NativeSampler, _plain_greedy
 
 TEXT = "The kettle sang on the hob while the cat watched the rain run down the window."
 
@@ -45,8 +45,6 @@ def test_the_argmax_picks_the_chains_token(model_name: str, request: pytest.Fixt
 
 def test_a_sampler_with_state_keeps_the_chain() -> None:
     # Penalties remember the tokens drawn and a grammar constrains them: those stay on the chain.
-    from inglenook.engine.runtime.native_sampler import _plain_greedy
-
     assert _plain_greedy(SamplingParams(temperature=0.0))
     assert not _plain_greedy(SamplingParams(temperature=0.0, repeat_penalty=1.1))
     assert not _plain_greedy(SamplingParams(temperature=0.0, presence_penalty=0.5))
