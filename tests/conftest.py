@@ -49,6 +49,8 @@ def gemma_path() -> Path:
 
 
 INTEGRATION_DIR = Path(__file__).parent / "integration"
+# A test that asks for one of these (directly or through its fixtures) loads a real GGUF.
+REAL_MODEL_FIXTURES = frozenset({"smollm2_path", "gemma_path"})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -60,10 +62,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     The default signal timeout interrupts only Python code, and Hypothesis takes the interrupt
     for a failing example and replays it while shrinking, hanging again with no timer left
     (CI once spent its whole 90 minutes that way). The thread method dumps the stacks and exits.
+
+    Every test that runs llama.cpp is marked ``llama``: those under tests/integration/, the
+    API tests (a real server on the starter model) and any test whose fixtures include a real
+    model's path. `make test-portable` runs them again with the logits jittered, so the set
+    grows by construction as tests are added, not by a list someone must remember.
     """
     for item in items:
         if INTEGRATION_DIR in Path(item.path).parents:
             item.add_marker(pytest.mark.integration)
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if (fixtures & REAL_MODEL_FIXTURES or item.get_closest_marker("integration")
+                or item.get_closest_marker("api")):
+            item.add_marker(pytest.mark.llama)
         if getattr(item, "obj", None) is not None and hasattr(item.obj, "hypothesis"):
             item.add_marker(pytest.mark.timeout(600, method="thread"))
 
@@ -80,4 +91,6 @@ def pytest_report_header() -> list[str]:
     except OSError:
         pass
     forced = os.environ.get("INGLENOOK_CPU_VARIANT")
-    return [f"cpu: {model}; llama.cpp CPU variant: {forced + ' (forced)' if forced else 'the best this CPU runs'}"]
+    jitter = os.environ.get("INGLENOOK_TEST_LOGIT_JITTER")
+    return [f"cpu: {model}; llama.cpp CPU variant: {forced + ' (forced)' if forced else 'the best this CPU runs'}"
+            + (f"; logits jittered ({jitter})" if jitter else "")]

@@ -138,7 +138,7 @@ class DraftModel:
         model = self.model
         indices = model._fill_batch([BatchRow(slot.seq_id, len(slot.kv_tokens), tokens, LAST) for slot, tokens in rows])
         context = model.context
-        status = context.lib.llama_decode(context.ctx, context.batch)
+        status = context.decode()
         if status != 0:
             for slot, _ in rows:
                 model.kv.clear(slot)

@@ -407,7 +407,7 @@ class LoadedModel:
                                        for s, tokens, logits in rows])
         started = time.perf_counter()
         context = self.context
-        status = context.lib.llama_decode(context.ctx, context.batch)
+        status = context.decode()
         if status != 0:
             self._decode_failed(rows, status)
         if self.speculative_mode != OFF and rows[0][0].state == DECODE:
@@ -440,7 +440,7 @@ class LoadedModel:
                     index = self.vision.decode_image_rows(sequence.seq_id, position, run, want)
                 else:
                     index = self._fill_batch([BatchRow(sequence.seq_id, position, run, want)])[0]
-                    status = context.lib.llama_decode(context.ctx, context.batch)
+                    status = context.decode()
                     if status != 0:
                         self._decode_failed([row], status)
             except (InvalidRequest, ModelLoadError):
@@ -546,7 +546,7 @@ class LoadedModel:
         """Decode ``tokens`` as one batch on sequence 0 (pooling needs them together)."""
         self._fill_batch([BatchRow(0, 0, tokens, ALL)])
         context = self.context
-        status = context.lib.llama_decode(context.ctx, context.batch)
+        status = context.decode()
         if status != 0:
             self.kv.clear()
             raise ModelLoadError(f"llama.cpp failed to process the input (status {status})")
@@ -591,7 +591,7 @@ class LoadedModel:
                     return out[:0]
                 chunk = tokens[start : start + step]
                 self._fill_batch([BatchRow(0, start, chunk, ALL)])
-                if lib.llama_decode(context.ctx, context.batch) != 0:
+                if context.decode() != 0:
                     raise ModelLoadError(f"llama.cpp failed to evaluate the text with {self.record.id}")
                 pointer = lib.llama_get_logits(context.ctx)
                 out[start : start + len(chunk)] = np.ctypeslib.as_array(pointer, shape=(len(chunk), self.n_vocab))

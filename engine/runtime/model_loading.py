@@ -22,6 +22,7 @@ from ..base import GGUFInfo, ModelLoadError, ModelRecord
 from ..text import ChatTemplate
 from .fit import AUTO_KV_CACHE, ModelShape, detect_machine, estimate_fit, kv_cache_type_for
 from .gguf_headers import checked_header
+from .logit_jitter import LogitJitter
 from .lora_runtime import ContextAdapters
 from .native import llama, physical_cores
 from .slots import FA_TILE_ROWS, KvSlot
@@ -128,10 +129,22 @@ class LlamaContext:
     speculative_mode: str  # OFF, LOOKUP or DRAFT: what this model runs (``speculative_mode``)
     vocabulary: Vocabulary  # text <-> tokens
     adapters: ContextAdapters  # the LoRA adapters this context applies (lora_runtime)
+    # Test-only noise on every logits row (``logit_jitter``); None unless its variable is set.
+    jitter: LogitJitter | None = None
 
     @property
     def closed(self) -> bool:
         return self.ctx is None
+
+    def decode(self, batch: Any = None) -> int:
+        """``llama_decode`` of ``batch`` (default: the reusable token batch); its status.
+        Every decode whose logits anything reads goes through here, so the test-only jitter
+        sees each logits row once, before the sampler, grammar or logprobs read it."""
+        batch = self.batch if batch is None else batch
+        status = self.lib.llama_decode(self.ctx, batch)
+        if status == 0 and self.jitter is not None:
+            self.jitter.perturb(self.lib, self.ctx, batch)
+        return status
 
     def close(self) -> None:
         """Free the batch, the context and the weights; the slots then hold nothing. Anything
@@ -270,6 +283,8 @@ def _open(lib: Any, record: ModelRecord, info: GGUFInfo, options: LoadOptions, s
         flash_attention=flash_attention, canonical_rows=rows, context_note=context_note,
         chat_template=chat_template, add_bos=bool(lib.llama_vocab_get_add_bos(vocab)), speculative_mode=mode,
         vocabulary=vocabulary, adapters=adapters,
+        # An embeddings context pools instead of writing logits rows: nothing to perturb.
+        jitter=None if options.embeddings else LogitJitter.from_environment(n_vocab),
     )
 
 

@@ -193,7 +193,7 @@ class ModelVision:
         if non_causal:
             lib.llama_set_causal_attn(context.ctx, False)
         try:
-            status = lib.llama_decode(context.ctx, batch)
+            status = context.decode(batch)
         finally:
             if non_causal:
                 lib.llama_set_causal_attn(context.ctx, True)
