@@ -28,13 +28,16 @@ import pytest
 from .desktop_session import (
     API_SCRIPT,
     MAIN_TITLE,
+    ON_MACHINE,
     ROOT,
     WELCOME_TITLE,
     assistant_answers,
+    install,
     integrity,
     launch,
     missing_tools,
     newest_deb,
+    uninstall,
     user_environment,
     wait_answers,
     xvfb,
@@ -42,7 +45,6 @@ from .desktop_session import (
 
 pytestmark = pytest.mark.package
 
-ON_MACHINE = os.environ.get("INGLENOOK_PACKAGE_TEST") == "1"
 DEB = newest_deb()
 SCREENSHOT = ROOT / "build" / "package-test" / "installed.png"
 
@@ -70,26 +72,6 @@ def wait_for(condition: Callable[[], bool], failure: str, timeout: float = 120.0
     while not condition():
         assert time.monotonic() < deadline, failure
         time.sleep(0.2)
-
-
-def install(deb: Path, scratch: Path) -> Path:
-    """Install ``deb``; return the installed program to run."""
-    if ON_MACHINE:
-        subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", str(deb)], check=True,
-                       stdout=subprocess.DEVNULL)
-        return Path("/opt/inglenook/inglenook")
-    subprocess.run(["dpkg-deb", "-x", str(deb), str(scratch)], check=True)
-    return scratch / "opt" / "inglenook" / "inglenook"
-
-
-def uninstall(scratch: Path) -> None:
-    if ON_MACHINE:
-        subprocess.run(["dpkg", "-r", "inglenook"], check=True, stdout=subprocess.DEVNULL)
-        assert not Path("/opt/inglenook").exists(), "dpkg -r left /opt/inglenook behind"
-        assert not Path("/usr/bin/inglenook").exists()
-        assert not Path("/usr/share/applications/inglenook.desktop").exists()
-    else:
-        shutil.rmtree(scratch)
 
 
 def test_installed_app_chats_offline_serves_the_api_and_keeps_data(tmp_path: Path) -> None:
