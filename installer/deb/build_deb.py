@@ -16,6 +16,7 @@ import argparse
 import json
 import logging
 import os
+import runpy
 import shutil
 import subprocess
 import sys
@@ -187,13 +188,24 @@ def directory_kib(root: Path) -> int:
     return (total + 1023) // 1024
 
 
-def build(bundle: Path, out: Path, version: str, icons: Path) -> Path:
+def upgrade_test_marker() -> str:
+    """The file whose presence in ``_internal`` makes the bundle add the upgrade test's
+    migration (packaging/inglenook_entry.py, the one place that reads it)."""
+    return str(runpy.run_path(str(PACKAGING / "inglenook_entry.py"))["UPGRADE_TEST_MARKER"])
+
+
+def build(bundle: Path, out: Path, version: str, icons: Path, upgrade_test: bool = False) -> Path:
+    """The .deb of ``bundle``; ``upgrade_test``: the same bundle with the upgrade test's marker
+    in it (one more migration), for `make package-upgrade` — no second PyInstaller run."""
     if not (bundle / "inglenook").is_file():
         raise SystemExit(f"no bundle at {bundle}: run `make package` (PyInstaller) first")
     if not (icons / "hicolor").is_dir():
         raise SystemExit(f"no icons in {icons}: run packaging/make_icons.py first")
     root = ROOT / "build" / "deb" / "root"
     stage(bundle, icons, root)
+    if upgrade_test:
+        (root / "opt" / "inglenook" / "_internal" / upgrade_test_marker()).write_text(
+            "The upgrade test's build: one more store migration (m999_upgrade_test_marker).\n")
     debian = root / "DEBIAN"
     debian.mkdir()
     depends = derived_depends(bundle)
@@ -215,8 +227,10 @@ def main() -> int:
     parser.add_argument("--icons", type=Path, default=ROOT / "build" / "icons")
     parser.add_argument("--out", type=Path, default=ROOT / "dist")
     parser.add_argument("--version", default=os.environ.get("INGLENOOK_DEB_VERSION") or project_version())
+    parser.add_argument("--upgrade-test", action="store_true",
+                        help="the upgrade test's newer build: the bundle plus one dummy migration")
     args = parser.parse_args()
-    target = build(args.bundle, args.out, args.version, args.icons)
+    target = build(args.bundle, args.out, args.version, args.icons, upgrade_test=args.upgrade_test)
     sizes = {"deb": str(target), "deb_bytes": target.stat().st_size,
              "installed_kib": directory_kib(ROOT / "build" / "deb" / "root")}
     print(json.dumps(sizes))  # the build's one line of output, for the Makefile

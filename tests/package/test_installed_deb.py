@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from .desktop_session import (
+    cannot_run,
     API_SCRIPT,
     MAIN_TITLE,
     ON_MACHINE,
@@ -49,13 +50,12 @@ DEB = newest_deb()
 SCREENSHOT = ROOT / "build" / "package-test" / "installed.png"
 
 if DEB is None:
-    pytest.skip("no .deb in dist/: run `make package` (or `make package-test`) first", allow_module_level=True)
+    cannot_run("no .deb in dist/: run `make package` (or `make package-test`) first")
 if missing_tools():
-    pytest.skip(f"missing tools for the installed-app test: {', '.join(missing_tools())} "
-                "(apt-get install xvfb xdotool x11-apps imagemagick util-linux iproute2)", allow_module_level=True)
+    cannot_run(f"missing tools for the installed-app test: {', '.join(missing_tools())} "
+               "(python3 scripts/package_deps.py --install)")
 if os.geteuid() != 0:
-    pytest.skip("the installed-app test runs the app in its own network namespace, which needs root",
-                allow_module_level=True)
+    cannot_run("the installed-app test runs the app in its own network namespace, which needs root")
 
 
 def model_paths(database: Path) -> set[str]:

@@ -30,20 +30,19 @@ import pytest
 from ..document_files import docx_file, report_pdf
 from ..encoder_writer import write_encoder
 from ..mmproj_writer import vision_copy_of_smollm2, write_png
-from .desktop_session import as_a_user, install, launch, missing_tools, newest_deb, uninstall, \
+from .desktop_session import as_a_user, cannot_run, install, launch, missing_tools, newest_deb, uninstall, \
     user_environment, xvfb
 
 pytestmark = pytest.mark.package
 
 DEB = newest_deb()
 if DEB is None:
-    pytest.skip("no .deb in dist/: run `make package` (or `make package-test`) first", allow_module_level=True)
+    cannot_run("no .deb in dist/: run `make package` (or `make package-test`) first")
 if missing_tools():
-    pytest.skip(f"missing tools for the installed-app tests: {', '.join(missing_tools())} "
-                "(python3 scripts/package_deps.py --install)", allow_module_level=True)
+    cannot_run(f"missing tools for the installed-app tests: {', '.join(missing_tools())} "
+               "(python3 scripts/package_deps.py --install)")
 if os.geteuid() != 0:
-    pytest.skip("the installed-app tests run the app in its own network and mount namespaces, which needs root",
-                allow_module_level=True)
+    cannot_run("the installed-app tests run the app in its own network and mount namespaces, which needs root")
 
 X86_VARIANTS = {"haswell", "alderlake", "skylakex", "icelake", "zen4"}  # scripts/llama_build.py's list
 
