@@ -17,7 +17,6 @@ import argparse
 import logging
 import os
 import runpy
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -30,19 +29,18 @@ ROOT = Path(__file__).resolve().parents[1]
 # client libraries and the GL/EGL dispatchers' own dependencies.
 BUNDLE_LIBRARIES = ["libwayland-client0", "libwayland-cursor0", "libwayland-egl1", "libdrm2", "libglib2.0-0",
                     "libxcb-xinerama0", "libxcb-glx0", "libfreetype6"]
-# The tools the build and tests/package use (desktop_session.missing_tools), each with the
-# package that ships it; a tool already on PATH (however it got there) is not asked for.
-TOOLS = {"Xvfb": "xvfb", "xauth": "xauth", "xdotool": "xdotool", "xwininfo": "x11-utils", "xwd": "x11-apps",
-         "convert": "imagemagick", "unshare": "util-linux", "nsenter": "util-linux", "ip": "iproute2",
-         "readelf": "binutils", "dpkg-deb": "dpkg", "strip": "binutils"}
+# The packages of the tools the build and tests/package use (desktop_session.missing_tools):
+# Xvfb, xauth, xdotool, xwininfo (x11-utils), xwd (x11-apps), convert (ImageMagick), unshare
+# and nsenter (util-linux), ip (iproute2), readelf and strip (binutils). Asked for by package,
+# not by a name on PATH: a stand-in `convert` is not ImageMagick.
+TOOLS = ["xvfb", "xauth", "xdotool", "x11-utils", "x11-apps", "imagemagick", "util-linux", "iproute2", "binutils"]
 
 
 def wanted() -> list[str]:
-    """The packages to install: libraries not installed, tools not on PATH."""
+    """The packages to install: those not installed."""
     build_deb = runpy.run_path(str(ROOT / "installer" / "deb" / "build_deb.py"))
-    libraries = set(build_deb["LAUNCH_CHECK_DEPENDS"]) | set(BUNDLE_LIBRARIES)
-    tools = {package for tool, package in TOOLS.items() if shutil.which(tool) is None}
-    return sorted(tools | {package for package in libraries if not installed(package)})
+    packages = set(build_deb["LAUNCH_CHECK_DEPENDS"]) | set(BUNDLE_LIBRARIES) | set(TOOLS)
+    return sorted(package for package in packages if not installed(package))
 
 
 def installed(package: str) -> bool:

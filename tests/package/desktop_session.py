@@ -81,6 +81,12 @@ for attempt in range(300):  # the server starts on a worker beside the window
 """
 
 
+def imagemagick() -> str:
+    """ImageMagick's convert: by Debian's own name first, since an earlier `convert` on PATH
+    may be something else (a stand-in that only prints PNGs)."""
+    return shutil.which("convert-im6.q16") or shutil.which("convert-im7.q16") or "convert"
+
+
 def missing_tools() -> list[str]:
     return [tool for tool in ("Xvfb", "xdotool", "xwininfo", "dpkg-deb", "unshare", "nsenter", "ip")
             if shutil.which(tool) is None]
@@ -171,11 +177,11 @@ class RunningApp:
         which = ["-root"] if window == "root" else ["-id", window]
         subprocess.run(["xwd", *which, "-silent", "-display", self.display, "-out", str(raw)], check=True,
                        timeout=30)
-        subprocess.run(["convert", str(raw), str(target)], check=True, timeout=60)
+        subprocess.run([imagemagick(), str(raw), str(target)], check=True, timeout=60)
         raw.unlink()
 
     def colours(self, image: Path) -> int:
-        done = subprocess.run(["convert", str(image), "-format", "%k", "info:"], capture_output=True, text=True,
+        done = subprocess.run([imagemagick(), str(image), "-format", "%k", "info:"], capture_output=True, text=True,
                               check=True, timeout=60)
         return int(done.stdout.strip() or 0)
 
