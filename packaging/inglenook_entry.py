@@ -27,9 +27,9 @@ def add_upgrade_test_migration(bundle: Path | None) -> bool:
     running bundle's ``_internal``; None outside a bundle) holds the marker file."""
     if bundle is None or not (bundle / UPGRADE_TEST_MARKER).is_file():
         return False
-    import sqlite_utils  # noqa: PLC0415 — only in the upgrade test's build
+    import sqlite_utils  # only in the upgrade test's build
 
-    from inglenook.engine.store.migrations import MIGRATIONS  # noqa: PLC0415 — only in the upgrade test's build
+    from inglenook.engine.store.migrations import MIGRATIONS
 
     def m999_upgrade_test_marker(db: sqlite_utils.Database) -> None:
         """Proves the newer build's migrations ran on the older build's store."""

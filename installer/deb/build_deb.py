@@ -13,6 +13,7 @@ touched by dpkg.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import logging
 import os
@@ -188,6 +189,38 @@ def directory_kib(root: Path) -> int:
     return (total + 1023) // 1024
 
 
+# What a bundle never needs: bytecode caches (PyInstaller keeps the modules in its archive) and
+# test suites that wheels carry.
+NEEDLESS_FOLDERS = ("__pycache__", "tests", "test")
+
+
+def bundled_twice(bundle: Path) -> list[list[str]]:
+    """Groups of ELF files in ``bundle`` with the same content under different names (a
+    library and its soname copied, not linked)."""
+    by_content: dict[str, list[str]] = {}
+    for path in elf_files(bundle):
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        by_content.setdefault(digest, []).append(str(path.relative_to(bundle)))
+    return [sorted(paths) for paths in by_content.values() if len(paths) > 1]
+
+
+def needless_files(bundle: Path) -> list[str]:
+    """Folders of bytecode caches or test suites in ``bundle``."""
+    return sorted(str(path.relative_to(bundle)) for path in bundle.rglob("*")
+                  if path.is_dir() and path.name in NEEDLESS_FOLDERS)
+
+
+def check_lean(bundle: Path) -> None:
+    """Stop the build when something is in the bundle twice, or should not be in it at all."""
+    twice = bundled_twice(bundle)
+    if twice:
+        raise SystemExit("the bundle holds the same library under several names (link them instead): "
+                         + "; ".join(" = ".join(group) for group in twice))
+    needless = needless_files(bundle)
+    if needless:
+        raise SystemExit(f"the bundle holds caches or test suites: {', '.join(needless)}")
+
+
 def upgrade_test_marker() -> str:
     """The file whose presence in ``_internal`` makes the bundle add the upgrade test's
     migration (packaging/inglenook_entry.py, the one place that reads it)."""
@@ -201,6 +234,7 @@ def build(bundle: Path, out: Path, version: str, icons: Path, upgrade_test: bool
         raise SystemExit(f"no bundle at {bundle}: run `make package` (PyInstaller) first")
     if not (icons / "hicolor").is_dir():
         raise SystemExit(f"no icons in {icons}: run packaging/make_icons.py first")
+    check_lean(bundle)
     root = ROOT / "build" / "deb" / "root"
     stage(bundle, icons, root)
     if upgrade_test:

@@ -226,3 +226,49 @@ def test_every_platform_recipe_names_the_native_parts_and_a_missing_one_is_repor
     missing = engine_libraries.missing_parts(internal, "linux")
     assert "llama_cpp/lib/libmtmd.so" not in missing and "llama_cpp/lib/libmtmd.so.0" not in missing
     assert {"llama_cpp/lib/libllama.so", "llama_cpp/lib/libllama.so.0", "pypdfium2_raw/libpdfium.so"} <= set(missing)
+
+
+def test_a_library_copied_under_two_names_or_a_cache_in_the_bundle_stops_the_build(tmp_path: Path) -> None:
+    needs("xdotool")
+    build_deb = load(ROOT / "installer" / "deb" / "build_deb.py", "build_deb")
+    bundle = tmp_path / "bundle"
+    lib = bundle / "_internal" / "llama_cpp" / "lib"
+    lib.mkdir(parents=True)
+    shutil.copy(shutil.which("xdotool"), lib / "libtool.so.0")
+    (lib / "libtool.so").symlink_to("libtool.so.0")  # a link is one copy
+    build_deb.check_lean(bundle)
+    shutil.copy(lib / "libtool.so.0", lib / "libtool.so.0.1.2")
+    with pytest.raises(SystemExit, match=r"same library under several names.*libtool\.so\.0 = .*libtool\.so\.0\.1\.2"):
+        build_deb.check_lean(bundle)
+    (lib / "libtool.so.0.1.2").unlink()
+    (bundle / "_internal" / "somepackage" / "__pycache__").mkdir(parents=True)
+    with pytest.raises(SystemExit, match=r"caches or test suites: _internal/somepackage/__pycache__"):
+        build_deb.check_lean(bundle)
+
+
+def test_only_a_bundle_with_the_upgrade_marker_adds_the_upgrade_tests_migration(tmp_path: Path) -> None:
+    """`make package-upgrade` repacks the bundle with the marker file instead of building it
+    again; the entry point adds the dummy migration only then, and it runs on a real store."""
+    from inglenook.engine.store import migrations
+    from inglenook.engine.store.store import Store
+
+    entry = load(PACKAGING / "inglenook_entry.py", "inglenook_entry")
+    build_deb = load(ROOT / "installer" / "deb" / "build_deb.py", "build_deb")
+    assert build_deb.upgrade_test_marker() == entry.UPGRADE_TEST_MARKER
+    before = list(migrations.MIGRATIONS)
+    bundle = tmp_path / "_internal"
+    bundle.mkdir()
+    assert not entry.add_upgrade_test_migration(None) and not entry.add_upgrade_test_migration(bundle)
+    assert migrations.MIGRATIONS == before
+    (bundle / entry.UPGRADE_TEST_MARKER).write_text("upgrade test")
+    try:
+        assert entry.add_upgrade_test_migration(bundle)
+        assert [m.__name__ for m in migrations.MIGRATIONS[len(before):]] == ["m999_upgrade_test_marker"]
+        store = Store(tmp_path / "store.db")
+        try:
+            rows = store.db.execute("SELECT note FROM upgrade_test_marker").fetchall()
+        finally:
+            store.close()
+        assert rows == [("applied by the newer build",)]
+    finally:
+        del migrations.MIGRATIONS[len(before):]
