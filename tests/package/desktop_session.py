@@ -250,13 +250,15 @@ def as_a_user(command: list[str], offline: bool = True, hide: list[Path] | None 
     return ["unshare", *flags, "sh", "-c", " && ".join([*steps, 'exec "$0" "$@"']), *command]
 
 
-def launch(program: Path | list[str], home: Path, display: str, offline: bool = True) -> RunningApp:
-    """Start ``program`` (a path, or a whole command) as a user would (as_a_user: offline, the
-    build folders hidden)."""
+def launch(program: Path | list[str], home: Path, display: str, offline: bool = True,
+           installed: bool = True) -> RunningApp:
+    """Start ``program`` (a path, or a whole command) as a user would (as_a_user: offline; for
+    an ``installed`` program also with the build folders hidden, which the checkout's own
+    ``python -m inglenook`` runs from)."""
     env = user_environment(home, display)
     log = home / "inglenook-stdout.log"
     command = as_a_user([str(part) for part in program] if isinstance(program, list) else [str(program)],
-                        offline=offline)
+                        offline=offline, hide=None if installed else [])
     started = time.monotonic()
     with log.open("wb") as out:
         process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=home)
