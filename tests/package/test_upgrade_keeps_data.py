@@ -2,7 +2,8 @@
 
 ``make package-test`` builds both: dist/inglenook_<v>_amd64.deb (``make package``) and
 dist/upgrade/inglenook_<v>+upgradetest1_amd64.deb (``make package-upgrade``: the same bundle
-plus one dummy migration, m999_upgrade_test_marker). The test installs the older with apt,
+repacked with a marker file that makes packaging/inglenook_entry.py add one dummy migration,
+m999_upgrade_test_marker). The test installs the older with apt,
 chats, upgrades with dpkg -i, starts the new version on the same HOME and chats on in the
 same conversation. It changes the machine's packages, so it runs only with
 INGLENOOK_PACKAGE_TEST=1 (as root).
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from .desktop_session import MAIN_TITLE, ROOT, WELCOME_TITLE, integrity, launch, missing_tools, newest_deb, \
+from .desktop_session import MAIN_TITLE, ROOT, WELCOME_TITLE, cannot_run, integrity, launch, missing_tools, newest_deb, \
     wait_answers, xvfb
 
 pytestmark = pytest.mark.package
@@ -31,9 +32,9 @@ if os.environ.get("INGLENOOK_PACKAGE_TEST") != "1" or os.geteuid() != 0:
     pytest.skip("the upgrade test installs packages on this machine: run it with `make package-test` (root)",
                 allow_module_level=True)
 if OLDER is None or NEWER is None:
-    pytest.skip("needs both builds: `make package` and `make package-upgrade`", allow_module_level=True)
+    cannot_run("needs both builds: `make package` and `make package-upgrade`")
 if missing_tools():
-    pytest.skip(f"missing tools: {', '.join(missing_tools())}", allow_module_level=True)
+    cannot_run(f"missing tools: {', '.join(missing_tools())} (python3 scripts/package_deps.py --install)")
 
 
 def installed_version() -> str:
