@@ -29,6 +29,7 @@ from inglenook.engine.runtime.batch import LAST, BatchRow
 from inglenook.engine.runtime.model import LoadedModel
 from inglenook.engine.runtime.model_loading import LoadOptions
 from inglenook.engine.runtime.speculative import RowCost
+from inglenook.engine.text import gbnf
 from inglenook.engine.text.json_grammar import grammar_for_schema
 from tests.integration.conftest import GPU_LAYERS, record_for
 from tests.integration.test_cli import STARTER
@@ -49,6 +50,12 @@ TYPOS = ("The lighthouse stood on a rock at the edge of the bay. Every night the
          "as the lamp burned they would always find their way home. One morning the keepr found a bottle wedged "
          "between two stones, with a letter inside.")
 QUOTE = [{"role": "user", "content": f"Fix the spelling in this text and return it unchanged otherwise:\n\n{TYPOS}"}]
+# An answer to QUOTE as SmolLM2 writes one: both typos fixed, three commas added.
+EDITED = ("The lighthouse stood on a rock at the edge of the bay. Every night the keeper climbed the stairs, lit the "
+          "lamp and watched the ships pass. In winter, the storms came from the north and the waves broke over the "
+          "rocks, but the light never went out. The village below relied on it, and the fishermen said that as long "
+          "as the lamp burned, they would always find their way home. One morning, the keeper found a bottle wedged "
+          "between two stones, with a letter inside.")
 
 
 # Whether a draft pays depends on what a batch row costs on the machine at that moment; the
@@ -134,14 +141,16 @@ CPU_ROWS = RowCost(per_row=0.37, base=0.75, fixed=True)
 
 
 def test_an_answer_that_copies_its_input_through_edits_drafts_most_of_it(smollm2_path: Path) -> None:
-    # SmolLM2 returns the paragraph nearly verbatim, with commas added and a typo fixed: the
-    # lookup must follow the copy through those edits and draft long. Measured in plain-step
-    # units under CPU_ROWS: 1.49 tokens per unit; 1.26 before the cursor and the fixed row
-    # price (it re-found its place by n-grams after each edit and drafted short).
-    # The answer these figures were recorded on is the f16 cache's without flash attention
-    # (other configurations copy less of this paragraph: 67 of 104 tokens kept over q8_0): the
-    # test is about the cursor, so it pins the configuration of its recorded answer.
-    lookup = load(smollm2_path, speculative="lookup", kv_cache_type="f16", flash_attention=False)
+    # The answer returns the paragraph with the typo fixed twice and three commas added: the
+    # lookup must follow the copy through those edits and draft long. The answer is held to
+    # that text by a grammar: which edits SmolLM2 chooses by itself differs between CPUs (the
+    # jittered pass of issue 39 found an answer with more commas and a sentence split, on
+    # which any lookup drafts less), and what this tests is the cursor, not the model's choice.
+    # Measured in plain-step units under CPU_ROWS: 1.32 tokens per unit, the same on every CPU
+    # variant and jitter seed tried (the drafts and their verification depend only on tokens);
+    # before the cursor and the fixed row price the lookup re-found its place by n-grams after
+    # each edit and drafted short (1.26 on the model's own answer then).
+    lookup = load(smollm2_path, speculative="lookup")
     try:
         copied_with_edits(lookup)
     finally:
@@ -149,7 +158,8 @@ def test_an_answer_that_copies_its_input_through_edits_drafts_most_of_it(smollm2
 
 
 def copied_with_edits(lookup: LoadedModel) -> None:
-    sequence = lookup.open_sequence(lookup.chat_tokens(QUOTE), SamplingParams(temperature=0.0, max_tokens=200),
+    answer = SamplingParams(temperature=0.0, max_tokens=200, grammar="root ::= " + gbnf.literal(EDITED))
+    sequence = lookup.open_sequence(lookup.chat_tokens(QUOTE), answer,
                                     threading.Event(), time.perf_counter(), reuse_kv=False, slot=lookup.slots[0])
     control = sequence.control
     assert control is not None
@@ -164,9 +174,11 @@ def copied_with_edits(lookup: LoadedModel) -> None:
     finally:
         lookup.row_cost = FREE_ROWS
         lookup.release(sequence)
+    [finished] = [e for e in sequence.drain() if isinstance(e, Finished)]
+    assert finished.finish_reason == "stop"  # the whole edited text, ended by its grammar
     tokens = sequence.usage.completion_tokens
-    assert tokens > 80 and control.accepted > 0.7 * tokens
-    assert tokens / units > 1.35
+    assert tokens > 80 and control.accepted > 0.75 * tokens
+    assert tokens / units > 1.3
 
 
 def test_a_draft_model_of_the_same_vocabulary_keeps_greedy_output(smollm2: LoadedModel, smollm2_path: Path) -> None:
