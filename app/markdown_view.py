@@ -1,6 +1,7 @@
 """Markdown on screen: prose as rich text that sizes to its content, code blocks with
 highlighting and a Copy button, and the body that holds an answer's segments (re-rendering
-only the segment that grew while an answer streams)."""
+only the segment, and within prose only the run of paragraphs, that grew while an answer
+streams)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from PySide6.QtWidgets import (
 )
 
 from . import theme
-from .markdown import Segment, highlight_code, render_markdown, split_segments
+from .markdown import Segment, highlight_code, render_markdown, split_prose, split_segments
 
 
 class RichText(QTextBrowser):
@@ -125,6 +126,45 @@ class CodeBlock(QFrame):
         self._reset_timer.start(1500)
 
 
+PARAGRAPH_GAP = 6  # what Qt's Markdown reader leaves between two paragraphs of one document
+
+
+class Prose(QWidget):
+    """A run of prose as a column of documents, one per ``split_prose`` run: while an answer
+    streams, only the run that grew is rendered and laid out again, so an update costs what
+    the new text costs however long the answer already is."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._layout = QVBoxLayout(self)
+        self._layout.setContentsMargins(0, 0, 0, 0)
+        self._layout.setSpacing(PARAGRAPH_GAP)
+        self._runs: list[tuple[str, RichText]] = []
+
+    def set_text(self, text: str, palette: dict[str, str]) -> None:
+        runs = split_prose(text)
+        for index, run in enumerate(runs):
+            if index < len(self._runs):
+                if self._runs[index][0] == run:
+                    continue
+                widget = self._runs[index][1]
+            else:
+                widget = RichText(self)
+                self._layout.addWidget(widget)
+            render_markdown(widget.document(), run, palette)
+            if index < len(self._runs):
+                self._runs[index] = (run, widget)
+            else:
+                self._runs.append((run, widget))
+        while len(self._runs) > len(runs):
+            _, widget = self._runs.pop()
+            widget.hide()
+            widget.deleteLater()
+
+    def documents(self) -> list[RichText]:
+        return [widget for _, widget in self._runs]
+
+
 class MarkdownBody(QWidget):
     """A message's text as a column of prose and code widgets, updated in place."""
 
@@ -162,15 +202,15 @@ class MarkdownBody(QWidget):
         return [w for _, w in self._widgets if isinstance(w, CodeBlock)]
 
     def _make(self, segment: Segment) -> QWidget:
-        widget: QWidget = CodeBlock(self) if segment.kind == "code" else RichText(self)
+        widget: QWidget = CodeBlock(self) if segment.kind == "code" else Prose(self)
         self._update(widget, segment)
         return widget
 
     def _update(self, widget: QWidget, segment: Segment) -> None:
         if isinstance(widget, CodeBlock):
             widget.set_code(segment.content, segment.language)
-        elif isinstance(widget, RichText):
-            render_markdown(widget.document(), segment.content, theme.colors(self._mode))
+        elif isinstance(widget, Prose):
+            widget.set_text(segment.content, theme.colors(self._mode))
 
     def _truncate(self, count: int) -> None:
         while len(self._widgets) > count:

@@ -1,8 +1,8 @@
 """The conversation view: message cards, Markdown with highlighted code, streaming, auto-scroll.
 
 Streaming never rebuilds what is already on screen: an answer is split into prose and
-code segments and only the segment that grew is re-rendered, so earlier text does not
-flicker. The view follows the answer while the user is at the bottom and stops following
+code segments, prose into runs of paragraphs, and only the piece that grew is re-rendered,
+so earlier text does not flicker and an update costs what the new text costs. The view follows the answer while the user is at the bottom and stops following
 the moment they scroll up; scrolling back to the bottom resumes it.
 """
 
