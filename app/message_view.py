@@ -243,6 +243,15 @@ class ConversationView(QScrollArea):
                 widget.more.setEnabled(True)
 
     def remove_from(self, index: int) -> None:
+        """Remove the messages from ``index`` on, and the tool call blocks among or after them
+        (a regenerated or edited question's earlier calls are another version's)."""
+        if index < len(self.widgets):
+            cut = self._layout.indexOf(self.widgets[index])
+            later = [block for block in self.tool_calls if self._layout.indexOf(block) > cut]
+            for block in later:
+                block.hide()
+                block.deleteLater()
+            self.tool_calls = [block for block in self.tool_calls if block not in later]
         for widget in self.widgets[index:]:
             widget.hide()
             widget.deleteLater()

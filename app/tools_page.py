@@ -11,6 +11,8 @@ a stranger wrote that the model will read, so it is shown in full.
 
 from __future__ import annotations
 
+import functools
+
 import json
 import logging
 import shlex
@@ -389,6 +391,8 @@ class ChatToolsBox(QWidget):
         self._layout.addWidget(self.hint)
 
     def load(self, conversation_id: int | None) -> None:
+        """Show ``conversation_id``'s switches; None: a new chat's, all off, which work all the
+        same (``chosen`` is what its first message creates it with)."""
         self.conversation_id = conversation_id
         chats = self.chats
 
@@ -396,7 +400,7 @@ class ChatToolsBox(QWidget):
             names = [c.name for c in chats.tools.servers.all() if c.enabled]
             return names, chats.chat_tools(conversation_id) if conversation_id is not None else []
 
-        self.workers.disk.run(read, self._fill)
+        self.workers.disk.run(read, functools.partial(self._fill, conversation_id))
 
     def chosen(self) -> list[str]:
         """The servers switched on for this chat now."""
@@ -408,8 +412,11 @@ class ChatToolsBox(QWidget):
             box.blockSignals(True)
             box.setChecked(name in servers)
             box.blockSignals(False)
+        self._list_tools(self.chosen())
 
-    def _fill(self, found: tuple[list[str], list[str]]) -> None:
+    def _fill(self, conversation_id: int | None, found: tuple[list[str], list[str]]) -> None:
+        if conversation_id != self.conversation_id:
+            return  # another chat was opened meanwhile; its own read follows
         names, chosen = found
         for box in self.boxes.values():
             box.deleteLater()
@@ -417,7 +424,6 @@ class ChatToolsBox(QWidget):
         for name in names:
             box = QCheckBox(f"Tools of {name}", self)
             box.setChecked(name in chosen)
-            box.setEnabled(self.conversation_id is not None)
             box.toggled.connect(self._changed)
             self._layout.addWidget(box)
             self.boxes[name] = box
@@ -437,10 +443,8 @@ class ChatToolsBox(QWidget):
         self.workers.network.run(lambda: list(chats.tools.tools_for(servers).tools), listed)
 
     def _changed(self, _on: bool) -> None:
-        cid = self.conversation_id
-        if cid is None:
-            return
-        chosen = [name for name, box in self.boxes.items() if box.isChecked()]
-        chats = self.chats
-        self.workers.disk.run(lambda: chats.set_chat_tools(cid, chosen))
+        cid, chosen = self.conversation_id, self.chosen()
+        if cid is not None:  # a new chat's switches are kept here until its first message creates it
+            chats = self.chats
+            self.workers.disk.run(lambda: chats.set_chat_tools(cid, chosen))
         self._list_tools(chosen)

@@ -481,22 +481,71 @@ class ChatService:
                         **sampling_overrides: Any) -> ToolTurn:
         """Commit the user's message; the returned ``ToolTurn`` answers it with the chat's
         tools when ``run`` (blocking: call it on a worker thread). ``approver`` decides each call."""
-        from .tool_turn import ToolTurn  # noqa: PLC0415
-
         if not text.strip():
             raise InvalidRequest("the message is empty", param="content")
+        conversation = self._tools_conversation(conversation_id)
+        settings = self._tool_settings(conversation, tool_choice, max_rounds)
+        if not self.store.messages(conversation_id) and conversation.title in ("", "New chat"):
+            conversation = self.store.update_conversation(conversation_id, title=title_from(text))
+        self.store.add_message(conversation_id, "user", text)
+        return self._tool_turn(conversation, approver, settings, use_cache, on_event, sampling_overrides)
+
+    def regenerate_with_tools(self, conversation_id: int, approver: Approver, tool_choice: str | None = None,
+                              max_rounds: int | None = None, use_cache: bool = True,
+                              on_event: Callable[[ToolTurnEvent], None] | None = None,
+                              **sampling_overrides: Any) -> ToolTurn:
+        """``regenerate`` for a chat with tools: the last question is answered again from its
+        first round (its earlier answer, calls and results stay, as the other version)."""
+        conversation = self._tools_conversation(conversation_id)
+        settings = self._tool_settings(conversation, tool_choice, max_rounds)
+        messages = self.store.messages(conversation_id)
+        while messages and messages[-1].role != "user":
+            messages.pop()  # the answer, and the calls and results of its rounds
+        if not messages:
+            raise InvalidRequest("there is no message to answer")
+        self.store.set_leaf(conversation_id, messages[-1].id)
+        return self._tool_turn(conversation, approver, settings, use_cache, on_event, sampling_overrides)
+
+    def edit_and_resend_with_tools(self, message_id: int, text: str, approver: Approver, tool_choice: str | None = None,
+                                   max_rounds: int | None = None, use_cache: bool = True,
+                                   on_event: Callable[[ToolTurnEvent], None] | None = None,
+                                   **sampling_overrides: Any) -> ToolTurn:
+        """``edit_and_resend`` for a chat with tools: the edited question, answered in tool rounds."""
+        message = self.store.get_message(message_id)
+        if message.role != "user":
+            raise InvalidRequest("only user messages can be edited and resent")
+        if not text.strip():
+            raise InvalidRequest("the message is empty", param="content")
+        conversation = self._tools_conversation(message.conversation_id)
+        settings = self._tool_settings(conversation, tool_choice, max_rounds)
+        self.store.set_leaf(message.conversation_id, message.parent_id)
+        edited = self.store.add_message(message.conversation_id, "user", text)
+        self.images.files.copy(message.id, edited.id)  # the question's images stay with its edited version
+        return self._tool_turn(conversation, approver, settings, use_cache, on_event, sampling_overrides)
+
+    def _tools_conversation(self, conversation_id: int) -> Conversation:
         conversation = self.store.get_conversation(conversation_id)
         model_id = conversation.model_id or self.default_model_id()
         if SEPARATOR in model_id and self.remotes.owner(model_id) is not None:
             raise InvalidRequest(f"tools run with local models only; {model_id} is answered by a remote engine")
-        # Unless the caller says, the chat's own settings (Chat settings → Tools) decide.
+        return conversation
+
+    def _tool_settings(self, conversation: Conversation, tool_choice: str | None,
+                       max_rounds: int | None) -> tuple[str | None, int]:
+        """The first round's tool choice and the rounds, checked before anything is written:
+        unless the caller says, the chat's own settings (Chat settings → Tools) decide."""
         rounds = int(conversation.sampling.get("tool_rounds") or DEFAULT_MAX_ROUNDS) if max_rounds is None else max_rounds
-        tool_choice = tool_choice or conversation.sampling.get("tool_choice") or None
         if rounds < 1:
             raise InvalidRequest("a tool turn needs at least one round", param="max_rounds")
-        if not self.store.messages(conversation_id) and conversation.title in ("", "New chat"):
-            conversation = self.store.update_conversation(conversation_id, title=title_from(text))
-        self.store.add_message(conversation_id, "user", text)
+        return tool_choice or conversation.sampling.get("tool_choice") or None, rounds
+
+    def _tool_turn(self, conversation: Conversation, approver: Approver, settings: tuple[str | None, int],
+                   use_cache: bool, on_event: Callable[[ToolTurnEvent], None] | None,
+                   sampling_overrides: dict[str, Any]) -> ToolTurn:
+        """The tool rounds that answer the question at the conversation's leaf."""
+        from .tool_turn import ToolTurn  # noqa: PLC0415
+
+        tool_choice, rounds = settings
         return ToolTurn(self, conversation, approver, tool_choice, rounds, use_cache, on_event, sampling_overrides)
 
     def send(self, conversation_id: int, text: str, use_cache: bool = True, images: list[ImageInput] | None = None,
