@@ -53,7 +53,9 @@ class RichText(QTextBrowser):
 
     def resizeEvent(self, event) -> None:  # noqa: ANN001, N802
         super().resizeEvent(event)
-        if self._wrap:
+        # setTextWidth lays out the whole document again, even at the width it has: only
+        # when the width changed (this widget's height follows its text on every update).
+        if self._wrap and self.document().textWidth() != self.viewport().width():
             self.document().setTextWidth(self.viewport().width())
         self._fit()
 

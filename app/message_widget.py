@@ -327,4 +327,9 @@ class MessageWidget(QWidget):
 
     def resizeEvent(self, event) -> None:  # noqa: ANN001, N802
         super().resizeEvent(event)
-        self._fit_bubble()
+        # Only a new width changes where the bubble's lines wrap. Fitting lays out its whole
+        # text (milliseconds for a long paste), and while an answer grows below it the
+        # conversation's layout briefly squeezes and restores every message's height, on
+        # each update: the cost grew with what the chat held.
+        if event.size().width() != event.oldSize().width():
+            self._fit_bubble()

@@ -59,3 +59,40 @@ def test_cut_paragraphs_read_as_the_whole_text_does() -> None:
     runs = split_prose(text)
     assert runs == ["Intro.", "- one\n\n- two\n\n1. first\n\n   still first\n\n2. second", "$$\na\n\nb\n$$",
                     "# Heading", "| a |\n|---|\n| 1 |", "End."]
+
+
+def test_a_long_question_is_not_laid_out_again_while_the_answer_below_grows(qtbot, monkeypatch) -> None:
+    """Fitting a question's bubble lays out all its text: it happens when the width changes,
+    never because the answer under it grew a line."""
+    from inglenook.app.message_widget import MessageWidget
+
+    view = ConversationView()
+    qtbot.addWidget(view)
+    view.resize(1000, 700)
+    view.show()
+    paste = "\n".join(f"Line {index} of a long pasted report, with enough words to wrap." for index in range(300))
+    view.set_messages([Message(id=1, conversation_id=1, role="user", content=paste),
+                       Message(id=2, conversation_id=1, role="assistant", content="Read it.")])
+    view.add_pending_user("Summarise it.")
+    view.begin_answer("model")
+    qtbot.waitUntil(lambda: view.widgets[0].body_text.width() > 100)
+    qtbot.wait(50)
+    fitted: list[int] = []
+    real = MessageWidget._fit_bubble
+
+    def counting(self) -> None:  # noqa: ANN001
+        if self.text == paste:
+            fitted.append(self.width())
+        real(self)
+
+    monkeypatch.setattr(MessageWidget, "_fit_bubble", counting)
+    answer = ""
+    for index in range(30):
+        answer += f"Sentence {index} of the summary goes on for a while so that it wraps. "
+        if index % 5 == 4:
+            answer += "\n\n"
+        view.update_answer(answer)
+        qtbot.wait(5)
+    assert fitted == []
+    view.resize(700, 700)
+    qtbot.waitUntil(lambda: bool(fitted))  # a new width fits it again
