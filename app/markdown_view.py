@@ -42,6 +42,7 @@ class RichText(QTextBrowser):
         self.document().setDocumentMargin(0)
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.DefaultContextMenu)
         self._wrap = wrap
+        self.preferred_width = 400  # what the layout is asked for; a bubble sets its text's width
         self.document().documentLayout().documentSizeChanged.connect(self._fit)
 
     def _fit(self, *_args: object) -> None:
@@ -63,7 +64,7 @@ class RichText(QTextBrowser):
         return math.ceil(self.document().idealWidth()) + 4
 
     def sizeHint(self) -> QSize:  # noqa: N802
-        return QSize(400, self.height())
+        return QSize(self.preferred_width, self.height())
 
     def wheelEvent(self, event) -> None:  # noqa: ANN001, N802
         if self._wrap:

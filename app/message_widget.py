@@ -114,7 +114,7 @@ class MessageWidget(QWidget):
         bubble_layout = QVBoxLayout(self.bubble)
         bubble_layout.setContentsMargins(16, 10, 16, 10)
         self.body_text = RichText(self.bubble)
-        self.body_text.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
+        self.body_text.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
         bubble_layout.addWidget(self.body_text)
         self.editor = QPlainTextEdit(self.bubble)
         self.editor.setObjectName("EditInput")
@@ -189,6 +189,10 @@ class MessageWidget(QWidget):
         self.regenerate_button.clicked.connect(self.regenerate_requested)
         self.stats = QLabel("", self)
         self.stats.setObjectName("Stats")
+        # The figures wrap in a narrow window: a label that does not wrap is as wide as its
+        # text at least, and one long line under an answer held every message wider than the
+        # view (cut off on the right, the questions' Copy/Edit row out of sight).
+        self.stats.setWordWrap(True)
         footer.addWidget(self._versions_and_more())
         footer.addWidget(self.copy_button)
         footer.addWidget(self.regenerate_button)
@@ -321,7 +325,13 @@ class MessageWidget(QWidget):
         limit = max(120, int(self.width() * 0.78) - 32)
         self.body_text.document().setTextWidth(limit)
         width = min(limit, self.body_text.ideal_width())
-        self.body_text.setFixedWidth(width)
+        # The width the text would like, but never a minimum: a fixed width, fitted while the
+        # window was wide, kept the bubble (and so the whole conversation) that wide after
+        # the window narrowed, since the message could not shrink to be fitted again.
+        self.body_text.setMinimumWidth(min(width, 120))
+        self.body_text.setMaximumWidth(width)
+        self.body_text.preferred_width = width
+        self.body_text.updateGeometry()
         self.body_text.document().setTextWidth(width)
         self.body_text._fit()
 
