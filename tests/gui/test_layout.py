@@ -197,3 +197,31 @@ def test_a_filled_chat_holds_when_the_window_narrows(qtbot, window) -> None:
     except qtbot.TimeoutError:
         pass
     assert not _past_the_viewport(window)
+
+
+def test_settings_open_within_a_narrow_window(qtbot, window) -> None:
+    window.resize(800, 560)
+    qtbot.waitUntil(lambda: (window.width(), window.height()) == (800, 560))
+    dialog = window.open_settings("General")
+    qtbot.waitUntil(lambda: dialog.isVisible())
+    assert dialog.width() <= window.width() and dialog.height() <= window.height()
+    assert not _problems_once_settled(qtbot, dialog)
+    dialog.reject()
+
+
+def test_the_window_opens_where_it_was_and_first_within_the_screen(qtbot, window) -> None:
+    from inglenook.app.window import MainWindow
+
+    area = window.screen().availableGeometry()
+    assert window.width() <= area.width() and window.height() <= area.height()
+    assert window.minimumWidth() <= area.width() and window.minimumHeight() <= area.height()
+    window.resize(800, 620)
+    qtbot.waitUntil(lambda: (window.width(), window.height()) == (800, 620))
+    window.shutdown()  # as closing it does: its size and place are kept
+    assert window.engine.settings.window_geometry
+    again = MainWindow(window.engine, start_api=False)
+    qtbot.addWidget(again)
+    try:
+        assert (again.width(), again.height()) == (800, 620)
+    finally:
+        again.shutdown()
