@@ -239,6 +239,8 @@ class ChatService:
         self._document_search: DocumentSearch | None = None
         # The context a model's chats get, for "do the documents fit": the loaded model's.
         self.context_of: Callable[[str], int] = self._loaded_context
+        # The context a model not loaded yet will load with (Engine: settings, else auto).
+        self.planned_context: Callable[[str], int] | None = None
         # Images sent with messages: kept with the chat, read again by every later turn.
         self.images = ChatImages(store, images_folder or store.path.parent / "images", self)
 
@@ -401,9 +403,17 @@ class ChatService:
         return sum(len(d.text) for d in documents) / CHARS_PER_TOKEN <= context - ROOM_FOR_CHAT_TOKENS
 
     def _loaded_context(self, model_id: str) -> int:
+        """The context ``model_id`` answers in: as loaded, else the one it will load with
+        (``planned_context``, which the engine sets): a document asked about before the
+        model is loaded is placed as it will be read, not against a nominal 4,096 tokens."""
         for model in self.scheduler.loaded_models():
             if model.record.id == model_id and not model.options.embeddings:
                 return int(model.n_ctx)
+        if self.planned_context is not None:
+            try:
+                return self.planned_context(model_id)
+            except (InglenookError, OSError) as exc:  # not installed, or a header that cannot be read
+                log.info("no planned context for %s: %s", model_id, exc)
         return NOMINAL_AUTO_CONTEXT
 
     def document_search(self) -> DocumentSearch:
