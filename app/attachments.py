@@ -53,8 +53,12 @@ def section_start(text: str, where: str) -> int | None:
     return None
 
 
+def pages_text(count: int) -> str:
+    return f" · {count} page" + ("s" if count != 1 else "") if count else ""
+
+
 def chip_text(document: Document, placement: str) -> str:
-    pages = f" · {document.page_count} pages" if document.page_count else ""
+    pages = pages_text(document.page_count)
     tokens = human_count(max(1, len(document.text) // CHARS_PER_TOKEN))
     return f"{document.name}{pages} · ≈{tokens} tokens · {placement}"
 
@@ -69,7 +73,7 @@ class DocumentPreview(QDialog):
         layout = QVBoxLayout(self)
         notes = "  ".join(document.notes)
         summary = QLabel(f"{document.kind.upper()} · {len(document.text):,} characters"
-                         + (f" · {document.page_count} pages" if document.page_count else "") + (f"  —  {notes}" if notes else ""))
+                         + pages_text(document.page_count) + (f"  —  {notes}" if notes else ""))
         layout.addWidget(summary)
         self.text = QPlainTextEdit(self)
         self.text.setReadOnly(True)
