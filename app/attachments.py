@@ -115,6 +115,8 @@ class AttachmentBar(QWidget):
     image_clicked = Signal(object)  # a waiting image's Picture
     image_remove_requested = Signal(int)  # its place among the waiting images
     model_offered = Signal(str)  # a vision model to switch the chat to
+    send_without_images = Signal()  # "Send without images" on the line that says they cannot go
+    models_wanted = Signal()  # "Models…" on it: where vision models are found
     encoder_download_clicked = Signal()  # "Download <encoder> (<size>)" on the search line
     encoder_dismissed = Signal()  # "Not now" on it
 
@@ -148,6 +150,15 @@ class AttachmentBar(QWidget):
         self.vision_text.setWordWrap(True)
         note_row.addWidget(self.vision_text, 1)
         self.offer_buttons: list[QPushButton] = []
+        # The other ways on: the message without its images, or the Models page.
+        self.without_button = QPushButton("Send without images", self.vision_note)
+        self.without_button.setToolTip("Send the message now, without the images")
+        self.without_button.clicked.connect(self.send_without_images)
+        self.models_button = QPushButton("Models…", self.vision_note)
+        self.models_button.setToolTip("Find a model that reads images")
+        self.models_button.clicked.connect(self.models_wanted)
+        note_row.addWidget(self.without_button)
+        note_row.addWidget(self.models_button)
         self.vision_note.hide()
         # Under the chips too: searched documents without an embedding model, and the one to download.
         self.encoder_note = QWidget(parent)
@@ -236,7 +247,7 @@ class AttachmentBar(QWidget):
             button.setObjectName("VisionOffer")
             button.setToolTip(f"Answer this chat with {model_id}, which reads images")
             button.clicked.connect(lambda _=False, m=model_id: self.model_offered.emit(m))
-            layout.addWidget(button)
+            layout.insertWidget(layout.count() - 2, button)  # before "Send without images" and "Models…"
             self.offer_buttons.append(button)
         self.vision_note.setVisible(bool(text))
 

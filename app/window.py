@@ -85,6 +85,7 @@ class MainWindow(QMainWindow):
                                     self.model_list, self)
         self.attachments.on_images = self.images.add_paths
         self.active.waiting_images = self.images
+        self.images.models_wanted.connect(lambda: self.show_page("models"))
         self._connect()
         self._shortcuts()
         # A title written in the background (engine/chat/background.py) shows in the sidebar.
