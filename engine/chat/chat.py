@@ -319,11 +319,11 @@ class ChatService:
         return self.store.get_conversation(conversation_id), self.store.messages(conversation_id)
 
     def rename(self, conversation_id: int, title: str) -> Conversation:
-        """Give a conversation a new title (never an empty one)."""
+        """Give a conversation a new title (never an empty one); it keeps its place in the list."""
         title = title.strip()
         if not title:
             raise InvalidRequest("a conversation's title cannot be empty", param="title")
-        return self.store.update_conversation(conversation_id, title=title)
+        return self.store.update_conversation(conversation_id, touch=False, title=title)
 
     def switch_model(self, conversation_id: int, model_id: str | None) -> Conversation:
         """Answer this conversation with ``model_id`` from now on; ``None`` follows the default model."""
@@ -626,6 +626,10 @@ class ChatService:
         """Rewrite any message in place, the model's included (no new answer)."""
         if not text.strip():
             raise InvalidRequest("the message is empty", param="content")
+        if self.store.get_message(message_id).role == "assistant":
+            # The figures were the generated text's; the person's text has none.
+            return self.store.update_message(message_id, content=text, completion_tokens=None, tokens_per_s=None,
+                                             ttft_ms=None)
         return self.store.update_message(message_id, content=text)
 
     def delete_message(self, message_id: int) -> list[Message]:
@@ -680,7 +684,9 @@ class ChatService:
             self.images.files.copy(kept.id, copied.id)  # the same files: a branch shows its images
         if self.cache is not None:
             self.cache.copy_conversation(source.id, branch.id)
-        return self.store.get_conversation(branch.id)
+        # The copies keep their messages' times, which set the chat's own: it is new now, so it
+        # sorts above its source and says so, instead of "1m" below it.
+        return self.store.update_conversation(branch.id, title=branch.title)
 
     def _answer(self, conversation: Conversation, overrides: dict[str, Any], use_cache: bool = True,
                 extends: Message | None = None) -> Turn:
