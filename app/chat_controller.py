@@ -12,7 +12,7 @@ Chunks are collected as they arrive and handed to the view at most every ``FLUSH
 milliseconds: one repaint per batch instead of one per token keeps the window smooth and
 flicker-free. Before the first chunk, the prompt's reading progress comes back the same way
 (the latest one per flush), so a long prompt shows "Reading 3,200 of 6,159 prompt tokens"
-instead of minutes of "Thinking…". Each conversation can have one answer in flight; the
+instead of minutes of "Starting the answer…". Each conversation can have one answer in flight; the
 scheduler queues them in order.
 """
 

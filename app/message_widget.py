@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from inglenook.engine import Message, PromptProgress
-from PySide6.QtCore import Qt, Signal, SignalInstance
+from PySide6.QtCore import Qt, QTimer, Signal, SignalInstance
 from PySide6.QtGui import QGuiApplication, QIcon
 from PySide6.QtWidgets import (
     QFrame,
@@ -26,6 +26,10 @@ from .markdown_view import MarkdownBody, RichText
 from .message_actions import MoreMenu, VersionPager
 from .reasoning_view import ReasoningView
 from .resources import resource_path
+
+
+STARTING = "Starting the answer…"  # before the first text (then the prompt's reading progress)
+COPIED_MS = 1500  # how long Copy says "Copied"
 
 
 def _action(text: str, parent: QWidget, tip: str) -> QToolButton:
@@ -81,6 +85,7 @@ class MessageWidget(QWidget):
         self._answer = ""
         self.streaming = False
         self.stream_start = ""  # the text a continued answer had before this stream
+        self._copied_timer: QTimer | None = None
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
         outer.setSpacing(4)
@@ -169,7 +174,8 @@ class MessageWidget(QWidget):
         self.author_label.setObjectName("Author")
         self.body = MarkdownBody(self)
         self.reasoning = ReasoningView(self)
-        self.typing = QLabel("Thinking…", self)
+        # Not "Thinking…": most models do not reason, and one that does shows its reasoning.
+        self.typing = QLabel(STARTING, self)
         self.typing.setObjectName("StatusNote")
         self.typing.hide()
         self.note = QLabel("", self)
@@ -256,7 +262,7 @@ class MessageWidget(QWidget):
         self.reasoning.start()
 
     def set_progress(self, progress: PromptProgress) -> None:
-        """Before the first text: how far the prompt's reading has come, in place of "Thinking…"."""
+        """Before the first text: how far the prompt's reading has come, in place of ``STARTING``."""
         if self.role != "user" and self.streaming and not self._text and progress.worth_showing:
             self.typing.setText(progress.describe())
 
@@ -293,6 +299,13 @@ class MessageWidget(QWidget):
     def copy(self) -> None:
         # An answer is copied without its reasoning.
         QGuiApplication.clipboard().setText(self._text if self.role == "user" else self._answer)
+        # A sign it worked, as a code block's Copy gives (a child timer: it dies with the message).
+        self.copy_button.setText("Copied")
+        if self._copied_timer is None:
+            self._copied_timer = QTimer(self)
+            self._copied_timer.setSingleShot(True)
+            self._copied_timer.timeout.connect(lambda: self.copy_button.setText("Copy"))
+        self._copied_timer.start(COPIED_MS)
 
     # -- editing (user messages) ------------------------------------------------------
 
