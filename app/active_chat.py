@@ -403,7 +403,7 @@ class ActiveChat(QObject):
         if conversation_id != self.current_id:
             return
         view = self.page.view
-        view.finish_answer(message)
+        view.finish_round(message)
         view.begin_answer(self.model_for(self.conversation) or "")
 
     def _answer_failed(self, conversation_id: int, exc: BaseException) -> None:

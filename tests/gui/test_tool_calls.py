@@ -290,3 +290,30 @@ def test_regenerate_and_edit_and_resend_answer_with_the_chats_tools(qtbot, windo
     messages = chats.open(cid)[1]
     assert messages[0].content == "What time is it in UTC?"
     assert [c.tool for c in chats.tool_calls(cid)] == ["get_current_time"] * 3  # and so did the edited question
+
+
+def test_a_round_that_only_called_takes_no_empty_row(qtbot) -> None:
+    """Around a call's block, no empty answer row repeating the figures of the next."""
+    from PySide6.QtWidgets import QLabel
+
+    from inglenook.app.message_view import ConversationView
+    from inglenook.engine import Message
+
+    view = ConversationView()
+    qtbot.addWidget(view)
+    view.show()
+    figures = {"completion_tokens": 12, "tokens_per_s": 9.0}
+    messages = [Message(id=1, conversation_id=1, role="user", content="Time?"),
+                Message(id=2, conversation_id=1, role="assistant", content="", **figures),
+                Message(id=3, conversation_id=1, role="tool", content="{}"),
+                Message(id=4, conversation_id=1, role="assistant", content="It is noon.", **figures)]
+    view.set_messages(messages, tool_block=lambda m: QLabel("get_current_time"))
+    qtbot.wait(20)  # a widget laid out in a shown page shows on the next event
+    assert [w.isVisible() for w in view.widgets] == [True, False, True] and len(view.tool_calls) == 1
+
+    view.begin_answer("model")  # streamed: the round ends with only a call
+    view.add_tool_call(QLabel("get_current_time"))
+    view.finish_round(Message(id=5, conversation_id=1, role="assistant", content="", **figures))
+    view.begin_answer("model")
+    qtbot.wait(20)
+    assert not view.widgets[-2].isVisible() and view.widgets[-1].isVisible() and len(view.tool_calls) == 2
