@@ -241,7 +241,7 @@ class AttachmentBar(QWidget):
         self.offer_buttons = []
         self.vision_text.setText(text)
         layout = self.vision_note.layout()
-        assert layout is not None  # made in __init__
+        assert isinstance(layout, QHBoxLayout)  # made in __init__
         for model_id in models[:MAX_OFFERED_MODELS]:
             button = QPushButton(f"Use {model_id}", self.vision_note)
             button.setObjectName("VisionOffer")

@@ -23,7 +23,7 @@ def rendered(monkeypatch) -> list[str]:
     texts: list[str] = []
     real = markdown_view.render_markdown
 
-    def counting(document, text, palette) -> None:  # noqa: ANN001
+    def counting(document, text, palette) -> None:
         texts.append(text)
         real(document, text, palette)
 
@@ -80,7 +80,7 @@ def test_a_long_question_is_not_laid_out_again_while_the_answer_below_grows(qtbo
     fitted: list[int] = []
     real = MessageWidget._fit_bubble
 
-    def counting(self) -> None:  # noqa: ANN001
+    def counting(self) -> None:
         if self.text == paste:
             fitted.append(self.width())
         real(self)
