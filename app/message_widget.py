@@ -204,8 +204,7 @@ class MessageWidget(QWidget):
         footer.addWidget(self.regenerate_button)
         footer.addWidget(self.more)
         footer.addSpacing(8)
-        footer.addWidget(self.stats)
-        footer.addStretch(1)
+        footer.addWidget(self.stats, 1)  # all the room left: it wraps only when the row runs out
         self.footer = QWidget(self)
         self.footer.setLayout(footer)
         column.addWidget(self.footer)
