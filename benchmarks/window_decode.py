@@ -94,6 +94,9 @@ def main() -> int:
     window = MainWindow(engine, start_api=False)
     window.resize(1280, 800)
     window.show()
+    # Titles, summaries and the meaning index would run between the measured answers (on the
+    # machine's cores, or loading a model of their own): off, so both runs face the same machine.
+    engine.update_settings(background_titles=False, background_summaries=False, background_search=False)
     model = engine.default_model_id()
     list(engine.scheduler.load(model))
     sampling = {"temperature": 0.0, "top_k": 1, "max_tokens": args.tokens}
