@@ -12,6 +12,7 @@ a stranger wrote that the model will read, so it is shown in full.
 from __future__ import annotations
 
 import functools
+import html
 
 import json
 import logging
@@ -42,6 +43,8 @@ from inglenook.engine import (
 from .workers import Workers
 
 log = logging.getLogger(__name__)
+
+SHOWN_URL_CHARS = 48  # a sign-in address's words in the status line (the link holds it whole)
 
 NAME_ROLE = Qt.ItemDataRole.UserRole
 TOOL_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -131,7 +134,9 @@ class ToolsPage(QWidget):
         self.message = QLabel("", self)
         self.message.setObjectName("PageHint")
         self.message.setWordWrap(True)
-        self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)  # a sign-in URL
+        self.message.setTextFormat(Qt.TextFormat.RichText)  # a sign-in address is a link
+        self.message.setOpenExternalLinks(True)
+        self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
         layout.addWidget(self.message)
         self._filling = False
         self._show_sign_in_buttons()
@@ -252,7 +257,12 @@ class ToolsPage(QWidget):
         self._done(problem or f"Signed in to {name}.")
 
     def _show_sign_in_url(self, name: str, url: str) -> None:
-        self.message.setText(f"Sign in to {name} in your browser. If it did not open, open this address: {url}")
+        # The address as a link whose words are short: a URL has no spaces to wrap at, and as
+        # plain text it made the page wider than the dialog, the line cut off at its bottom.
+        shown = url if len(url) <= SHOWN_URL_CHARS else url[:SHOWN_URL_CHARS - 1] + "…"
+        self.message.setText(f"Sign in to {html.escape(name)} in your browser. If it did not open, open "
+                             f'<a href="{html.escape(url, quote=True)}">{html.escape(shown)}</a> '
+                             "(right-click it to copy the whole address).")
 
     def _sign_in_selected(self) -> None:
         name = self._selected_server()
@@ -332,7 +342,7 @@ class ToolsPage(QWidget):
             return
         if text:
             self.pasted.setPlainText(text)
-        self.message.setText("Found " + "; ".join(sources) + ". Review them above, then Add from JSON.")
+        self.message.setText(html.escape("Found " + "; ".join(sources) + ". Review them above, then Add from JSON."))
 
     def _added(self, names: list[str], skipped: list[str] | None = None) -> None:
         self.name.clear()
@@ -363,11 +373,11 @@ class ToolsPage(QWidget):
         self.workers.disk.run(lambda: servers.update(server, allow_api=on), lambda _: self._done(words), self._failed)
 
     def _done(self, words: str) -> None:
-        self.message.setText(words)
+        self.message.setText(html.escape(words))
         self.refresh()
 
     def _failed(self, exc: BaseException) -> None:
-        self.message.setText(str(exc))
+        self.message.setText(html.escape(str(exc)))
 
 
 class ChatToolsBox(QWidget):

@@ -7,6 +7,7 @@ geometry (tests/gui/layout_check.py), never by pixels.
 
 from __future__ import annotations
 
+import html
 import math
 
 import pytest
@@ -225,3 +226,20 @@ def test_the_window_opens_where_it_was_and_first_within_the_screen(qtbot, window
         assert (again.width(), again.height()) == (800, 620)
     finally:
         again.shutdown()
+
+
+def test_a_sign_in_address_stays_inside_settings_tools(qtbot, window) -> None:
+    """A long address in Settings → Tools' status line (a URL has no spaces to wrap at) is a
+    short link: the page does not grow past its dialog and cut the line off."""
+    from PySide6.QtWidgets import QScrollArea
+
+    dialog = window.open_settings("Tools")
+    qtbot.waitUntil(lambda: dialog.isVisible())
+    page = dialog.tools_page
+    url = "https://auth.example.com/authorize?client_id=" + "a" * 120 + "&redirect_uri=http%3A%2F%2F127.0.0.1%3A5555"
+    page._show_sign_in_url("guarded", url)
+    qtbot.wait(50)
+    sideways = [a for a in dialog.findChildren(QScrollArea) if a.isVisible() and a.horizontalScrollBar().isVisible()]
+    assert not sideways and not _problems_once_settled(qtbot, dialog)
+    assert html.escape(url, quote=True) in page.message.text()  # the link holds the whole address
+    dialog.reject()
