@@ -495,9 +495,12 @@ class ChatService:
             raise InvalidRequest("the message is empty", param="content")
         conversation = self._tools_conversation(conversation_id)
         settings = self._tool_settings(conversation, tool_choice, max_rounds)
-        if not self.store.messages(conversation_id) and conversation.title in ("", "New chat"):
+        first = not self.store.messages(conversation_id) and conversation.title in ("", "New chat")
+        if first:
             conversation = self.store.update_conversation(conversation_id, title=title_from(text))
         self.store.add_message(conversation_id, "user", text)
+        if first and self.background is not None and self.client == WINDOW:
+            self.background.request_title(conversation_id, text)  # as a chat without tools gets one
         return self._tool_turn(conversation, approver, settings, use_cache, on_event, sampling_overrides)
 
     def regenerate_with_tools(self, conversation_id: int, approver: Approver, tool_choice: str | None = None,

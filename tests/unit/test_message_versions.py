@@ -200,3 +200,20 @@ def test_an_edited_answer_drops_the_figures_of_the_text_it_replaced(chats: ChatS
     assert answer.completion_tokens
     edited = chats.edit_message(answer.id, "a corrected answer")
     assert edited.content == "a corrected answer" and edited.completion_tokens is None and edited.tokens_per_s is None
+
+
+def test_a_chat_with_tools_gets_a_title_written_too(chats: ChatService) -> None:
+    asked: list[tuple[int, str]] = []
+
+    class Background:
+        def request_title(self, conversation_id: int, text: str) -> None:
+            asked.append((conversation_id, text))
+
+        def person_started(self) -> None:
+            pass
+
+    chats.background = Background()  # type: ignore[assignment]
+    chats.client = "window"
+    cid = chats.new_conversation().id
+    chats.send_with_tools(cid, "What time is it in Tokyo?", lambda request: None)
+    assert asked == [(cid, "What time is it in Tokyo?")]
