@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 
 from inglenook.engine import Document, human_count
 
+from .flow_layout import FlowLayout
 from .image_viewer import Picture, thumbnail_button
 from .markdown import CITE_SCHEME as CITE_SCHEME
 
@@ -142,23 +143,27 @@ class AttachmentBar(QWidget):
         # Under the chips: why the images cannot go to this chat's model, and the models that can.
         self.vision_note = QWidget(parent)
         self.vision_note.setObjectName("VisionNote")
-        note_row = QHBoxLayout(self.vision_note)
-        note_row.setContentsMargins(0, 0, 0, 0)
-        note_row.setSpacing(6)
+        note = QVBoxLayout(self.vision_note)
+        note.setContentsMargins(0, 0, 0, 0)
+        note.setSpacing(4)
         self.vision_text = QLabel(self.vision_note)
         self.vision_text.setObjectName("AttachmentStatus")
         self.vision_text.setWordWrap(True)
-        note_row.addWidget(self.vision_text, 1)
+        note.addWidget(self.vision_text)
+        # The ways on, in a row that wraps in a narrow window: a vision model, the message
+        # without its images, or the Models page.
+        buttons = QWidget(self.vision_note)
+        self._vision_buttons = FlowLayout(buttons)
+        note.addWidget(buttons)
         self.offer_buttons: list[QPushButton] = []
-        # The other ways on: the message without its images, or the Models page.
-        self.without_button = QPushButton("Send without images", self.vision_note)
+        self.without_button = QPushButton("Send without images", buttons)
         self.without_button.setToolTip("Send the message now, without the images")
         self.without_button.clicked.connect(self.send_without_images)
-        self.models_button = QPushButton("Models…", self.vision_note)
+        self.models_button = QPushButton("Models…", buttons)
         self.models_button.setToolTip("Find a model that reads images")
         self.models_button.clicked.connect(self.models_wanted)
-        note_row.addWidget(self.without_button)
-        note_row.addWidget(self.models_button)
+        self._vision_buttons.addWidget(self.without_button)
+        self._vision_buttons.addWidget(self.models_button)
         self.vision_note.hide()
         # Under the chips too: searched documents without an embedding model, and the one to download.
         self.encoder_note = QWidget(parent)
@@ -237,18 +242,23 @@ class AttachmentBar(QWidget):
         """Say why the waiting images cannot go to this chat's model and offer ``models``
         (installed vision models) to switch to; an empty ``text`` hides the line."""
         for button in self.offer_buttons:
+            self._vision_buttons.removeWidget(button)
             button.deleteLater()
         self.offer_buttons = []
         self.vision_text.setText(text)
-        layout = self.vision_note.layout()
-        assert isinstance(layout, QHBoxLayout)  # made in __init__
+        flow = self._vision_buttons
+        for fixed in (self.without_button, self.models_button):
+            flow.removeWidget(fixed)  # added again after the models offered
+        parent = self.without_button.parentWidget()
         for model_id in models[:MAX_OFFERED_MODELS]:
-            button = QPushButton(f"Use {model_id}", self.vision_note)
+            button = QPushButton(f"Use {model_id}", parent)
             button.setObjectName("VisionOffer")
             button.setToolTip(f"Answer this chat with {model_id}, which reads images")
             button.clicked.connect(lambda _=False, m=model_id: self.model_offered.emit(m))
-            layout.insertWidget(layout.count() - 2, button)  # before "Send without images" and "Models…"
+            flow.addWidget(button)
             self.offer_buttons.append(button)
+        flow.addWidget(self.without_button)
+        flow.addWidget(self.models_button)
         self.vision_note.setVisible(bool(text))
 
     def show_encoder_offer(self, name: str, size: str, downloading: bool = False) -> None:

@@ -181,3 +181,19 @@ def test_an_image_for_a_text_only_model_can_go_without_it_or_lead_to_models(qtbo
     question = window.engine.messages(cid)[0]
     assert question.content == "What is this?" and chats.message_images(cid) == {}
     assert not bar.image_chips and not bar.vision_note.isVisible() and window.composer.text() == ""
+
+
+def test_the_vision_note_fits_a_narrow_window(qtbot, window, tmp_path: Path) -> None:
+    from .layout_check import problems
+
+    window.resize(800, 560)
+    qtbot.waitUntil(lambda: window.width() == 800)
+    bar = window.composer.attachments
+    _open_chat(qtbot, window, None)
+    window.images.add_paths([write_png(tmp_path / "shot.png", seed=7)])
+    qtbot.waitUntil(lambda: bar.vision_note.isVisible() and bool(bar.offer_buttons), timeout=60_000)
+    try:
+        qtbot.waitUntil(lambda: not problems(window.composer), timeout=3000)
+    except qtbot.TimeoutError:
+        pass
+    assert not [str(p) for p in problems(window.composer)]
