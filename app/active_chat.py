@@ -238,15 +238,18 @@ class ActiveChat(QObject):
 
     def conversation_maker(self) -> Callable[[], Conversation]:
         """What creates the new chat on screen, for a lane to run: the picked model, the
-        panel's system prompt and sampling, and the picked assistant's tools and documents
-        (read here, on the GUI thread)."""
+        panel's system prompt, sampling and tool switches, and the picked assistant's tools
+        and documents (read here, on the GUI thread)."""
         page, chats, assistant = self.page, self.engine.chats, self.draft_assistant
         model = page.picker.current if page.picker.current != self.models.default_model else None
         prompt = page.panel.system_prompt.toPlainText().strip() or None
         sampling = page.panel.sampling()
+        servers = self.tools_box.chosen()  # switched on before the chat existed
 
         def create() -> Conversation:
             conversation = chats.new_conversation(model_id=model, system_prompt=prompt, sampling=sampling)
+            if servers:
+                chats.set_chat_tools(conversation.id, servers)
             if assistant is not None:
                 chats.apply_assistant(conversation.id, assistant)
             return conversation
@@ -400,7 +403,7 @@ class ActiveChat(QObject):
         if conversation_id != self.current_id:
             return
         view = self.page.view
-        view.finish_answer(message)
+        view.finish_round(message)
         view.begin_answer(self.model_for(self.conversation) or "")
 
     def _answer_failed(self, conversation_id: int, exc: BaseException) -> None:

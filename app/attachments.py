@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 
 from inglenook.engine import Document, human_count
 
+from .flow_layout import FlowLayout
 from .image_viewer import Picture, thumbnail_button
 from .markdown import CITE_SCHEME as CITE_SCHEME
 
@@ -53,8 +54,12 @@ def section_start(text: str, where: str) -> int | None:
     return None
 
 
+def pages_text(count: int) -> str:
+    return f" · {count} page" + ("s" if count != 1 else "") if count else ""
+
+
 def chip_text(document: Document, placement: str) -> str:
-    pages = f" · {document.page_count} pages" if document.page_count else ""
+    pages = pages_text(document.page_count)
     tokens = human_count(max(1, len(document.text) // CHARS_PER_TOKEN))
     return f"{document.name}{pages} · ≈{tokens} tokens · {placement}"
 
@@ -69,7 +74,7 @@ class DocumentPreview(QDialog):
         layout = QVBoxLayout(self)
         notes = "  ".join(document.notes)
         summary = QLabel(f"{document.kind.upper()} · {len(document.text):,} characters"
-                         + (f" · {document.page_count} pages" if document.page_count else "") + (f"  —  {notes}" if notes else ""))
+                         + pages_text(document.page_count) + (f"  —  {notes}" if notes else ""))
         layout.addWidget(summary)
         self.text = QPlainTextEdit(self)
         self.text.setReadOnly(True)
@@ -111,6 +116,8 @@ class AttachmentBar(QWidget):
     image_clicked = Signal(object)  # a waiting image's Picture
     image_remove_requested = Signal(int)  # its place among the waiting images
     model_offered = Signal(str)  # a vision model to switch the chat to
+    send_without_images = Signal()  # "Send without images" on the line that says they cannot go
+    models_wanted = Signal()  # "Models…" on it: where vision models are found
     encoder_download_clicked = Signal()  # "Download <encoder> (<size>)" on the search line
     encoder_dismissed = Signal()  # "Not now" on it
 
@@ -136,14 +143,27 @@ class AttachmentBar(QWidget):
         # Under the chips: why the images cannot go to this chat's model, and the models that can.
         self.vision_note = QWidget(parent)
         self.vision_note.setObjectName("VisionNote")
-        note_row = QHBoxLayout(self.vision_note)
-        note_row.setContentsMargins(0, 0, 0, 0)
-        note_row.setSpacing(6)
+        note = QVBoxLayout(self.vision_note)
+        note.setContentsMargins(0, 0, 0, 0)
+        note.setSpacing(4)
         self.vision_text = QLabel(self.vision_note)
         self.vision_text.setObjectName("AttachmentStatus")
         self.vision_text.setWordWrap(True)
-        note_row.addWidget(self.vision_text, 1)
+        note.addWidget(self.vision_text)
+        # The ways on, in a row that wraps in a narrow window: a vision model, the message
+        # without its images, or the Models page.
+        buttons = QWidget(self.vision_note)
+        self._vision_buttons = FlowLayout(buttons)
+        note.addWidget(buttons)
         self.offer_buttons: list[QPushButton] = []
+        self.without_button = QPushButton("Send without images", buttons)
+        self.without_button.setToolTip("Send the message now, without the images")
+        self.without_button.clicked.connect(self.send_without_images)
+        self.models_button = QPushButton("Models…", buttons)
+        self.models_button.setToolTip("Find a model that reads images")
+        self.models_button.clicked.connect(self.models_wanted)
+        self._vision_buttons.addWidget(self.without_button)
+        self._vision_buttons.addWidget(self.models_button)
         self.vision_note.hide()
         # Under the chips too: searched documents without an embedding model, and the one to download.
         self.encoder_note = QWidget(parent)
@@ -222,18 +242,23 @@ class AttachmentBar(QWidget):
         """Say why the waiting images cannot go to this chat's model and offer ``models``
         (installed vision models) to switch to; an empty ``text`` hides the line."""
         for button in self.offer_buttons:
+            self._vision_buttons.removeWidget(button)
             button.deleteLater()
         self.offer_buttons = []
         self.vision_text.setText(text)
-        layout = self.vision_note.layout()
-        assert layout is not None  # made in __init__
+        flow = self._vision_buttons
+        for fixed in (self.without_button, self.models_button):
+            flow.removeWidget(fixed)  # added again after the models offered
+        parent = self.without_button.parentWidget()
         for model_id in models[:MAX_OFFERED_MODELS]:
-            button = QPushButton(f"Use {model_id}", self.vision_note)
+            button = QPushButton(f"Use {model_id}", parent)
             button.setObjectName("VisionOffer")
             button.setToolTip(f"Answer this chat with {model_id}, which reads images")
             button.clicked.connect(lambda _=False, m=model_id: self.model_offered.emit(m))
-            layout.addWidget(button)
+            flow.addWidget(button)
             self.offer_buttons.append(button)
+        flow.addWidget(self.without_button)
+        flow.addWidget(self.models_button)
         self.vision_note.setVisible(bool(text))
 
     def show_encoder_offer(self, name: str, size: str, downloading: bool = False) -> None:

@@ -12,7 +12,7 @@ Chunks are collected as they arrive and handed to the view at most every ``FLUSH
 milliseconds: one repaint per batch instead of one per token keeps the window smooth and
 flicker-free. Before the first chunk, the prompt's reading progress comes back the same way
 (the latest one per flush), so a long prompt shows "Reading 3,200 of 6,159 prompt tokens"
-instead of minutes of "Thinking…". Each conversation can have one answer in flight; the
+instead of minutes of "Starting the answer…". Each conversation can have one answer in flight; the
 scheduler queues them in order.
 """
 
@@ -122,23 +122,18 @@ class ChatController(QObject):
     # -- commands ---------------------------------------------------------------------
 
     def send(self, conversation_id: int, text: str, images: list[ImageInput] | None = None) -> bool:
-        chats, approvals = self.engine.chats, self.approvals
-        choice, rounds = self.tool_choice, self.tool_rounds
-
-        def start() -> Turn | ToolTurn:
-            """A chat with tools switched on answers in tool rounds (on the lane: a store read);
-            a message with images is answered without tools (a tool turn takes text only)."""
-            if images:
-                return chats.send(conversation_id, text, images=images)
-            if chats.chat_tools(conversation_id):
-                return chats.send_with_tools(conversation_id, text, approvals, tool_choice=choice, max_rounds=rounds)
-            return chats.send(conversation_id, text)
-
-        return self._start(conversation_id, start)
+        chats, cid = self.engine.chats, conversation_id
+        if images:  # a tool turn takes text only: a message with images is answered without tools
+            return self._start(cid, lambda: chats.send(cid, text, images=images))
+        return self._ask(cid, lambda: chats.send(cid, text),
+                         lambda approver, choice, rounds: chats.send_with_tools(
+                             cid, text, approver, tool_choice=choice, max_rounds=rounds))
 
     def regenerate(self, conversation_id: int) -> bool:
-        chats = self.engine.chats
-        return self._start(conversation_id, lambda: chats.regenerate(conversation_id))
+        chats, cid = self.engine.chats, conversation_id
+        return self._ask(cid, lambda: chats.regenerate(cid),
+                         lambda approver, choice, rounds: chats.regenerate_with_tools(
+                             cid, approver, tool_choice=choice, max_rounds=rounds))
 
     def continue_answer(self, conversation_id: int) -> bool:
         chats = self.engine.chats
@@ -146,7 +141,24 @@ class ChatController(QObject):
 
     def edit_and_resend(self, conversation_id: int, message_id: int, text: str) -> bool:
         chats = self.engine.chats
-        return self._start(conversation_id, lambda: chats.edit_and_resend(message_id, text))
+        return self._ask(conversation_id, lambda: chats.edit_and_resend(message_id, text),
+                         lambda approver, choice, rounds: chats.edit_and_resend_with_tools(
+                             message_id, text, approver, tool_choice=choice, max_rounds=rounds))
+
+    def _ask(self, conversation_id: int, plain: Callable[[], Turn],
+             with_tools: Callable[[ApprovalBridge, str | None, int | None], ToolTurn]) -> bool:
+        """The one way a question is answered, whether sent, regenerated or edited and resent:
+        in tool rounds when the chat has tools switched on (read on the lane: a store read),
+        else as a plain answer."""
+        chats, approvals = self.engine.chats, self.approvals
+        choice, rounds = self.tool_choice, self.tool_rounds
+
+        def start() -> Turn | ToolTurn:
+            if chats.chat_tools(conversation_id):
+                return with_tools(approvals, choice, rounds)
+            return plain()
+
+        return self._start(conversation_id, start)
 
     def stop(self, conversation_id: int) -> bool:
         state = self.streams.get(conversation_id)

@@ -37,6 +37,7 @@ class WaitingImages(QObject):
     """The composer's images for the next message."""
 
     changed = Signal()  # chips or the model's note were redrawn (tests wait for it)
+    models_wanted = Signal()  # "Models…" on the note: the window shows the Models page
 
     def __init__(self, engine: Engine, workers: Workers, bar: AttachmentBar, active: ActiveChat, models: ModelList,
                  parent: QObject | None = None) -> None:
@@ -53,6 +54,8 @@ class WaitingImages(QObject):
         bar.image_remove_requested.connect(self.remove)
         bar.image_clicked.connect(self.show_picture)
         bar.model_offered.connect(self._switch)
+        bar.send_without_images.connect(self.send_without)
+        bar.models_wanted.connect(self.models_wanted)
         active.current_changed.connect(lambda _cid: self.check_model())
         active.page.picker.model_chosen.connect(lambda _m: self.check_model())
         active.page.composer.input.image_pasted.connect(lambda data: self.add_bytes([(data, "the pasted image")]))
@@ -105,11 +108,23 @@ class WaitingImages(QObject):
     # -- the chat's model ----------------------------------------------------------------
 
     def ready_to_send(self) -> bool:
-        """False (and the note shown) when images wait for a model known to read none."""
+        """False when images wait for a model known to read none: the note says why and
+        offers the ways on (a vision model, sending without them, the Models page)."""
         if self.images and self.problem is not None:
             self.bar.vision_note.show()
+            self.bar.show_status("Not sent: the chat's model cannot read the images.")
             return False
         return True
+
+    def send_without(self) -> None:
+        """Drop the waiting images and send what the message box holds."""
+        self.take()
+        self.bar.show_status("")
+        composer = self.active.page.composer
+        text = composer.input.toPlainText()
+        if text.strip():
+            composer.set_text("")
+            self.active.send(text)
 
     def check_model(self, force: bool = False) -> None:
         model = self.active.page.picker.current  # the chat's model as shown (switches show here first)

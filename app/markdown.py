@@ -90,6 +90,42 @@ def split_segments(text: str) -> list[Segment]:
     return [s for s in segments if s.kind == "code" or s.content.strip()] or [Segment("text", "")]
 
 
+_LIST_MARKER = re.compile(r"^(?:[-*+]|\d{1,9}[.)])(?:\s|$)")
+
+
+def split_prose(text: str) -> list[str]:
+    """Prose cut into runs of paragraphs that render the same apart as together, so a
+    streaming answer re-renders only its last run: each update costs what the new text
+    costs, not what the whole answer (or the whole conversation) holds.
+
+    A cut falls only at a blank line followed by a line at the margin, and not between two
+    items of one list (a list whose items are separated by blank lines is one list, numbered
+    on), nor inside a ``$$`` display formula (fences are split out before this). What lies between cuts is rendered as
+    its own document, so nothing on one side of a cut can change how the other side reads.
+    """
+    runs: list[str] = []
+    current: list[str] = []
+    blank = False
+    in_list = False  # the block before the blank line belongs to a list
+    dollars = 0
+    for line in text.split("\n"):
+        at_margin = line[:1] not in ("", " ", "\t")
+        item = bool(_LIST_MARKER.match(line))
+        if blank and current and at_margin and not (item and in_list) and dollars % 2 == 0:
+            runs.append("\n".join(current).rstrip("\n"))
+            current = []
+        if blank and line.strip():
+            in_list = item or (in_list and not at_margin)  # an indented block goes on with the list
+        elif not current or (not blank and item):
+            in_list = in_list or item
+        current.append(line)
+        blank = not line.strip()
+        dollars += line.count("$$")
+    if current:
+        runs.append("\n".join(current))
+    return [run for run in runs if run.strip()] or [text]
+
+
 def render_markdown(document: QTextDocument, text: str, palette: dict[str, str]) -> None:
     """Fill ``document`` from Markdown and style what Qt leaves plain (tables, quotes, inline code)."""
     # Citations after math: their escaped brackets would read as TeX display math (\[ … \]).

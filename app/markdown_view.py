@@ -1,6 +1,7 @@
 """Markdown on screen: prose as rich text that sizes to its content, code blocks with
 highlighting and a Copy button, and the body that holds an answer's segments (re-rendering
-only the segment that grew while an answer streams)."""
+only the segment, and within prose only the run of paragraphs, that grew while an answer
+streams)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from PySide6.QtWidgets import (
 )
 
 from . import theme
-from .markdown import Segment, highlight_code, render_markdown, split_segments
+from .markdown import Segment, highlight_code, render_markdown, split_prose, split_segments
 
 
 class RichText(QTextBrowser):
@@ -41,6 +42,7 @@ class RichText(QTextBrowser):
         self.document().setDocumentMargin(0)
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.DefaultContextMenu)
         self._wrap = wrap
+        self.preferred_width = 400  # what the layout is asked for; a bubble sets its text's width
         self.document().documentLayout().documentSizeChanged.connect(self._fit)
 
     def _fit(self, *_args: object) -> None:
@@ -52,7 +54,9 @@ class RichText(QTextBrowser):
 
     def resizeEvent(self, event) -> None:  # noqa: ANN001, N802
         super().resizeEvent(event)
-        if self._wrap:
+        # setTextWidth lays out the whole document again, even at the width it has: only
+        # when the width changed (this widget's height follows its text on every update).
+        if self._wrap and self.document().textWidth() != self.viewport().width():
             self.document().setTextWidth(self.viewport().width())
         self._fit()
 
@@ -60,7 +64,7 @@ class RichText(QTextBrowser):
         return math.ceil(self.document().idealWidth()) + 4
 
     def sizeHint(self) -> QSize:  # noqa: N802
-        return QSize(400, self.height())
+        return QSize(self.preferred_width, self.height())
 
     def wheelEvent(self, event) -> None:  # noqa: ANN001, N802
         if self._wrap:
@@ -125,6 +129,45 @@ class CodeBlock(QFrame):
         self._reset_timer.start(1500)
 
 
+PARAGRAPH_GAP = 6  # what Qt's Markdown reader leaves between two paragraphs of one document
+
+
+class Prose(QWidget):
+    """A run of prose as a column of documents, one per ``split_prose`` run: while an answer
+    streams, only the run that grew is rendered and laid out again, so an update costs what
+    the new text costs however long the answer already is."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._layout = QVBoxLayout(self)
+        self._layout.setContentsMargins(0, 0, 0, 0)
+        self._layout.setSpacing(PARAGRAPH_GAP)
+        self._runs: list[tuple[str, RichText]] = []
+
+    def set_text(self, text: str, palette: dict[str, str]) -> None:
+        runs = split_prose(text)
+        for index, run in enumerate(runs):
+            if index < len(self._runs):
+                if self._runs[index][0] == run:
+                    continue
+                widget = self._runs[index][1]
+            else:
+                widget = RichText(self)
+                self._layout.addWidget(widget)
+            render_markdown(widget.document(), run, palette)
+            if index < len(self._runs):
+                self._runs[index] = (run, widget)
+            else:
+                self._runs.append((run, widget))
+        while len(self._runs) > len(runs):
+            _, widget = self._runs.pop()
+            widget.hide()
+            widget.deleteLater()
+
+    def documents(self) -> list[RichText]:
+        return [widget for _, widget in self._runs]
+
+
 class MarkdownBody(QWidget):
     """A message's text as a column of prose and code widgets, updated in place."""
 
@@ -162,15 +205,15 @@ class MarkdownBody(QWidget):
         return [w for _, w in self._widgets if isinstance(w, CodeBlock)]
 
     def _make(self, segment: Segment) -> QWidget:
-        widget: QWidget = CodeBlock(self) if segment.kind == "code" else RichText(self)
+        widget: QWidget = CodeBlock(self) if segment.kind == "code" else Prose(self)
         self._update(widget, segment)
         return widget
 
     def _update(self, widget: QWidget, segment: Segment) -> None:
         if isinstance(widget, CodeBlock):
             widget.set_code(segment.content, segment.language)
-        elif isinstance(widget, RichText):
-            render_markdown(widget.document(), segment.content, theme.colors(self._mode))
+        elif isinstance(widget, Prose):
+            widget.set_text(segment.content, theme.colors(self._mode))
 
     def _truncate(self, count: int) -> None:
         while len(self._widgets) > count:

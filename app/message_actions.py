@@ -8,7 +8,9 @@ the actions a person needs less often than Copy and Regenerate.
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QMenu, QToolButton, QWidget
+from PySide6.QtWidgets import (
+    QDialog, QDialogButtonBox, QHBoxLayout, QLabel, QMenu, QPlainTextEdit, QToolButton, QVBoxLayout, QWidget,
+)
 
 NEXT, PREVIOUS = 1, -1
 
@@ -91,3 +93,33 @@ class MoreMenu(QToolButton):
 
     def set_can_continue(self, can: bool) -> None:
         self.continue_action.setVisible(can)
+
+
+class AnswerEditor(QDialog):
+    """Edit text… on an answer: the whole answer, wrapped, in a dialog sized for reading it
+    (640×440, never larger than the window it opens over)."""
+
+    edited = Signal(str)  # the new text, when it was changed and saved
+
+    def __init__(self, text: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Edit answer")
+        self.original = text
+        layout = QVBoxLayout(self)
+        layout.addWidget(QLabel("The answer as the chat keeps it (the model's figures go with the old text):", self))
+        self.editor = QPlainTextEdit(self)
+        self.editor.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)
+        self.editor.setPlainText(text)
+        layout.addWidget(self.editor, 1)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel, self)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        layout.addWidget(buttons)
+        bound = parent.window().size() if parent is not None else None
+        self.resize(min(640, bound.width()) if bound else 640, min(440, bound.height()) if bound else 440)
+
+    def accept(self) -> None:
+        text = self.editor.toPlainText()
+        super().accept()
+        if text.strip() and text != self.original:
+            self.edited.emit(text)

@@ -10,17 +10,18 @@ is stored.
 from __future__ import annotations
 
 from PySide6.QtCore import QObject
-from PySide6.QtWidgets import QInputDialog
 
 from inglenook.engine import Conversation, Message
 
 from .active_chat import ActiveChat
+from .message_actions import AnswerEditor
 
 
 class MessageHistory(QObject):
     def __init__(self, active: ActiveChat, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.active = active
+        self.editor: AnswerEditor | None = None  # Edit text… on an answer, while open
         view = active.page.view
         view.version_chosen.connect(self.show_version)
         view.continue_requested.connect(self.continue_answer)
@@ -74,13 +75,15 @@ class MessageHistory(QObject):
         index = self.active.page.view.index_of_message(message_id)
         if index is None:
             return
-        current = self.active.page.view.widgets[index].text
-        text, accepted = QInputDialog.getMultiLineText(self.active.page, "Edit answer", "Text of this answer:", current)
-        if not accepted or not text.strip() or text == current:
-            return
         cid, chats = self.active.current_id, self._chats
         assert cid is not None
-        self._run(lambda: chats.edit_message(message_id, text), lambda _message: self._reload_if_open(cid))
+
+        def save(text: str) -> None:
+            self._run(lambda: chats.edit_message(message_id, text), lambda _message: self._reload_if_open(cid))
+
+        self.editor = AnswerEditor(self.active.page.view.widgets[index].text, self.active.page)
+        self.editor.edited.connect(save)
+        self.editor.open()
 
     def branch(self, message_id: int) -> None:
         chats = self._chats

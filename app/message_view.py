@@ -1,8 +1,8 @@
 """The conversation view: message cards, Markdown with highlighted code, streaming, auto-scroll.
 
 Streaming never rebuilds what is already on screen: an answer is split into prose and
-code segments and only the segment that grew is re-rendered, so earlier text does not
-flicker. The view follows the answer while the user is at the bottom and stops following
+code segments, prose into runs of paragraphs, and only the piece that grew is re-rendered,
+so earlier text does not flicker and an update costs what the new text costs. The view follows the answer while the user is at the bottom and stops following
 the moment they scroll up; scrolling back to the bottom resumes it.
 """
 
@@ -165,9 +165,14 @@ class ConversationView(QScrollArea):
         self.setUpdatesEnabled(False)
         try:
             self.clear()
-            for message in messages:
+            for index, message in enumerate(messages):
                 if message.role in ("user", "assistant"):
-                    self.add_message(message).set_versions((versions or {}).get(message.id, []))
+                    widget = self.add_message(message)
+                    widget.set_versions((versions or {}).get(message.id, []))
+                    following = messages[index + 1] if index + 1 < len(messages) else None
+                    if message.role == "assistant" and not message.content.strip() and following is not None \
+                            and following.role == "tool":
+                        widget.hide()  # a round that only called: its block shows it (finish_round)
                 elif message.role == "tool" and tool_block is not None:
                     block = tool_block(message)
                     if block is not None:
@@ -228,10 +233,19 @@ class ConversationView(QScrollArea):
                 self.add_message(message)
             return
         if message is None:
-            self.remove_from(len(self.widgets) - 1)
+            self.remove_from(len(self.widgets) - 1, blocks=False)  # a call's block stays
         else:
             widget.set_message(message)
         self._mark_last()
+
+    def finish_round(self, message: Message | None) -> None:
+        """A tool round that called ended: its answer is kept; one with no words (only the
+        call, shown as its block) takes no row of its own, whose figures the next round's
+        answer would repeat."""
+        widget = self.streaming_widget()
+        self.finish_answer(message)
+        if widget is not None and message is not None and not message.content.strip():
+            widget.hide()
 
     def sync_saved(self, messages: list[Message]) -> None:
         """Attach saved messages (with ids) to the widgets showing them, in order."""
@@ -242,7 +256,16 @@ class ConversationView(QScrollArea):
                 widget.message = message
                 widget.more.setEnabled(True)
 
-    def remove_from(self, index: int) -> None:
+    def remove_from(self, index: int, blocks: bool = True) -> None:
+        """Remove the messages from ``index`` on, and (``blocks``) the tool call blocks among or
+        after them (a regenerated or edited question's earlier calls are another version's)."""
+        if blocks and index < len(self.widgets):
+            cut = self._layout.indexOf(self.widgets[index])
+            later = [block for block in self.tool_calls if self._layout.indexOf(block) > cut]
+            for block in later:
+                block.hide()
+                block.deleteLater()
+            self.tool_calls = [block for block in self.tool_calls if block not in later]
         for widget in self.widgets[index:]:
             widget.hide()
             widget.deleteLater()

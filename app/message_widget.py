@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from inglenook.engine import Message, PromptProgress
-from PySide6.QtCore import Qt, Signal, SignalInstance
+from PySide6.QtCore import Qt, QTimer, Signal, SignalInstance
 from PySide6.QtGui import QGuiApplication, QIcon
 from PySide6.QtWidgets import (
     QFrame,
@@ -26,6 +26,10 @@ from .markdown_view import MarkdownBody, RichText
 from .message_actions import MoreMenu, VersionPager
 from .reasoning_view import ReasoningView
 from .resources import resource_path
+
+
+STARTING = "Starting the answer…"  # before the first text (then the prompt's reading progress)
+COPIED_MS = 1500  # how long Copy says "Copied"
 
 
 def _action(text: str, parent: QWidget, tip: str) -> QToolButton:
@@ -81,6 +85,7 @@ class MessageWidget(QWidget):
         self._answer = ""
         self.streaming = False
         self.stream_start = ""  # the text a continued answer had before this stream
+        self._copied_timer: QTimer | None = None
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
         outer.setSpacing(4)
@@ -114,7 +119,7 @@ class MessageWidget(QWidget):
         bubble_layout = QVBoxLayout(self.bubble)
         bubble_layout.setContentsMargins(16, 10, 16, 10)
         self.body_text = RichText(self.bubble)
-        self.body_text.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
+        self.body_text.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
         bubble_layout.addWidget(self.body_text)
         self.editor = QPlainTextEdit(self.bubble)
         self.editor.setObjectName("EditInput")
@@ -169,7 +174,8 @@ class MessageWidget(QWidget):
         self.author_label.setObjectName("Author")
         self.body = MarkdownBody(self)
         self.reasoning = ReasoningView(self)
-        self.typing = QLabel("Thinking…", self)
+        # Not "Thinking…": most models do not reason, and one that does shows its reasoning.
+        self.typing = QLabel(STARTING, self)
         self.typing.setObjectName("StatusNote")
         self.typing.hide()
         self.note = QLabel("", self)
@@ -189,13 +195,16 @@ class MessageWidget(QWidget):
         self.regenerate_button.clicked.connect(self.regenerate_requested)
         self.stats = QLabel("", self)
         self.stats.setObjectName("Stats")
+        # The figures wrap in a narrow window: a label that does not wrap is as wide as its
+        # text at least, and one long line under an answer held every message wider than the
+        # view (cut off on the right, the questions' Copy/Edit row out of sight).
+        self.stats.setWordWrap(True)
         footer.addWidget(self._versions_and_more())
         footer.addWidget(self.copy_button)
         footer.addWidget(self.regenerate_button)
         footer.addWidget(self.more)
         footer.addSpacing(8)
-        footer.addWidget(self.stats)
-        footer.addStretch(1)
+        footer.addWidget(self.stats, 1)  # all the room left: it wraps only when the row runs out
         self.footer = QWidget(self)
         self.footer.setLayout(footer)
         column.addWidget(self.footer)
@@ -252,7 +261,7 @@ class MessageWidget(QWidget):
         self.reasoning.start()
 
     def set_progress(self, progress: PromptProgress) -> None:
-        """Before the first text: how far the prompt's reading has come, in place of "Thinking…"."""
+        """Before the first text: how far the prompt's reading has come, in place of ``STARTING``."""
         if self.role != "user" and self.streaming and not self._text and progress.worth_showing:
             self.typing.setText(progress.describe())
 
@@ -289,6 +298,13 @@ class MessageWidget(QWidget):
     def copy(self) -> None:
         # An answer is copied without its reasoning.
         QGuiApplication.clipboard().setText(self._text if self.role == "user" else self._answer)
+        # A sign it worked, as a code block's Copy gives (a child timer: it dies with the message).
+        self.copy_button.setText("Copied")
+        if self._copied_timer is None:
+            self._copied_timer = QTimer(self)
+            self._copied_timer.setSingleShot(True)
+            self._copied_timer.timeout.connect(lambda: self.copy_button.setText("Copy"))
+        self._copied_timer.start(COPIED_MS)
 
     # -- editing (user messages) ------------------------------------------------------
 
@@ -321,10 +337,21 @@ class MessageWidget(QWidget):
         limit = max(120, int(self.width() * 0.78) - 32)
         self.body_text.document().setTextWidth(limit)
         width = min(limit, self.body_text.ideal_width())
-        self.body_text.setFixedWidth(width)
+        # The width the text would like, but never a minimum: a fixed width, fitted while the
+        # window was wide, kept the bubble (and so the whole conversation) that wide after
+        # the window narrowed, since the message could not shrink to be fitted again.
+        self.body_text.setMinimumWidth(min(width, 120))
+        self.body_text.setMaximumWidth(width)
+        self.body_text.preferred_width = width
+        self.body_text.updateGeometry()
         self.body_text.document().setTextWidth(width)
         self.body_text._fit()
 
     def resizeEvent(self, event) -> None:  # noqa: ANN001, N802
         super().resizeEvent(event)
-        self._fit_bubble()
+        # Only a new width changes where the bubble's lines wrap. Fitting lays out its whole
+        # text (milliseconds for a long paste), and while an answer grows below it the
+        # conversation's layout briefly squeezes and restores every message's height, on
+        # each update: the cost grew with what the chat held.
+        if event.size().width() != event.oldSize().width():
+            self._fit_bubble()

@@ -115,7 +115,9 @@ class SettingsDialog(QDialog):
         self.api_streams = api_streams or dict  # named key -> generations in flight (Team keys)
         self.setWindowTitle("Settings")
         self.setObjectName("SettingsDialog")
-        self.resize(880, 600)
+        # 880×600, but never larger than the window it opens over (or the screen).
+        bound = parent.size() if parent is not None else self.screen().availableGeometry().size()
+        self.resize(min(880, bound.width()), min(600, bound.height()))
         self.engine = engine
         self.workers = workers
         self.original: Settings = engine.settings

@@ -11,6 +11,9 @@ a stranger wrote that the model will read, so it is shown in full.
 
 from __future__ import annotations
 
+import functools
+import html
+
 import json
 import logging
 import shlex
@@ -40,6 +43,8 @@ from inglenook.engine import (
 from .workers import Workers
 
 log = logging.getLogger(__name__)
+
+SHOWN_URL_CHARS = 48  # a sign-in address's words in the status line (the link holds it whole)
 
 NAME_ROLE = Qt.ItemDataRole.UserRole
 TOOL_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -129,7 +134,9 @@ class ToolsPage(QWidget):
         self.message = QLabel("", self)
         self.message.setObjectName("PageHint")
         self.message.setWordWrap(True)
-        self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)  # a sign-in URL
+        self.message.setTextFormat(Qt.TextFormat.RichText)  # a sign-in address is a link
+        self.message.setOpenExternalLinks(True)
+        self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
         layout.addWidget(self.message)
         self._filling = False
         self._show_sign_in_buttons()
@@ -250,7 +257,12 @@ class ToolsPage(QWidget):
         self._done(problem or f"Signed in to {name}.")
 
     def _show_sign_in_url(self, name: str, url: str) -> None:
-        self.message.setText(f"Sign in to {name} in your browser. If it did not open, open this address: {url}")
+        # The address as a link whose words are short: a URL has no spaces to wrap at, and as
+        # plain text it made the page wider than the dialog, the line cut off at its bottom.
+        shown = url if len(url) <= SHOWN_URL_CHARS else url[:SHOWN_URL_CHARS - 1] + "…"
+        self.message.setText(f"Sign in to {html.escape(name)} in your browser. If it did not open, open "
+                             f'<a href="{html.escape(url, quote=True)}">{html.escape(shown)}</a> '
+                             "(right-click it to copy the whole address).")
 
     def _sign_in_selected(self) -> None:
         name = self._selected_server()
@@ -330,7 +342,7 @@ class ToolsPage(QWidget):
             return
         if text:
             self.pasted.setPlainText(text)
-        self.message.setText("Found " + "; ".join(sources) + ". Review them above, then Add from JSON.")
+        self.message.setText(html.escape("Found " + "; ".join(sources) + ". Review them above, then Add from JSON."))
 
     def _added(self, names: list[str], skipped: list[str] | None = None) -> None:
         self.name.clear()
@@ -361,11 +373,11 @@ class ToolsPage(QWidget):
         self.workers.disk.run(lambda: servers.update(server, allow_api=on), lambda _: self._done(words), self._failed)
 
     def _done(self, words: str) -> None:
-        self.message.setText(words)
+        self.message.setText(html.escape(words))
         self.refresh()
 
     def _failed(self, exc: BaseException) -> None:
-        self.message.setText(str(exc))
+        self.message.setText(html.escape(str(exc)))
 
 
 class ChatToolsBox(QWidget):
@@ -389,6 +401,8 @@ class ChatToolsBox(QWidget):
         self._layout.addWidget(self.hint)
 
     def load(self, conversation_id: int | None) -> None:
+        """Show ``conversation_id``'s switches; None: a new chat's, all off, which work all the
+        same (``chosen`` is what its first message creates it with)."""
         self.conversation_id = conversation_id
         chats = self.chats
 
@@ -396,7 +410,7 @@ class ChatToolsBox(QWidget):
             names = [c.name for c in chats.tools.servers.all() if c.enabled]
             return names, chats.chat_tools(conversation_id) if conversation_id is not None else []
 
-        self.workers.disk.run(read, self._fill)
+        self.workers.disk.run(read, functools.partial(self._fill, conversation_id))
 
     def chosen(self) -> list[str]:
         """The servers switched on for this chat now."""
@@ -408,8 +422,11 @@ class ChatToolsBox(QWidget):
             box.blockSignals(True)
             box.setChecked(name in servers)
             box.blockSignals(False)
+        self._list_tools(self.chosen())
 
-    def _fill(self, found: tuple[list[str], list[str]]) -> None:
+    def _fill(self, conversation_id: int | None, found: tuple[list[str], list[str]]) -> None:
+        if conversation_id != self.conversation_id:
+            return  # another chat was opened meanwhile; its own read follows
         names, chosen = found
         for box in self.boxes.values():
             box.deleteLater()
@@ -417,7 +434,6 @@ class ChatToolsBox(QWidget):
         for name in names:
             box = QCheckBox(f"Tools of {name}", self)
             box.setChecked(name in chosen)
-            box.setEnabled(self.conversation_id is not None)
             box.toggled.connect(self._changed)
             self._layout.addWidget(box)
             self.boxes[name] = box
@@ -437,10 +453,8 @@ class ChatToolsBox(QWidget):
         self.workers.network.run(lambda: list(chats.tools.tools_for(servers).tools), listed)
 
     def _changed(self, _on: bool) -> None:
-        cid = self.conversation_id
-        if cid is None:
-            return
-        chosen = [name for name, box in self.boxes.items() if box.isChecked()]
-        chats = self.chats
-        self.workers.disk.run(lambda: chats.set_chat_tools(cid, chosen))
+        cid, chosen = self.conversation_id, self.chosen()
+        if cid is not None:  # a new chat's switches are kept here until its first message creates it
+            chats = self.chats
+            self.workers.disk.run(lambda: chats.set_chat_tools(cid, chosen))
         self._list_tools(chosen)

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, QUrl
+from PySide6.QtCore import QByteArray, Qt, QUrl
 from PySide6.QtGui import QCloseEvent, QDesktopServices, QDragEnterEvent, QDropEvent, QIcon, QKeySequence, QShortcut
 from PySide6.QtWidgets import QApplication, QHBoxLayout, QMainWindow, QStackedWidget, QWidget
 
@@ -51,6 +51,8 @@ from .workers import Workers
 log = logging.getLogger(__name__)
 
 SHUTDOWN_WAIT_MS = 15_000
+FIRST_SIZE = (1280, 800)
+MIN_SIZE = (800, 560)
 
 
 class MainWindow(QMainWindow):
@@ -62,8 +64,7 @@ class MainWindow(QMainWindow):
         icon = resource_path("inglenook.svg")
         if icon is not None:
             self.setWindowIcon(QIcon(str(icon)))
-        self.resize(1280, 800)
-        self.setMinimumSize(800, 560)  # half of a 1600 px screen; every page fits (tests/gui/test_layout.py)
+        self._place(engine.settings.window_geometry)
         self.settings_dialog: SettingsDialog | None = None
         self.last_crash: LastCrash | None = None
         self.closed = False
@@ -84,6 +85,7 @@ class MainWindow(QMainWindow):
                                     self.model_list, self)
         self.attachments.on_images = self.images.add_paths
         self.active.waiting_images = self.images
+        self.images.models_wanted.connect(lambda: self.show_page("models"))
         self._connect()
         self._shortcuts()
         # A title written in the background (engine/chat/background.py) shows in the sidebar.
@@ -106,6 +108,19 @@ class MainWindow(QMainWindow):
             self.server.start()
 
     # == construction ===================================================================
+
+    def _place(self, saved: str) -> None:
+        """Where it was when it last closed; the first time, 1280×800 — within the screen."""
+        area = self.screen().availableGeometry()
+        # 800×560 is half of a 1600 px screen, and every page fits it (tests/gui/test_layout.py);
+        # a smaller screen gets a smaller least size rather than a window past its edges.
+        self.setMinimumSize(min(MIN_SIZE[0], area.width()), min(MIN_SIZE[1], area.height()))
+        if saved and self.restoreGeometry(QByteArray.fromBase64(saved.encode("ascii"))):
+            return  # Qt moves a window saved on a screen that is gone onto one that is here
+        self.resize(min(FIRST_SIZE[0], area.width()), min(FIRST_SIZE[1], area.height()))
+
+    def geometry_to_keep(self) -> str:
+        return bytes(self.saveGeometry().toBase64().data()).decode("ascii")
 
     def _build(self) -> None:
         central = QWidget(self)
@@ -338,6 +353,9 @@ class MainWindow(QMainWindow):
         self.closed = True
         self.status_line.stop()
         self.panel.flush()
+        geometry = self.geometry_to_keep()
+        if geometry != self.engine.settings.window_geometry:
+            self.saver.apply({"window_geometry": geometry})  # on the disk lane, waited for below
         self.chat.stop_all()
         self.models_page.shutdown()  # cancelled downloads keep their partial files, to resume
         self.conversations.commit_pending_deletes()

@@ -352,7 +352,7 @@ class BackgroundWork:
         conversation = self.store.get_conversation(task.conversation_id)
         if not title or title == conversation.title or conversation.title != title_from(task.text):
             return  # nothing new, or renamed by the person meanwhile: theirs stays
-        self.store.update_conversation(task.conversation_id, title=title)
+        self.store.update_conversation(task.conversation_id, touch=False, title=title)
         self._tell(self._listeners, task.conversation_id, title)
 
     @staticmethod

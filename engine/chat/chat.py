@@ -239,6 +239,8 @@ class ChatService:
         self._document_search: DocumentSearch | None = None
         # The context a model's chats get, for "do the documents fit": the loaded model's.
         self.context_of: Callable[[str], int] = self._loaded_context
+        # The context a model not loaded yet will load with (Engine: settings, else auto).
+        self.planned_context: Callable[[str], int] | None = None
         # Images sent with messages: kept with the chat, read again by every later turn.
         self.images = ChatImages(store, images_folder or store.path.parent / "images", self)
 
@@ -317,11 +319,11 @@ class ChatService:
         return self.store.get_conversation(conversation_id), self.store.messages(conversation_id)
 
     def rename(self, conversation_id: int, title: str) -> Conversation:
-        """Give a conversation a new title (never an empty one)."""
+        """Give a conversation a new title (never an empty one); it keeps its place in the list."""
         title = title.strip()
         if not title:
             raise InvalidRequest("a conversation's title cannot be empty", param="title")
-        return self.store.update_conversation(conversation_id, title=title)
+        return self.store.update_conversation(conversation_id, touch=False, title=title)
 
     def switch_model(self, conversation_id: int, model_id: str | None) -> Conversation:
         """Answer this conversation with ``model_id`` from now on; ``None`` follows the default model."""
@@ -401,9 +403,17 @@ class ChatService:
         return sum(len(d.text) for d in documents) / CHARS_PER_TOKEN <= context - ROOM_FOR_CHAT_TOKENS
 
     def _loaded_context(self, model_id: str) -> int:
+        """The context ``model_id`` answers in: as loaded, else the one it will load with
+        (``planned_context``, which the engine sets): a document asked about before the
+        model is loaded is placed as it will be read, not against a nominal 4,096 tokens."""
         for model in self.scheduler.loaded_models():
             if model.record.id == model_id and not model.options.embeddings:
                 return int(model.n_ctx)
+        if self.planned_context is not None:
+            try:
+                return self.planned_context(model_id)
+            except (InglenookError, OSError) as exc:  # not installed, or a header that cannot be read
+                log.info("no planned context for %s: %s", model_id, exc)
         return NOMINAL_AUTO_CONTEXT
 
     def document_search(self) -> DocumentSearch:
@@ -481,22 +491,74 @@ class ChatService:
                         **sampling_overrides: Any) -> ToolTurn:
         """Commit the user's message; the returned ``ToolTurn`` answers it with the chat's
         tools when ``run`` (blocking: call it on a worker thread). ``approver`` decides each call."""
-        from .tool_turn import ToolTurn  # noqa: PLC0415
-
         if not text.strip():
             raise InvalidRequest("the message is empty", param="content")
+        conversation = self._tools_conversation(conversation_id)
+        settings = self._tool_settings(conversation, tool_choice, max_rounds)
+        first = not self.store.messages(conversation_id) and conversation.title in ("", "New chat")
+        if first:
+            conversation = self.store.update_conversation(conversation_id, title=title_from(text))
+        self.store.add_message(conversation_id, "user", text)
+        if first and self.background is not None and self.client == WINDOW:
+            self.background.request_title(conversation_id, text)  # as a chat without tools gets one
+        return self._tool_turn(conversation, approver, settings, use_cache, on_event, sampling_overrides)
+
+    def regenerate_with_tools(self, conversation_id: int, approver: Approver, tool_choice: str | None = None,
+                              max_rounds: int | None = None, use_cache: bool = True,
+                              on_event: Callable[[ToolTurnEvent], None] | None = None,
+                              **sampling_overrides: Any) -> ToolTurn:
+        """``regenerate`` for a chat with tools: the last question is answered again from its
+        first round (its earlier answer, calls and results stay, as the other version)."""
+        conversation = self._tools_conversation(conversation_id)
+        settings = self._tool_settings(conversation, tool_choice, max_rounds)
+        messages = self.store.messages(conversation_id)
+        while messages and messages[-1].role != "user":
+            messages.pop()  # the answer, and the calls and results of its rounds
+        if not messages:
+            raise InvalidRequest("there is no message to answer")
+        self.store.set_leaf(conversation_id, messages[-1].id)
+        return self._tool_turn(conversation, approver, settings, use_cache, on_event, sampling_overrides)
+
+    def edit_and_resend_with_tools(self, message_id: int, text: str, approver: Approver, tool_choice: str | None = None,
+                                   max_rounds: int | None = None, use_cache: bool = True,
+                                   on_event: Callable[[ToolTurnEvent], None] | None = None,
+                                   **sampling_overrides: Any) -> ToolTurn:
+        """``edit_and_resend`` for a chat with tools: the edited question, answered in tool rounds."""
+        message = self.store.get_message(message_id)
+        if message.role != "user":
+            raise InvalidRequest("only user messages can be edited and resent")
+        if not text.strip():
+            raise InvalidRequest("the message is empty", param="content")
+        conversation = self._tools_conversation(message.conversation_id)
+        settings = self._tool_settings(conversation, tool_choice, max_rounds)
+        self.store.set_leaf(message.conversation_id, message.parent_id)
+        edited = self.store.add_message(message.conversation_id, "user", text)
+        self.images.files.copy(message.id, edited.id)  # the question's images stay with its edited version
+        return self._tool_turn(conversation, approver, settings, use_cache, on_event, sampling_overrides)
+
+    def _tools_conversation(self, conversation_id: int) -> Conversation:
         conversation = self.store.get_conversation(conversation_id)
         model_id = conversation.model_id or self.default_model_id()
         if SEPARATOR in model_id and self.remotes.owner(model_id) is not None:
             raise InvalidRequest(f"tools run with local models only; {model_id} is answered by a remote engine")
-        # Unless the caller says, the chat's own settings (Chat settings → Tools) decide.
+        return conversation
+
+    def _tool_settings(self, conversation: Conversation, tool_choice: str | None,
+                       max_rounds: int | None) -> tuple[str | None, int]:
+        """The first round's tool choice and the rounds, checked before anything is written:
+        unless the caller says, the chat's own settings (Chat settings → Tools) decide."""
         rounds = int(conversation.sampling.get("tool_rounds") or DEFAULT_MAX_ROUNDS) if max_rounds is None else max_rounds
-        tool_choice = tool_choice or conversation.sampling.get("tool_choice") or None
         if rounds < 1:
             raise InvalidRequest("a tool turn needs at least one round", param="max_rounds")
-        if not self.store.messages(conversation_id) and conversation.title in ("", "New chat"):
-            conversation = self.store.update_conversation(conversation_id, title=title_from(text))
-        self.store.add_message(conversation_id, "user", text)
+        return tool_choice or conversation.sampling.get("tool_choice") or None, rounds
+
+    def _tool_turn(self, conversation: Conversation, approver: Approver, settings: tuple[str | None, int],
+                   use_cache: bool, on_event: Callable[[ToolTurnEvent], None] | None,
+                   sampling_overrides: dict[str, Any]) -> ToolTurn:
+        """The tool rounds that answer the question at the conversation's leaf."""
+        from .tool_turn import ToolTurn  # noqa: PLC0415
+
+        tool_choice, rounds = settings
         return ToolTurn(self, conversation, approver, tool_choice, rounds, use_cache, on_event, sampling_overrides)
 
     def send(self, conversation_id: int, text: str, use_cache: bool = True, images: list[ImageInput] | None = None,
@@ -567,6 +629,10 @@ class ChatService:
         """Rewrite any message in place, the model's included (no new answer)."""
         if not text.strip():
             raise InvalidRequest("the message is empty", param="content")
+        if self.store.get_message(message_id).role == "assistant":
+            # The figures were the generated text's; the person's text has none.
+            return self.store.update_message(message_id, content=text, completion_tokens=None, tokens_per_s=None,
+                                             ttft_ms=None)
         return self.store.update_message(message_id, content=text)
 
     def delete_message(self, message_id: int) -> list[Message]:
@@ -621,7 +687,9 @@ class ChatService:
             self.images.files.copy(kept.id, copied.id)  # the same files: a branch shows its images
         if self.cache is not None:
             self.cache.copy_conversation(source.id, branch.id)
-        return self.store.get_conversation(branch.id)
+        # The copies keep their messages' times, which set the chat's own: it is new now, so it
+        # sorts above its source and says so, instead of "1m" below it.
+        return self.store.update_conversation(branch.id, title=branch.title)
 
     def _answer(self, conversation: Conversation, overrides: dict[str, Any], use_cache: bool = True,
                 extends: Message | None = None) -> Turn:

@@ -35,6 +35,8 @@ _FILLER = frozenset(
     "vs versus how what why when where which who can do does i you we".split()
 )
 
+# A title cut short that holds one of these was a sentence, and ends in the middle of its phrase.
+_COPULAS = frozenset("is are was were be been".split())
 _LIST_MARKER = re.compile(r"^(?:\(?\d{1,3}[.)]|[-*•·]|#{1,6})\s+")
 _LABEL = re.compile(r"^(?:title|conversation title|suggested title|topic)\s*[:\-–—]\s*", re.IGNORECASE)
 _QUOTES_AND_MARKS = " \t\"'*_`“”‘’«»"
@@ -78,6 +80,15 @@ def _stems(text: str) -> set[str]:
     return {word[:4] for word in words if word not in _FILLER and len(word) > 1}
 
 
+def _without_repeats(title: str) -> str:
+    """A word the model said again and again once: "The Quill Quill Quill" → "The Quill"."""
+    words: list[str] = []
+    for word in title.split():
+        if not words or word.lower().strip(_TRAILING) != words[-1].lower().strip(_TRAILING):
+            words.append(word)
+    return " ".join(words)
+
+
 def _cut(title: str) -> str:
     """At most ``TITLE_WORDS`` words, not ending on a filler word."""
     words = title.split()[:TITLE_WORDS]
@@ -111,6 +122,10 @@ def clean_title(raw: str, question: str | None = None) -> str:
             continue
         if len(title.split()) > TITLE_WORDS + 2 or _PREAMBLE.search(title) or not any(c.isalnum() for c in title):
             return ""
+        title = _without_repeats(title)
+        words = title.lower().split()
+        if len(words) > TITLE_WORDS and _COPULAS & set(words[:TITLE_WORDS]):
+            return ""  # a sentence cut at six words ends mid-phrase ("… is a common"): the question's words read better
         title = _cut(title)
         if question is not None and _stems(question) and not _stems(title) & _stems(question):
             return ""  # about something else: the model answered, or made something up

@@ -106,6 +106,7 @@ class Engine:
         self.background = BackgroundWork(self.scheduler, self.store, lambda: self.settings, self.chat_models)
         self.chats.background = self.background
         self.chats.resolve = self.registry.resolve  # a tool turn reads the model's template
+        self.chats.planned_context = self.planned_context  # documents are placed against it
         self.cache.prune_conversations({c.id for c in self.store.list_conversations()})
 
     def _record_load_outcome(self, model_id: str, state: str, detail: object) -> None:
@@ -118,6 +119,11 @@ class Engine:
         """What ``record`` will take once loaded, at the context it will be loaded with."""
         context = context_for(record, self.settings, options)
         return estimate_resident_bytes(record, dataclasses.replace(options, context_size=context))
+
+    def planned_context(self, model_id: str) -> int:
+        """Tokens per answer ``model_id`` would load with now (its setting, the app's, or the
+        automatic choice for this machine). Reads the model's header: not on a GUI thread."""
+        return context_for(self.registry.resolve(model_id), self.settings, self.load_options())
 
     def load_plan(self, model_id: str) -> LoadPlan:
         """What loading ``model_id`` would take now (context, sequences, cache type, memory),

@@ -77,6 +77,7 @@ class Settings:
     close_to_tray: bool = True  # closing the window while the API runs keeps it in the tray
     start_at_login: bool = False  # an autostart entry (XDG autostart, the Run key, a LaunchAgent)
     welcome_shown: bool = False  # the first-run welcome was seen
+    window_geometry: str = ""  # the window's size and place when it last closed (Qt's saveGeometry, base64)
     # Usage and cost (usage.py, pricing.py)
     usage_retention_days: int = 365  # usage records older than this are removed; 0 keeps all
     usage_prices: list[dict[str, Any]] | None = None  # the price table; None: pricing.DEFAULT_PRICES

@@ -324,14 +324,17 @@ class Store:
         found = self.list_conversations(limit=1)
         return found[0] if found else None
 
-    def update_conversation(self, conversation_id: int, **fields: Any) -> Conversation:
+    def update_conversation(self, conversation_id: int, touch: bool = True, **fields: Any) -> Conversation:
+        """Change a conversation's fields; ``touch=False`` keeps its place in the list (a
+        title written in the background is not news: the chat must not jump above newer ones)."""
         allowed = {"title", "model_id", "system_prompt", "sampling"}
         unknown = set(fields) - allowed
         if unknown:
             raise ValueError(f"cannot update {sorted(unknown)}")
         if "sampling" in fields:
             fields["sampling"] = json.dumps(fields["sampling"] or {})
-        fields["updated_at"] = time.time()
+        if touch:
+            fields["updated_at"] = time.time()
         self.get_conversation(conversation_id)
         with self.writing():
             table_named(self.db, "conversations").update(conversation_id, fields)

@@ -124,3 +124,9 @@ def test_a_citation_in_an_answer_opens_the_preview_at_its_page(qtbot, window, tm
     marked = preview.text.extraSelections()
     assert len(marked) == 1 and marked[0].cursor.selectedText().startswith("## Page 4")
     preview.close()
+
+
+def test_a_chip_counts_one_page_as_one_page() -> None:
+    from inglenook.app.attachments import pages_text
+
+    assert pages_text(1) == " · 1 page" and pages_text(3) == " · 3 pages" and pages_text(0) == ""

@@ -159,3 +159,41 @@ def test_a_text_only_model_says_so_before_sending_and_offers_a_vision_model(qtbo
     qtbot.waitUntil(lambda: chats.store.get_conversation(cid).model_id == vision, timeout=30_000)
     qtbot.waitUntil(lambda: not bar.vision_note.isVisible(), timeout=30_000)
     assert window.images.problem is None
+
+
+def test_an_image_for_a_text_only_model_can_go_without_it_or_lead_to_models(qtbot, window, tmp_path: Path) -> None:
+    """Enter with an image a text-only model cannot read: not silent — the line says why and
+    offers to send the message without the image, or to open Models."""
+    chats, bar = window.engine.chats, window.composer.attachments
+    cid = _open_chat(qtbot, window, None)  # the starter SmolLM2, text only
+    window.images.add_paths([write_png(tmp_path / "shot.png", seed=6)])
+    qtbot.waitUntil(lambda: bar.vision_note.isVisible(), timeout=60_000)
+    type_and_send(qtbot, window, "What is this?")
+    assert window.engine.messages(cid) == []
+    assert "Not sent" in bar.status.text() and bar.without_button.isVisible() and bar.models_button.isVisible()
+
+    bar.models_button.click()
+    assert window.pages.currentWidget() is window.models_page
+    window.show_page("chat")
+    bar.without_button.click()
+    qtbot.waitUntil(lambda: [m.role for m in window.engine.messages(cid)][:1] == ["user"], timeout=60_000)
+    wait_answer(qtbot, window, cid)
+    question = window.engine.messages(cid)[0]
+    assert question.content == "What is this?" and chats.message_images(cid) == {}
+    assert not bar.image_chips and not bar.vision_note.isVisible() and window.composer.text() == ""
+
+
+def test_the_vision_note_fits_a_narrow_window(qtbot, window, tmp_path: Path) -> None:
+    from .layout_check import problems
+
+    window.resize(800, 560)
+    qtbot.waitUntil(lambda: window.width() == 800)
+    bar = window.composer.attachments
+    _open_chat(qtbot, window, None)
+    window.images.add_paths([write_png(tmp_path / "shot.png", seed=7)])
+    qtbot.waitUntil(lambda: bar.vision_note.isVisible() and bool(bar.offer_buttons), timeout=60_000)
+    try:
+        qtbot.waitUntil(lambda: not problems(window.composer), timeout=3000)
+    except qtbot.TimeoutError:
+        pass
+    assert not [str(p) for p in problems(window.composer)]

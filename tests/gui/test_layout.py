@@ -7,9 +7,14 @@ geometry (tests/gui/layout_check.py), never by pixels.
 
 from __future__ import annotations
 
+import html
+import math
+
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QFrame, QHBoxLayout, QPushButton, QWidget
+
+from inglenook.app.markdown_view import RichText
 
 from .layout_check import problems
 
@@ -34,7 +39,9 @@ def _fill(window) -> int:
     chat = window.engine.chats.new_conversation(
         title="A conversation whose title is far too long to fit in the header of a narrow window")
     store.add_message(chat.id, "user", LONG_QUESTION)
-    store.add_message(chat.id, "assistant", WIDE_ANSWER, model_id=window.engine.default_model_id())
+    # An answer's figures as a real one has them: the longest line under a message.
+    store.add_message(chat.id, "assistant", WIDE_ANSWER, model_id=window.engine.default_model_id(),
+                      completion_tokens=1234, tokens_per_s=12.3, ttft_ms=17_700, prompt_tokens=5678, cached_tokens=4321)
     window.conversations.refresh()
     window.open_conversation(chat.id)
     return chat.id
@@ -138,4 +145,101 @@ def test_settings_pages_fit_their_dialog_without_scrolling_sideways(qtbot, windo
                 if area.isVisible() and area.horizontalScrollBar().isVisible()]
     assert not sideways
     assert not _problems_once_settled(qtbot, dialog)
+    dialog.reject()
+
+
+def _past_the_viewport(window) -> list[str]:
+    """Message widgets (and their bubbles and text) that reach past the conversation's viewport."""
+    viewport = window.view.viewport()
+    right = viewport.width()
+    found = []
+    for widget in window.view.widgets:
+        parts = [widget, *([widget.bubble, widget.body_text] if widget.role == "user" else [widget.body])]
+        parts += [widget.copy_button, widget.more]
+        for part in parts:
+            if not part.isVisible():
+                found.append(f"{widget.role} {type(part).__name__} hidden")
+                continue
+            edge = part.mapTo(viewport, part.rect().topRight()).x()
+            if edge > right:
+                found.append(f"{widget.role} {type(part).__name__} ends at {edge}, the viewport at {right}")
+        texts = [widget.body_text] if widget.role == "user" else widget.body.findChildren(RichText)
+        for text in texts:
+            if not text.isVisible() or not text.lineWrapMode() == RichText.LineWrapMode.WidgetWidth:
+                continue  # code scrolls sideways in its own block
+            lines = text.mapTo(viewport, text.rect().topLeft()).x() + math.ceil(text.document().size().width())
+            if lines > right:
+                found.append(f"{widget.role}'s text runs to {lines}, the viewport ends at {right}")
+    return found
+
+
+def test_a_filled_chat_holds_when_the_window_narrows(qtbot, window) -> None:
+    """Opened wide, then narrowed with the chat list open: every message still wraps inside the
+    viewport and keeps its Copy/Edit row — and again after switching chats."""
+    window.resize(1280, 800)
+    chat_id = _fill(window)
+    qtbot.waitUntil(lambda: window.current_id == chat_id and len(window.view.widgets) == 2)
+    qtbot.waitUntil(lambda: not _past_the_viewport(window), timeout=3000)  # laid out wide first
+    window.resize(800, 560)
+    qtbot.waitUntil(lambda: (window.width(), window.height()) == (800, 560))
+    assert not window.sidebar.collapsed
+    try:
+        qtbot.waitUntil(lambda: not _past_the_viewport(window), timeout=3000)
+    except qtbot.TimeoutError:
+        pass
+    assert not _past_the_viewport(window)
+    other = window.engine.chats.conversations()[-1].id
+    window.open_conversation(other)
+    qtbot.waitUntil(lambda: window.current_id == other and len(window.view.widgets) == 2)
+    window.open_conversation(chat_id)
+    qtbot.waitUntil(lambda: window.current_id == chat_id and len(window.view.widgets) == 2)
+    try:
+        qtbot.waitUntil(lambda: not _past_the_viewport(window), timeout=3000)
+    except qtbot.TimeoutError:
+        pass
+    assert not _past_the_viewport(window)
+
+
+def test_settings_open_within_a_narrow_window(qtbot, window) -> None:
+    window.resize(800, 560)
+    qtbot.waitUntil(lambda: (window.width(), window.height()) == (800, 560))
+    dialog = window.open_settings("General")
+    qtbot.waitUntil(lambda: dialog.isVisible())
+    assert dialog.width() <= window.width() and dialog.height() <= window.height()
+    assert not _problems_once_settled(qtbot, dialog)
+    dialog.reject()
+
+
+def test_the_window_opens_where_it_was_and_first_within_the_screen(qtbot, window) -> None:
+    from inglenook.app.window import MainWindow
+
+    area = window.screen().availableGeometry()
+    assert window.width() <= area.width() and window.height() <= area.height()
+    assert window.minimumWidth() <= area.width() and window.minimumHeight() <= area.height()
+    window.resize(800, 620)
+    qtbot.waitUntil(lambda: (window.width(), window.height()) == (800, 620))
+    window.shutdown()  # as closing it does: its size and place are kept
+    assert window.engine.settings.window_geometry
+    again = MainWindow(window.engine, start_api=False)
+    qtbot.addWidget(again)
+    try:
+        assert (again.width(), again.height()) == (800, 620)
+    finally:
+        again.shutdown()
+
+
+def test_a_sign_in_address_stays_inside_settings_tools(qtbot, window) -> None:
+    """A long address in Settings → Tools' status line (a URL has no spaces to wrap at) is a
+    short link: the page does not grow past its dialog and cut the line off."""
+    from PySide6.QtWidgets import QScrollArea
+
+    dialog = window.open_settings("Tools")
+    qtbot.waitUntil(lambda: dialog.isVisible())
+    page = dialog.tools_page
+    url = "https://auth.example.com/authorize?client_id=" + "a" * 120 + "&redirect_uri=http%3A%2F%2F127.0.0.1%3A5555"
+    page._show_sign_in_url("guarded", url)
+    qtbot.wait(50)
+    sideways = [a for a in dialog.findChildren(QScrollArea) if a.isVisible() and a.horizontalScrollBar().isVisible()]
+    assert not sideways and not _problems_once_settled(qtbot, dialog)
+    assert html.escape(url, quote=True) in page.message.text()  # the link holds the whole address
     dialog.reject()

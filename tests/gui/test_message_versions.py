@@ -79,3 +79,32 @@ def test_branch_from_here_opens_a_new_chat_and_delete_removes_one_message(qtbot,
     _menu_action(window.view.widgets[0], "Delete this message").trigger()
     qtbot.waitUntil(lambda: [w.role for w in window.view.widgets] == ["assistant"])
     assert [m.role for m in window.engine.store.messages(branch)] == ["assistant"]
+
+
+def test_edit_text_opens_a_roomy_wrapping_editor_and_copy_says_copied(qtbot, window) -> None:
+    from PySide6.QtWidgets import QPlainTextEdit
+
+    from inglenook.app.message_widget import STARTING
+
+    cid = new_chat(qtbot, window)
+    store = window.engine.store
+    store.add_message(cid, "user", "Hello")
+    store.add_message(cid, "assistant", "An answer " * 80, completion_tokens=160, tokens_per_s=9.5)
+    window.active.reload()
+    qtbot.waitUntil(lambda: len(window.view.widgets) == 2)
+    answer = window.view.widgets[1]
+    answer.copy_button.click()
+    assert answer.copy_button.text() == "Copied"
+    qtbot.waitUntil(lambda: answer.copy_button.text() == "Copy", timeout=5000)
+
+    answer.edit_text_requested.emit(answer.message.id)
+    editor = window.history.editor
+    qtbot.waitUntil(lambda: editor is not None and editor.isVisible())
+    assert editor.width() >= 600 and editor.editor.lineWrapMode() == QPlainTextEdit.LineWrapMode.WidgetWidth
+    editor.editor.setPlainText("A shorter answer.")
+    editor.accept()
+    qtbot.waitUntil(lambda: window.view.widgets and window.view.widgets[-1].text == "A shorter answer.")
+    assert window.view.widgets[-1].stats.text() == ""  # the old figures went with the old text
+
+    window.view.begin_answer("model")
+    assert window.view.streaming_widget().typing.text() == STARTING and "Thinking" not in STARTING

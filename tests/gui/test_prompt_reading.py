@@ -1,4 +1,4 @@
-"""While a long prompt is read, the answer's status line says how far instead of "Thinking…".
+"""While a long prompt is read, the answer's status line says how far instead of "Starting the answer…".
 
 The engine's step is held shut until the window shows the reading line, so the test sees
 the state a person sees for minutes on a slow CPU, without depending on timing."""

@@ -221,3 +221,99 @@ def test_the_needs_approval_badge_keeps_each_row_tooltip(qtbot) -> None:
     sidebar.grab()  # the badge paints
     sidebar.set_needs_approval(set())
     assert not sidebar.list.item(0).data(APPROVAL_ROLE) and sidebar.list.item(0).toolTip() == "Chat 1\n\nAbout clocks."
+
+
+def _add_time_server(window, time_server_command: list[str]) -> None:  # noqa: F811
+    from inglenook.engine import McpServerConfig
+
+    servers = window.engine.chats.tools.servers
+    if servers.find("time") is None:
+        servers.add(McpServerConfig("time", command=time_server_command[0], args=tuple(time_server_command[1:])))
+
+
+def _next_waiting(qtbot, window, before: int):
+    """The call block that waits for the person, once more calls than ``before`` have been asked."""
+    def waiting():
+        blocks = [b for b in window.view.tool_calls if b.waiting]
+        return blocks[-1] if blocks and len(window.view.tool_calls) > before else None
+
+    qtbot.waitUntil(lambda: waiting() is not None, timeout=ANSWER_TIMEOUT_MS)
+    return waiting()
+
+
+def test_a_new_chats_tool_switch_works_before_its_first_message(qtbot, window, time_server_command) -> None:  # noqa: F811
+    """New chat → tool server switched on → tool chosen → the first question calls the tool."""
+    _add_time_server(window, time_server_command)
+    window.new_chat()
+    box, panel = window.active.tools_box, window.panel
+    qtbot.waitUntil(lambda: "time" in box.boxes and box.conversation_id is None)
+    assert box.boxes["time"].isEnabled()
+    box.boxes["time"].click()
+    qtbot.waitUntil(lambda: panel.tool_choice.findData("get_current_time") >= 0, timeout=60_000)  # listed already
+    panel.tool_choice.setCurrentIndex(panel.tool_choice.findData("get_current_time"))
+    panel.tool_rounds.setValue(1)
+    panel.temperature.setValue(0.0)
+    panel.max_tokens.setValue(40)
+    type_and_send(qtbot, window, "What time is it?")
+    block = _next_waiting(qtbot, window, 0)
+    cid = window.current_id
+    assert cid is not None and window.engine.chats.chat_tools(cid) == ["time"]
+    decide(qtbot, window, cid, block, block.deny, "denied")
+    assert [c.tool for c in window.engine.chats.tool_calls(cid)] == ["get_current_time"]
+
+
+def test_regenerate_and_edit_and_resend_answer_with_the_chats_tools(qtbot, window, time_server_command) -> None:  # noqa: F811
+    chats = window.engine.chats
+    cid = time_chat(qtbot, window, time_server_command)
+    choose_tool_settings(qtbot, window, cid, "get_current_time", rounds=1)
+    type_and_send(qtbot, window, "What time is it?")
+    block = _next_waiting(qtbot, window, 0)
+    decide(qtbot, window, cid, block, block.deny, "denied")
+    assert len(chats.tool_calls(cid)) == 1
+
+    answer = [w for w in window.view.widgets if w.role == "assistant"][-1]
+    scroll_to(qtbot, window, answer.regenerate_button)
+    qtbot.mouseClick(answer.regenerate_button, Qt.MouseButton.LeftButton)
+    block = _next_waiting(qtbot, window, 0)
+    assert len(window.view.tool_calls) == 1  # the earlier version's block went with its answer
+    decide(qtbot, window, cid, block, block.deny, "denied")
+    assert len(chats.tool_calls(cid)) == 2  # regenerate called the tool again
+    assert len(chats.versions(chats.open(cid)[1][1].id)) == 2  # two answers to the question
+
+    question = window.view.widgets[0]
+    scroll_to(qtbot, window, question.edit_button)
+    qtbot.mouseClick(question.edit_button, Qt.MouseButton.LeftButton)
+    question.editor.setPlainText("What time is it in UTC?")
+    qtbot.mouseClick(question.resend_button, Qt.MouseButton.LeftButton)
+    block = _next_waiting(qtbot, window, 0)
+    decide(qtbot, window, cid, block, block.deny, "denied")
+    messages = chats.open(cid)[1]
+    assert messages[0].content == "What time is it in UTC?"
+    assert [c.tool for c in chats.tool_calls(cid)] == ["get_current_time"] * 3  # and so did the edited question
+
+
+def test_a_round_that_only_called_takes_no_empty_row(qtbot) -> None:
+    """Around a call's block, no empty answer row repeating the figures of the next."""
+    from PySide6.QtWidgets import QLabel
+
+    from inglenook.app.message_view import ConversationView
+    from inglenook.engine import Message
+
+    view = ConversationView()
+    qtbot.addWidget(view)
+    view.show()
+    figures = {"completion_tokens": 12, "tokens_per_s": 9.0}
+    messages = [Message(id=1, conversation_id=1, role="user", content="Time?"),
+                Message(id=2, conversation_id=1, role="assistant", content="", **figures),
+                Message(id=3, conversation_id=1, role="tool", content="{}"),
+                Message(id=4, conversation_id=1, role="assistant", content="It is noon.", **figures)]
+    view.set_messages(messages, tool_block=lambda m: QLabel("get_current_time"))
+    qtbot.wait(20)  # a widget laid out in a shown page shows on the next event
+    assert [w.isVisible() for w in view.widgets] == [True, False, True] and len(view.tool_calls) == 1
+
+    view.begin_answer("model")  # streamed: the round ends with only a call
+    view.add_tool_call(QLabel("get_current_time"))
+    view.finish_round(Message(id=5, conversation_id=1, role="assistant", content="", **figures))
+    view.begin_answer("model")
+    qtbot.wait(20)
+    assert not view.widgets[-2].isVisible() and view.widgets[-1].isVisible() and len(view.tool_calls) == 2

@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QApplication
 
 from inglenook.app import errors as app_errors
 from inglenook.app.markdown import split_segments
-from inglenook.app.markdown_view import CodeBlock, RichText
+from inglenook.app.markdown_view import CodeBlock, Prose, RichText
 from inglenook.engine import ContextLengthExceeded, ModelLoadError, ModelNotFound, PortInUse
 
 from .conftest import ANSWER_TIMEOUT_MS, new_chat, type_and_send, wait_answer
@@ -152,11 +152,12 @@ def test_markdown_renders_tables_lists_links_quotes_and_code(qtbot, window) -> N
     widget = window.view.add_message(Message(id=1, conversation_id=1, role="assistant", content=text))
     parts = widget.body._widgets
     prose = parts[0][1]
-    assert isinstance(prose, RichText)
-    document = prose.document()
-    assert any(isinstance(f, QTextTable) for f in document.rootFrame().childFrames())
-    assert "https://example.com" in document.toHtml()
-    assert document.toPlainText().count("one") == 1
+    assert isinstance(prose, Prose)
+    documents = [text.document() for text in prose.documents()]
+    assert all(isinstance(text, RichText) for text in prose.documents())
+    assert any(isinstance(f, QTextTable) for d in documents for f in d.rootFrame().childFrames())
+    assert any("https://example.com" in d.toHtml() for d in documents)
+    assert sum(d.toPlainText().count("one") for d in documents) == 1
     code = widget.body.code_blocks()[0]
     assert isinstance(code, CodeBlock) and code.language_label.text() == "python"
     assert "<span" in code.text.toHtml()  # highlighted

@@ -115,3 +115,22 @@ def test_an_installed_encoder_embeds_the_passages(home: Path, tmp_path: Path) ->
         assert np.isfinite(vectors).all() and np.abs(vectors).sum(axis=1).min() > 0
         chat_model = engine.chats.default_model_id()
         assert search.index.vectors([document.sha256], chat_model)[0] == []  # the chat model embedded nothing
+
+
+def test_a_document_asked_about_before_the_model_loads_is_placed_against_its_context(home: Path,
+                                                                                      tmp_path: Path) -> None:
+    """Placement uses the context the model will load with, not a nominal 4,096 tokens: a
+    document that fits SmolLM2's 8,192 goes in whole while the model is not loaded yet."""
+    from inglenook.engine.store import NOMINAL_AUTO_CONTEXT
+
+    document, _where = planted_document(tmp_path, pages=14)
+    tokens = len(document.text) / 3  # the placement's estimate: 3 characters a token
+    assert NOMINAL_AUTO_CONTEXT - 1024 < tokens < 8192 - 1024  # searched against 4,096, whole against 8,192
+    with Engine() as engine:
+        model = engine.default_model_id()
+        engine.update_settings(model_context={model: 8192})  # the context it will load with, whatever the machine
+        assert not engine.scheduler.loaded_models()
+        assert engine.planned_context(model) == 8192
+        assert engine.chats.document_placement([document], model) == "whole"
+        engine.update_settings(model_context={model: 4096})
+        assert engine.chats.document_placement([document], model) == "searched"

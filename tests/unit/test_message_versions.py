@@ -171,3 +171,49 @@ def test_version_sets_name_every_message_with_other_versions(chats: ChatService)
     assert second is not None and third is not None
     ids = [answer, second.id, third.id]
     assert chats.version_sets(cid) == {i: ids for i in ids}
+
+
+
+def test_a_branch_is_new_and_a_renamed_chat_keeps_its_place(chats: ChatService) -> None:
+    """A branch sorts above its source (its messages keep their times, the chat is new); a
+    title, the person's or one written in the background, moves no chat above newer ones."""
+    import time as clock
+
+    old = chats.new_conversation().id
+    _answered(chats, old, "one")
+    clock.sleep(0.02)
+    newer = chats.new_conversation().id
+    _answered(chats, newer, "two")
+    clock.sleep(0.02)
+    chats.rename(old, "A better title")
+    chats.store.update_conversation(old, touch=False, title="Written in the background")
+    assert [c.id for c in chats.conversations()][:2] == [newer, old]
+    branch = chats.branch(chats.store.messages(old)[-1].id)
+    listed = chats.conversations()
+    assert listed[0].id == branch.id and listed[0].updated_at > clock.time() - 5
+
+
+def test_an_edited_answer_drops_the_figures_of_the_text_it_replaced(chats: ChatService) -> None:
+    cid = chats.new_conversation().id
+    _answered(chats, cid, "one")
+    answer = chats.store.messages(cid)[1]
+    assert answer.completion_tokens
+    edited = chats.edit_message(answer.id, "a corrected answer")
+    assert edited.content == "a corrected answer" and edited.completion_tokens is None and edited.tokens_per_s is None
+
+
+def test_a_chat_with_tools_gets_a_title_written_too(chats: ChatService) -> None:
+    asked: list[tuple[int, str]] = []
+
+    class Background:
+        def request_title(self, conversation_id: int, text: str) -> None:
+            asked.append((conversation_id, text))
+
+        def person_started(self) -> None:
+            pass
+
+    chats.background = Background()  # type: ignore[assignment]
+    chats.client = "window"
+    cid = chats.new_conversation().id
+    chats.send_with_tools(cid, "What time is it in Tokyo?", lambda request: None)
+    assert asked == [(cid, "What time is it in Tokyo?")]

@@ -57,3 +57,10 @@ def test_the_grammar_allows_one_line_of_a_few_words_and_one_full_stop() -> None:
     lines = TITLE_GRAMMAR.strip().splitlines()
     assert lines[0] == 'root ::= word (" " word){0,7} [.!?]?'
     assert "\\n" in lines[1] and ":" in lines[1]  # no line breaks, no "Title:" preambles
+
+
+def test_a_word_said_again_and_again_counts_once_and_a_cut_sentence_is_refused() -> None:
+    assert clean_title("The Quill Quill Quill Quill Quill") == "The Quill"
+    cats = "Why does my cat keep sneezing all day?"
+    assert clean_title("Your cat's sneezing is a common cold symptom", cats) == ""
+    assert title_for("Your cat's sneezing is a common cold symptom", cats) == fallback_title(cats)
