@@ -293,16 +293,10 @@ def _ctrl_c_cancels(turn) -> Iterator[None]:  # noqa: ANN001
 
 def _read_images(files: list[str]) -> list["ImageInput"]:
     """The ``--image`` files, decoded (and checked) before anything is sent."""
-    from inglenook.engine import decode_image  # noqa: PLC0415
+    from inglenook.engine import decode_image, read_image_file  # noqa: PLC0415
 
-    images = []
-    for name in files:
-        try:
-            data = Path(name).expanduser().read_bytes()
-        except OSError as exc:
-            raise InglenookError(f"cannot read the image {name}: {exc.strerror or exc}") from None
-        images.append(decode_image(data, what=name))
-    return images
+    # Checked before it is read: a device, a FIFO or a 2 GB file is refused at once.
+    return [decode_image(read_image_file(name, what=f"the image {name}"), what=name) for name in files]
 
 
 def _answer(engine, conversation_id: int, text: str, overrides: dict, args: argparse.Namespace,  # noqa: ANN001

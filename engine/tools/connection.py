@@ -4,7 +4,9 @@ SDK, its tools listed, calls made with a timeout, ended on close.
 The SDK is async; the rest of Inglenook is threads. Each connection runs its own asyncio loop
 on a daemon thread, and ``call`` hands it a coroutine and waits with a cancel event, so one
 stuck server never blocks another, the scheduler or the GUI thread. A stdio server's stderr
-goes to a temporary file whose last lines explain a failure.
+goes through a pipe of which a bounded tail is kept (``stderr_tail``); its last line explains a
+failure to the person (masked: the values the server was given in secret read ``***``), never
+to an API client, who gets ``McpError.public``: a fixed sentence.
 """
 
 from __future__ import annotations
@@ -12,18 +14,18 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-import tempfile
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .config import HTTP, McpError, McpServerConfig
+from .config import HTTP, McpError, McpServerConfig, mask_secrets
 from .oauth import SIGN_IN_TIMEOUT_S, Opener
 from .results import MAX_RESULT_CHARS, ToolResult, tool_result
 from .secrets import SecretBox
 from .states import CLOSED, FAILED, NEEDS_SIGN_IN, READY, STARTING
+from .stderr_tail import StderrTail
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +67,7 @@ class McpConnection:
         self.state = STARTING
         self.error = ""
         self.tools: list[McpTool] = []
-        self._stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")  # noqa: SIM115
+        self._stderr = StderrTail(config.name) if config.transport != HTTP else None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._client: Any = None
         self._stop: asyncio.Event | None = None
@@ -85,25 +87,36 @@ class McpConnection:
         if timeout is None and not self._settled.is_set() and self._signing_in:
             self._settled.wait(SIGN_IN_TIMEOUT_S + 5)
         if self.state != READY:
-            raise McpError(self.problem())
+            raise self.unavailable()
         return self
 
+    def unavailable(self) -> McpError:
+        """Why the server cannot be used: the person's words (``problem``, logged) and the API
+        client's (``public``: which server and in what state, nothing the server wrote)."""
+        detail = self.problem()
+        log.warning("%s", detail)
+        state = _STATE_WORDS.get(self.state, self.state)
+        return McpError(detail, public=f"MCP server {self.config.name!r} is not available ({state}); "
+                        "the reason is in the Inglenook log on the machine that runs it")
+
     def problem(self) -> str:
-        """One line: why the server is not ready (with its last stderr line when it has one)."""
+        """One line: why the server is not ready (with its last stderr line when it has one),
+        bounded, the server's secret values masked."""
         if self.state == STARTING:
             return f"MCP server {self.config.name!r} is still starting"
         last = self.stderr_lines()[-1:] or [""]
-        tail = f" (it said: {last[0]})" if last[0] and last[0] not in self.error else ""
-        return f"MCP server {self.config.name!r}: {self.error or self.state}{tail}"
+        error = self._masked(self.error)
+        tail = f" (it said: {last[0]})" if last[0] and last[0] not in error else ""
+        return f"MCP server {self.config.name!r}: {error or self.state}{tail}"
 
     def stderr_lines(self) -> list[str]:
-        try:
-            self._stderr.flush()
-            self._stderr.seek(0)
-            lines = [line.rstrip() for line in self._stderr.read().splitlines() if line.strip()]
-        except (OSError, ValueError):  # closed
+        """The last lines the server wrote to stderr, each bounded, its secrets masked."""
+        if self._stderr is None:
             return []
-        return lines[-STDERR_LINES:]
+        return [self._masked(line) for line in self._stderr.lines(STDERR_LINES)]
+
+    def _masked(self, text: str) -> str:
+        return mask_secrets(text, self.config.secret_values())
 
     def close(self, timeout: float = 10.0) -> None:
         """End the session and, for stdio, the server's process (the SDK terminates the
@@ -115,7 +128,8 @@ class McpConnection:
             self._thread.join(timeout)
         if self.state not in (FAILED, NEEDS_SIGN_IN):
             self.state = CLOSED
-        self._stderr.close()
+        if self._stderr is not None:
+            self._stderr.close()
 
     # -- calls -----------------------------------------------------------------------------
 
@@ -124,7 +138,7 @@ class McpConnection:
         """Run ``tool``; a server error comes back as an error result, a timeout, a crash or a
         cancel as ``McpError`` (the caller tells the model)."""
         if self.state != READY or self._loop is None:
-            raise McpError(self.problem())
+            raise self.unavailable()
         limit = self.config.timeout_s if timeout_s is None else timeout_s
         future = asyncio.run_coroutine_threadsafe(self._call(tool, arguments), self._loop)
         deadline = time.monotonic() + limit
@@ -137,7 +151,7 @@ class McpConnection:
                 future.cancel()
                 raise McpError(f"{self.config.name}/{tool} did not answer within {limit:g} s")
             if self._done.is_set() and not future.done():
-                raise McpError(self.problem())
+                raise self.unavailable()
             try:
                 result = future.result(timeout=min(0.1, left))
             except concurrent.futures.TimeoutError:
@@ -147,7 +161,9 @@ class McpConnection:
             except McpError:
                 raise
             except Exception as exc:
-                raise McpError(f"{self.config.name}/{tool} failed: {_one_line(exc)}") from exc
+                said = self._masked(_one_line(exc))
+                log.warning("%s/%s failed: %s", self.config.name, tool, said)
+                raise McpError(f"{self.config.name}/{tool} failed: {said}") from exc
             return tool_result(result, self.max_result_chars)
 
     async def _call(self, tool: str, arguments: dict[str, Any]) -> Any:
@@ -212,7 +228,8 @@ class McpConnection:
             else:
                 params = StdioServerParameters(command=self.config.command, args=list(self.config.args),
                                                env=self.config.env or None, cwd=self.config.cwd or None)
-                transport = stdio_client(params, errlog=self._stderr)
+                assert self._stderr is not None
+                transport = stdio_client(params, errlog=self._stderr.writer)
             client = Client(transport)
             self._client = await stack.enter_async_context(client)
             listed = await self._list_tools()
@@ -258,8 +275,12 @@ class McpConnection:
             self.state = NEEDS_SIGN_IN if self._sign_in_needed else FAILED
             self.error = (f"needs sign-in (Settings → Tools, or: inglenook mcp login {self.config.name})"
                           if self._sign_in_needed else message)
-            log.info("MCP server %r failed: %s", self.config.name, message)  # the caller shows it
+            log.info("MCP server %r failed: %s", self.config.name, self._masked(message))  # the caller shows it
         self._settled.set()
+
+
+_STATE_WORDS = {STARTING: "it is still starting", FAILED: "it failed to start or stopped",
+                NEEDS_SIGN_IN: "it needs a sign-in", CLOSED: "it was stopped"}
 
 
 def _one_line(exc: BaseException) -> str:

@@ -122,8 +122,8 @@ class McpRequest:
         else:
             try:
                 result = self.manager.connection(item.server_label).call(item.name, arguments)
-            except McpError as exc:
-                result = error_result(str(exc))
+            except McpError as exc:  # the client sees the public words; the log has the server's own
+                result = error_result(exc.public)
         log.info("responses: MCP call %s/%s %s", item.server_label, item.name, "failed" if result.is_error else "ran")
         if result.is_error:
             return item.model_copy(update={"status": "failed", "error": result.text.removeprefix("Error: ")})
@@ -171,7 +171,7 @@ def mcp_request(tools: list[ResponsesTool] | None, history: list[dict[str, Any]]
         try:
             connection = manager.connection(label)
         except McpError as exc:
-            raise _refuse(f"tools[{index}]: {exc}", "mcp_server_unavailable", status=424) from None
+            raise _refuse(f"tools[{index}]: {exc.public}", "mcp_server_unavailable", status=424) from None
         offered = [t for t in connection.tools if t.name not in config.disabled_tools]
         allowed = _tool_names(tool.allowed_tools, f"tools[{index}].allowed_tools")
         if allowed is not None:
