@@ -61,6 +61,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # `run MODEL --file a.pdf "question"`: argparse gives the optional PROMPT up when an
         # option separates it from MODEL, so it arrives here as an extra word.
         args.prompt, extra = extra[0], []
+    if getattr(args, "mcp_action", None) == "add":
+        from inglenook.cli.mcp import command_after_options  # noqa: PLC0415
+
+        extra = command_after_options(args, extra)
     if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command is None:

@@ -61,6 +61,16 @@ def add_commands(commands: Any) -> None:
     mcp.set_defaults(handler=cmd_mcp, parser=add)
 
 
+def command_after_options(args: argparse.Namespace, extra: list[str]) -> list[str]:
+    """``mcp add NAME --timeout 15 -- CMD ARGS``: argparse ends the positional COMMAND (empty)
+    at the first option, so what follows ``--`` comes back unparsed; it is the command. The
+    words argparse did not take otherwise are returned."""
+    if extra[:1] == ["--"] and not args.command:
+        args.command = extra[1:]
+        return []
+    return extra
+
+
 def cmd_mcp(args: argparse.Namespace, paths: Paths) -> int:
     from inglenook.engine import McpServers, Store  # noqa: PLC0415 — keeps --help fast
 

@@ -165,7 +165,7 @@ def parse_mcp_servers(text: str) -> list[McpServerConfig]:
 
     Entries with ``command`` are stdio; with ``url`` (or ``serverUrl``) Streamable HTTP. A
     disabled entry (``"disabled": true``, Cursor and Cline write it) is kept, disabled."""
-    if len(text.encode("utf-8", "replace")) > MAX_CONFIG_BYTES:
+    if len(text) > MAX_CONFIG_BYTES or len(text.encode("utf-8", "replace")) > MAX_CONFIG_BYTES:
         raise McpError("this is too large to be an mcpServers file (over 1 MB)")
     try:
         document = json.loads(text)

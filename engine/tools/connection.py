@@ -94,7 +94,7 @@ class McpConnection:
         """Why the server cannot be used: the person's words (``problem``, logged) and the API
         client's (``public``: which server and in what state, nothing the server wrote)."""
         detail = self.problem()
-        log.warning("%s", detail)
+        log.info("%s", detail)  # the log file has it; the front end shows the person the same line
         state = _STATE_WORDS.get(self.state, self.state)
         return McpError(detail, public=f"MCP server {self.config.name!r} is not available ({state}); "
                         "the reason is in the Inglenook log on the machine that runs it")
@@ -162,7 +162,7 @@ class McpConnection:
                 raise
             except Exception as exc:
                 said = self._masked(_one_line(exc))
-                log.warning("%s/%s failed: %s", self.config.name, tool, said)
+                log.info("%s/%s failed: %s", self.config.name, tool, said)
                 raise McpError(f"{self.config.name}/{tool} failed: {said}") from exc
             return tool_result(result, self.max_result_chars)
 
