@@ -52,7 +52,7 @@ def store(tmp_path: Path) -> Iterator[Store]:
     opened.close()
 
 
-def refused_without_reading(action, error: type[Exception], words: str) -> None:  # noqa: ANN001
+def refused_without_reading(action, error: type[Exception], words: str) -> None:
     before = read_so_far()
     with pytest.raises(error, match=words):
         action()
@@ -75,7 +75,7 @@ def test_a_huge_image_file_is_refused_by_its_size_before_it_is_read(sparse: Path
 
 
 def test_run_with_an_image_from_a_fifo_is_refused(fifo: Path) -> None:
-    from inglenook.cli import _read_images  # noqa: PLC0415 — the terminal's reader of --image
+    from inglenook.cli import _read_images
 
     with pytest.raises(InvalidRequest, match="named pipe"):
         _read_images([str(fifo)])

@@ -13,10 +13,16 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import time
 from typing import Any
 
 from ...base import ChatMessage, ContentPart, DocumentError, InvalidRequest
-from ...documents import Document, convert_bytes_safely
+from ...documents import Document, Limits, convert_bytes_safely
+
+#: All the files of one request are converted within this time (each within its own limit
+#: too): a request's files cannot hold a worker for longer, however many it sends.
+REQUEST_CONVERT_BUDGET_S = 120.0
 
 FILE_PART = "file"
 
@@ -31,6 +37,7 @@ def hoist_documents(messages: list[ChatMessage]) -> tuple[list[ChatMessage], lis
     once, in order). A message left with no content is dropped."""
     out: list[ChatMessage] = []
     documents: dict[str, Document] = {}
+    budget = _Budget(time.monotonic() + REQUEST_CONVERT_BUDGET_S)
     for index, message in enumerate(messages):
         content = message.content
         if not isinstance(content, list) or not any(part.type == FILE_PART for part in content):
@@ -41,14 +48,30 @@ def hoist_documents(messages: list[ChatMessage]) -> tuple[list[ChatMessage], lis
             if part.type != FILE_PART:
                 kept.append(part)
                 continue
-            document = _document(part, f"messages[{index}].content[{n}]")
+            document = _document(part, f"messages[{index}].content[{n}]", budget)
             documents.setdefault(document.sha256, document)
         if kept or message.tool_calls:
             out.append(message.model_copy(update={"content": kept or None}))
     return out, list(documents.values())
 
 
-def _document(part: ContentPart, where: str) -> Document:
+class _Budget:
+    """What is left of a request's time for converting its files, and the files read so far
+    (the same bytes twice are converted once)."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.seen: dict[str, Document] = {}
+
+    def limits(self, where: str) -> Limits:
+        left = self.deadline - time.monotonic()
+        if left <= 1.0:
+            raise DocumentError(f"{where}: the files of this request took longer than {REQUEST_CONVERT_BUDGET_S:g} s "
+                                "to read; send fewer or smaller files per request", param="messages")
+        return Limits(timeout_s=min(Limits.timeout_s, left))
+
+
+def _document(part: ContentPart, where: str, budget: _Budget) -> Document:
     file: Any = (part.model_extra or {}).get("file")
     if not isinstance(file, dict):
         raise InvalidRequest(f"{where}: a file part needs a file object with file_data", param="messages")
@@ -67,7 +90,12 @@ def _document(part: ContentPart, where: str) -> Document:
     except (binascii.Error, ValueError):
         raise InvalidRequest(f"{where}: file_data is not valid base64", param="messages") from None
     name = str(file.get("filename") or "document")[:200]
+    key = hashlib.sha256(name.encode() + b"\0" + raw).hexdigest()
+    if key in budget.seen:
+        return budget.seen[key]
     try:
-        return convert_bytes_safely(name, raw)
+        document = convert_bytes_safely(name, raw, budget.limits(where))
     except DocumentError as exc:
         raise DocumentError(f"{where}: {exc}", param="messages") from None
+    budget.seen[key] = document
+    return document
