@@ -7,7 +7,9 @@ then each round's reasoning and text, and an ``mcp_call`` per call run (or an
 call of one of the client's own function tools does). Each round is an ordinary chat plan; its
 calls and results join the chat request's messages for the next. Rounds stop when the model
 answers without calling, at ``max_tool_calls`` (the next round may not call) or after
-``DEFAULT_MAX_ROUNDS``.
+``DEFAULT_MAX_ROUNDS``. ``max_output_tokens`` holds for the whole response, as OpenAI's does:
+each round may write what the rounds before it left, and a response whose rounds spent it all
+ends ``incomplete`` (``max_output_tokens``).
 
 One generator serves both modes: it yields the stream's events (the same events and order as
 ``stream.response_stream``, plus OpenAI's ``response.mcp_list_tools.*`` and
@@ -78,9 +80,16 @@ async def mcp_events(answer: McpAnswer, streams: OutputStreams) -> AsyncIterator
     usage = Usage()
     calls_left = chat_calls_limit(answer)
     status: Status = "completed"
+    budget = chat.max_tokens  # the response's max_output_tokens, for all rounds together
     for index in range(DEFAULT_MAX_ROUNDS):
         if (index > 0 or answer.approved) and chat.tool_choice != "none":
             chat.tool_choice = "auto"  # a forced tool is the first round's only (an approved call was one)
+        if budget is not None:
+            left = budget - usage.completion_tokens
+            if left <= 0:
+                status = "incomplete"
+                break
+            chat.max_tokens = left
         plan = await anyio.to_thread.run_sync(chat_plan, chat, answer.service.names)
         last_round = calls_left <= 0 or index == DEFAULT_MAX_ROUNDS - 1
         if last_round:
