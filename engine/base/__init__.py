@@ -28,6 +28,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "Chunk", "Finished", "GenerationEvent", "PromptProgress", "Timings", "TokenLogprob", "Usage",
     ),
     "gguf": ("FILE_TYPES", "GGUFInfo", "GGUF_MAGIC", "parse_gguf_header", "read_gguf"),
+    "gguf_vocabulary": ("check_vocabulary",),
     "images": (
         "ImageInput", "MAX_IMAGE_BYTES", "decode_image", "image_from_base64", "image_from_data_url", "image_from_rgb",
         "read_image_file",
@@ -79,6 +80,7 @@ if TYPE_CHECKING:
         ServerError as ServerError, StateFileInvalid as StateFileInvalid,
         StorageUnavailable as StorageUnavailable, StoreError as StoreError, UnsupportedCpu as UnsupportedCpu,
     )
+    from .gguf_vocabulary import check_vocabulary as check_vocabulary
     from .generation_events import (
         Chunk as Chunk, Finished as Finished, GenerationEvent as GenerationEvent,
         PromptProgress as PromptProgress, Timings as Timings, TokenLogprob as TokenLogprob, Usage as Usage,
