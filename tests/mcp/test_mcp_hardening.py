@@ -12,6 +12,7 @@ import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import openai
 import pytest
 
@@ -22,7 +23,7 @@ from inglenook.engine.tools import McpError, McpManager, McpServerConfig, McpSer
 from inglenook.engine.tools.stderr_tail import LINE_CHARS, TAIL_BYTES
 
 from ..api.conftest import STARTER, serving
-from .conftest import ROOT
+from .conftest import ROOT, served
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -165,3 +166,32 @@ def test_credentials_in_a_url_go_to_the_secrets_not_sqlite(store: Store, capsys:
     out = capsys.readouterr().out
     assert "hunter2-pass" not in out and "tok-9f8e7d6c" not in out and "URL credentials" in out
     assert "https://***@mcp.example.com/mcp?token=***&team=***" in out
+
+
+@pytest.mark.integration
+def test_a_streamed_response_stays_alive_while_a_slow_tool_runs(home: Path, smollm2_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 45: no byte for 75 s while a tool ran. The SDK test server's ``hang`` tool never
+    answers; the call's timeout (3 keep-alive periods) ends it."""
+    from inglenook.engine.api.responses import mcp_rounds  # noqa: PLC0415
+
+    monkeypatch.setattr(mcp_rounds, "CALL_KEEPALIVE_S", 1.0, raising=False)
+    engine = Engine()
+    try:
+        engine.update_settings(context_size=2048)
+        engine.tools.servers.add(served("slow", "ok", timeout_s=3.0, allow_api=True))
+        with serving(engine) as server:
+            body = {"model": STARTER, "input": "Run the hang tool.", "temperature": 0, "max_output_tokens": 64,
+                    "stream": True, "max_tool_calls": 1,
+                    "tools": [{"type": "mcp", "server_label": "slow", "allowed_tools": ["hang"],
+                               "require_approval": "never"}],
+                    "tool_choice": {"type": "mcp", "server_label": "slow", "name": "hang"}}
+            with httpx.Client(timeout=300) as http:
+                reply = http.post(f"{server.url}/responses", json=body)
+    finally:
+        engine.close()
+    assert reply.status_code == 200
+    blocks = reply.text.split("\n\n")
+    started = next(i for i, b in enumerate(blocks) if "response.mcp_call.in_progress" in b)
+    ended = next(i for i, b in enumerate(blocks) if "response.mcp_call.failed" in b)
+    assert any(b.startswith(": keep-alive") for b in blocks[started:ended]), blocks[started:ended + 1]

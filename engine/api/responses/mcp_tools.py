@@ -16,6 +16,7 @@ request that continues this one (``previous_response_id``).
 from __future__ import annotations
 
 import json
+import threading
 import logging
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -113,15 +114,15 @@ class McpRequest:
                            "name: send the same mcp tool again with the approval", code="invalid_value", param="input")
         return found
 
-    def call(self, item: McpCallItem) -> McpCallItem:
+    def call(self, item: McpCallItem, cancel: threading.Event | None = None) -> McpCallItem:
         """Run the call ``item`` describes (blocking: a worker thread's job); the item done,
-        failed when the tool failed."""
+        failed when the tool failed or ``cancel`` was set (the client went away)."""
         arguments = _arguments(item.arguments)
         if arguments is None:
             result: ToolResult = error_result(f"the arguments are not a JSON object: {item.arguments[:200]}")
         else:
             try:
-                result = self.manager.connection(item.server_label).call(item.name, arguments)
+                result = self.manager.connection(item.server_label).call(item.name, arguments, cancel=cancel)
             except McpError as exc:  # the client sees the public words; the log has the server's own
                 result = error_result(exc.public)
         log.info("responses: MCP call %s/%s %s", item.server_label, item.name, "failed" if result.is_error else "ran")
