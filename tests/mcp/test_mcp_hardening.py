@@ -173,7 +173,7 @@ def test_a_streamed_response_stays_alive_while_a_slow_tool_runs(home: Path, smol
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 45: no byte for 75 s while a tool ran. The SDK test server's ``hang`` tool never
     answers; the call's timeout (3 keep-alive periods) ends it."""
-    from inglenook.engine.api.responses import mcp_rounds  # noqa: PLC0415
+    from inglenook.engine.api.responses import mcp_rounds
 
     monkeypatch.setattr(mcp_rounds, "CALL_KEEPALIVE_S", 1.0, raising=False)
     engine = Engine()

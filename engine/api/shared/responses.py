@@ -126,7 +126,7 @@ def chat_logprobs(entries: Sequence[TokenLogprob]) -> ChoiceLogprobs:
 # -- chat ---------------------------------------------------------------------------------
 
 
-def _finish_reason(called: bool, finished: str | None) -> str | None:
+def _finish_reason(called: bool, finished: str) -> str:
     """``tool_calls`` for an answer that called, unless the token limit cut it: then
     ``length``, as OpenAI says, with the call's arguments as far as they were written."""
     if finished == "length":
