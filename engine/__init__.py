@@ -166,7 +166,7 @@ if TYPE_CHECKING:
         McpError as McpError, McpManager as McpManager,
         McpServerConfig as McpServerConfig, McpServers as McpServers, McpTool as McpTool,
         ServerState as ServerState, ToolResult as ToolResult, other_app_configs as other_app_configs,
-        parse_mcp_servers as parse_mcp_servers, parse_pairs as parse_pairs,
+        parse_mcp_servers as parse_mcp_servers, parse_pairs as parse_pairs, read_mcp_file as read_mcp_file,
     )
     from .usage import (
         DEFAULT_PRICES as DEFAULT_PRICES, MachineCost as MachineCost, Price as Price,
