@@ -55,3 +55,14 @@ def test_a_file_url_in_an_error_keeps_its_scheme(client: openai.OpenAI) -> None:
             {"type": "image_url", "image_url": {"url": "file:///etc/passwd"}}, {"type": "text", "text": "What?"}]}])
     message = caught.value.response.json()["error"]["message"]
     assert "/etc/passwd" not in message and "fil<path>" not in message and "file:<path>" in message, message
+
+
+def test_a_bad_input_file_is_named_where_the_client_put_it(client: openai.OpenAI) -> None:
+    binary = __import__("base64").b64encode(bytes(range(256)) * 16).decode()
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(model=STARTER, max_output_tokens=16, instructions="Be brief.", input=[{  # type: ignore[misc]
+            "role": "user", "content": [
+                {"type": "input_text", "text": "What is this?"},
+                {"type": "input_file", "filename": "photo.txt", "file_data": f"data:text/plain;base64,{binary}"}]}])
+    error = caught.value.response.json()["error"]
+    assert error["message"].startswith("input[0].content[1]: ") and error["param"] == "input", error

@@ -249,7 +249,7 @@ def _user_turn(blocks: list[ContentBlock], index: int) -> list[ChatMessage]:
         elif block.type == "document" and _base64_source(block) is not None:
             # A file: the shared plan takes it out of the turn and places it first, whole.
             flush()
-            out.append(ChatMessage(role="user", content=[file_part(block.title, _base64_source(block))]))
+            out.append(ChatMessage(role="user", content=[file_part(block.title, _base64_source(block), where)]))
         elif block.type == "image" and (_base64_source(block) or _url_source(block)) is not None:
             # Read by the model's vision projector; a text-only model answers 400 naming itself.
             # A URL source is fetched by the shared plan when the settings allow it (else a 400).
