@@ -72,6 +72,10 @@ class McpConnection:
         self._client: Any = None
         self._stop: asyncio.Event | None = None
         self._settled = threading.Event()  # ready or failed
+        # The last line the server sent that is not JSON-RPC, and how many: a server that
+        # answers in something else looks like one that does not answer, so its timeout says so.
+        self._invalid = ""
+        self._invalid_count = 0
         self._done = threading.Event()  # the loop has ended (the process is gone)
         self._thread = threading.Thread(target=self._run, name=f"mcp-{config.name}", daemon=True)
 
@@ -140,6 +144,7 @@ class McpConnection:
         if self.state != READY or self._loop is None:
             raise self.unavailable()
         limit = self.config.timeout_s if timeout_s is None else timeout_s
+        seen_before = self._invalid_count
         future = asyncio.run_coroutine_threadsafe(self._call(tool, arguments), self._loop)
         deadline = time.monotonic() + limit
         while True:
@@ -149,7 +154,8 @@ class McpConnection:
             left = deadline - time.monotonic()
             if left <= 0:
                 future.cancel()
-                raise McpError(f"{self.config.name}/{tool} did not answer within {limit:g} s")
+                raise McpError(f"{self.config.name}/{tool} did not answer within {limit:g} s"
+                               + self._invalid_note(seen_before))
             if self._done.is_set() and not future.done():
                 raise self.unavailable()
             try:
@@ -199,7 +205,9 @@ class McpConnection:
                 with anyio.move_on_after(SIGN_IN_TIMEOUT_S):
                     await ready.wait()
                     return
-            self._fail(f"did not finish starting within {self.connect_timeout_s:g} s (no answer to initialize)")
+            note = self._invalid_note(0).removeprefix("; ")
+            self._fail(f"did not finish starting within {self.connect_timeout_s:g} s"
+                       + (f": {note}" if note else " (no answer to initialize)"))
             scope.cancel()
 
         async with anyio.create_task_group() as group:
@@ -230,16 +238,34 @@ class McpConnection:
                                                env=self.config.env or None, cwd=self.config.cwd or None)
                 assert self._stderr is not None
                 transport = stdio_client(params, errlog=self._stderr.writer)
-            client = Client(transport)
+            client = Client(transport, message_handler=self._on_message)
             self._client = await stack.enter_async_context(client)
             listed = await self._list_tools()
             self.tools = listed
+            if self.state != STARTING:  # failed meanwhile (its start timed out): stays so
+                return
             self.state = READY
             self._settled.set()
             ready.set()
             log.info("MCP server %r ready with %d tools", self.config.name, len(listed))
             assert self._stop is not None
             await self._stop.wait()
+
+    async def _on_message(self, message: Any) -> None:
+        """The SDK hands over what the server sent that is not a request or a notification it
+        handles itself; an exception is a line that is not JSON-RPC."""
+        if isinstance(message, Exception):
+            self._invalid_count += 1
+            errors = getattr(message, "errors", None)  # pydantic's: the line itself is its input
+            found = errors()[0].get("input") if callable(errors) and errors() else None
+            line = found if isinstance(found, str) else _one_line(message)
+            self._invalid = repr(self._masked(" ".join(line.split()))[:120])
+
+    def _invalid_note(self, seen_before: int) -> str:
+        """Why there was no answer, when the server sent lines that are not MCP meanwhile."""
+        if self._invalid_count <= seen_before:
+            return ""
+        return f"; it answered with something that is not MCP (JSON-RPC): {self._invalid}"
 
     def _oauth(self) -> Any:
         """The SDK's OAuth provider, unless sign-ins have nowhere to be kept or the person gave

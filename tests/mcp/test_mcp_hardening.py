@@ -195,3 +195,18 @@ def test_a_streamed_response_stays_alive_while_a_slow_tool_runs(home: Path, smol
     started = next(i for i, b in enumerate(blocks) if "response.mcp_call.in_progress" in b)
     ended = next(i for i, b in enumerate(blocks) if "response.mcp_call.failed" in b)
     assert any(b.startswith(": keep-alive") for b in blocks[started:ended]), blocks[started:ended + 1]
+
+
+def test_replies_that_are_not_mcp_are_named_not_taken_for_silence(store: Store,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("inglenook.engine.tools.connection.CONNECT_TIMEOUT_S", 3.0)
+    McpServers(store).add(McpServerConfig("garbled", command=sys.executable, cwd=str(ROOT),
+                                          args=("-m", "tests.mcp.servers", "malformed")))
+    manager = McpManager(store)
+    try:
+        with pytest.raises(McpError) as caught:
+            manager.connection("garbled")
+    finally:
+        manager.close()
+    assert "not MCP (JSON-RPC)" in str(caught.value) and "this is not JSON-RPC" in str(caught.value)
+    assert "not MCP" not in caught.value.public  # the client gets the fixed sentence
