@@ -256,8 +256,13 @@ def _context_on(lib: Any, record: ModelRecord, info: GGUFInfo, options: LoadOpti
     ctx_params.n_ctx = per_sequence * len(slots)
     # Room for a full prefill chunk plus each sequence's decode token (and draft) in one step.
     batch_capacity = options.batch_size + len(slots) * (1 + draft_room(options))
+    n_ubatch = options.batch_size
+    if options.embeddings:
+        # Pooling needs the whole input in one micro-batch: an embedding may be as long as the
+        # context (it was refused past 512 tokens, the prefill chunk, whatever the model read).
+        batch_capacity = n_ubatch = max(options.batch_size, ctx_params.n_ctx)
     ctx_params.n_batch = batch_capacity
-    ctx_params.n_ubatch = options.batch_size
+    ctx_params.n_ubatch = n_ubatch
     ctx_params.n_seq_max = len(slots)
     # One KV stream per sequence, each of the full context, rather than llama.cpp's
     # unified pool: in unified mode the same prompt gave different logits depending on
