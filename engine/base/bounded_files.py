@@ -55,7 +55,7 @@ def open_bounded(path: Path | str, limit: int, what: str = "the file",
             raise error(f"{what} is {_kind(status.st_mode)}, not a file that can be read")
         if status.st_size > limit:
             raise error(f"{what} is {_megabytes(status.st_size)}; at most {_megabytes(limit)} is accepted here")
-        if hasattr(os, "set_blocking"):
+        if getattr(os, "O_NONBLOCK", 0):  # opened non-blocking (POSIX): reads of a regular file block as usual
             os.set_blocking(fd, True)
         handle = os.fdopen(fd, "rb")
     except BaseException:
