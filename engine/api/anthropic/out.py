@@ -164,7 +164,7 @@ async def whole_message(answer: Answer, calls_filter: ToolCallFilter | None, mod
     calls: list[ResponseToolCall] = []
     if calls_filter is not None:
         calls, text = calls_filter.finish_text(text)
-    blocks, leftover = split_calls(calls, cut=answer.run.finish_reason == "length")
+    blocks, leftover = split_calls(calls, cut=bool(calls) and answer.run.finish_reason == "length")
     text = "\n".join(t for t in (text, leftover) if t)
     content: list[dict[str, Any]] = [{"type": "thinking", "thinking": thinking, "signature": ""}] if thinking else []
     if text:
