@@ -15,7 +15,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
-from inglenook.engine import Engine, ImageInput, InglenookError, decode_image
+from inglenook.engine import Engine, ImageInput, decode_image, read_image_file
 
 from .active_chat import ActiveChat
 from .attachments import AttachmentBar
@@ -64,13 +64,8 @@ class WaitingImages(QObject):
 
     def add_paths(self, paths: list[Path]) -> None:
         def read() -> list[tuple[bytes, str]]:
-            found = []
-            for path in paths:
-                try:
-                    found.append((path.read_bytes(), path.name))
-                except OSError as exc:
-                    raise InglenookError(f"cannot read the image {path.name}: {exc.strerror or exc}") from exc
-            return found
+            # Checked before it is read: a device or a 2 GB file is refused, not loaded.
+            return [(read_image_file(path), path.name) for path in paths]
 
         self.workers.disk.run(read, self.add_bytes, self._failed)
 

@@ -183,6 +183,34 @@ def embedding_worker(server: ApiServer, model: str, tally: Tally, stop: threadin
             tally.error("embeddings", exc)
 
 
+def parts_worker(server: ApiServer, model: str, tally: Tally, stop: threading.Event, rnd: random.Random) -> None:
+    """Requests full of parts (issue 45): a few small files answered, and one over the bound
+    of files per request refused (a 400) before anything is converted, while chats run."""
+    import base64
+
+    client = openai.OpenAI(base_url=server.url, api_key="soak", max_retries=0, timeout=600)
+
+    def files(count: int) -> list[dict[str, Any]]:
+        return [{"type": "file", "file": {"filename": f"n{i}.txt", "file_data": base64.b64encode(
+            f"Note {i}: {rnd.choice(PROMPTS)}".encode()).decode()}} for i in range(count)]
+
+    while not stop.wait(rnd.uniform(10, 20)):
+        try:
+            client.chat.completions.create(model=model, max_tokens=4, messages=[{"role": "user", "content": [
+                *files(rnd.randint(1, 4)), {"type": "text", "text": "Which note is first?"}]}])  # type: ignore[misc]
+            tally.count("file_parts")
+        except openai.OpenAIError as exc:
+            tally.error("file_parts", exc)
+        try:
+            client.chat.completions.create(model=model, max_tokens=4, messages=[{"role": "user", "content": [
+                *files(200), {"type": "text", "text": "All of them?"}]}])  # type: ignore[misc]
+            tally.error("file_parts", "200 files in one request were not refused")
+        except openai.BadRequestError:
+            tally.count("file_parts_refused")
+        except openai.OpenAIError as exc:
+            tally.error("file_parts", exc)
+
+
 def health_worker(server: ApiServer, tally: Tally, stop: threading.Event) -> None:
     url = server.url.removesuffix("/v1") + "/health"
     while not stop.wait(5):
@@ -307,6 +335,7 @@ def main() -> None:
                 threading.Thread(target=stream_worker, args=(server, models, tally, stop, random.Random(rnd.random()))),
                 threading.Thread(target=stream_worker, args=(server, models, tally, stop, random.Random(rnd.random()))),
                 threading.Thread(target=embedding_worker, args=(server, models[0], tally, stop, random.Random(rnd.random()))),
+                threading.Thread(target=parts_worker, args=(server, models[0], tally, stop, random.Random(rnd.random()))),
                 threading.Thread(target=health_worker, args=(server, tally, stop)),
                 threading.Thread(target=memory_sampler, args=(engine, tally, stop, started)),
             ]

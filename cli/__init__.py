@@ -61,6 +61,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # `run MODEL --file a.pdf "question"`: argparse gives the optional PROMPT up when an
         # option separates it from MODEL, so it arrives here as an extra word.
         args.prompt, extra = extra[0], []
+    if getattr(args, "mcp_action", None) == "add":
+        from inglenook.cli.mcp import command_after_options  # noqa: PLC0415
+
+        extra = command_after_options(args, extra)
     if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command is None:
@@ -293,16 +297,10 @@ def _ctrl_c_cancels(turn) -> Iterator[None]:  # noqa: ANN001
 
 def _read_images(files: list[str]) -> list["ImageInput"]:
     """The ``--image`` files, decoded (and checked) before anything is sent."""
-    from inglenook.engine import decode_image  # noqa: PLC0415
+    from inglenook.engine import decode_image, read_image_file  # noqa: PLC0415
 
-    images = []
-    for name in files:
-        try:
-            data = Path(name).expanduser().read_bytes()
-        except OSError as exc:
-            raise InglenookError(f"cannot read the image {name}: {exc.strerror or exc}") from None
-        images.append(decode_image(data, what=name))
-    return images
+    # Checked before it is read: a device, a FIFO or a 2 GB file is refused at once.
+    return [decode_image(read_image_file(name, what=f"the image {name}"), what=name) for name in files]
 
 
 def _answer(engine, conversation_id: int, text: str, overrides: dict, args: argparse.Namespace,  # noqa: ANN001

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from inglenook.cli.terminal import print_table
+from inglenook.cli.terminal import print_table, printable
 from inglenook.engine import InglenookError, Paths, human_count, human_size
 
 if TYPE_CHECKING:
@@ -57,9 +57,9 @@ def cmd_docs_add(args: argparse.Namespace, paths: Paths) -> int:
     for item in results:
         if item.outcome == "failed":
             failed += 1
-            print(f"inglenook: {item.path}: {item.detail}", file=sys.stderr)
+            print(f"inglenook: {printable(item.path)}: {printable(item.detail)}", file=sys.stderr)
         else:
-            print(f"{item.outcome:<10}{item.path}")
+            print(f"{item.outcome:<10}{printable(item.path)}")
     if offer is not None and failed < len(results):
         print(f"inglenook: long documents are searched with the chat model; `{offer.pull_command}` downloads "
               f"{offer.name} ({human_size(offer.size_bytes)}), an embedding model that searches them better",

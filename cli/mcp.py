@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 from inglenook.cli.terminal import print_table
@@ -60,6 +59,16 @@ def add_commands(commands: Any) -> None:
     allow.add_argument("name", metavar="NAME")
     allow.add_argument("switch", choices=("on", "off"))
     mcp.set_defaults(handler=cmd_mcp, parser=add)
+
+
+def command_after_options(args: argparse.Namespace, extra: list[str]) -> list[str]:
+    """``mcp add NAME --timeout 15 -- CMD ARGS``: argparse ends the positional COMMAND (empty)
+    at the first option, so what follows ``--`` comes back unparsed; it is the command. The
+    words argparse did not take otherwise are returned."""
+    if extra[:1] == ["--"] and not args.command:
+        args.command = extra[1:]
+        return []
+    return extra
 
 
 def cmd_mcp(args: argparse.Namespace, paths: Paths) -> int:
@@ -116,7 +125,7 @@ def _add(args: argparse.Namespace, servers: Any) -> int:
 
 
 def _import(file: str | None, servers: Any) -> int:
-    from inglenook.engine import McpError, other_app_configs, parse_mcp_servers  # noqa: PLC0415
+    from inglenook.engine import McpError, other_app_configs, read_mcp_file  # noqa: PLC0415
 
     if file is None:  # show what other apps have; nothing is added without the person's say
         found = other_app_configs()
@@ -124,16 +133,12 @@ def _import(file: str | None, servers: Any) -> int:
             print("No Claude Desktop, Cursor or LM Studio MCP settings found. Give a file: inglenook mcp import FILE")
         for app, path in found:
             try:
-                names = ", ".join(c.name for c in parse_mcp_servers(path.read_text(encoding="utf-8")))
-            except (OSError, UnicodeDecodeError, McpError) as exc:
+                names = ", ".join(c.name for c in read_mcp_file(path))
+            except McpError as exc:
                 names = f"unreadable: {exc}"
             print(f"{app}: {path} ({names})\n  inglenook mcp import {path}")
         return 0
-    try:
-        text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise McpError(f"cannot read {file}: {getattr(exc, 'strerror', None) or exc}") from None
-    added, skipped = servers.import_json(parse_mcp_servers(text))
+    added, skipped = servers.import_json(read_mcp_file(file))
     for name in added:
         print(f"Added {name}")
     for name in skipped:
@@ -148,7 +153,8 @@ def _list(servers: Any) -> int:
         return 0
     rows = [["NAME", "TRANSPORT", "ON", "API", "TARGET", "SECRETS"]]
     for config in found:
-        secrets = ", ".join([*sorted(config.env), *sorted(config.headers)]) or "-"
+        kept = [*sorted(config.env), *sorted(config.headers), *(["URL credentials"] if config.url_secret else [])]
+        secrets = ", ".join(kept) or "-"
         rows.append([config.name, config.transport, "yes" if config.enabled else "no",
                      "yes" if config.allow_api else "no", config.target, secrets])
     print_table(rows)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import time
 from collections.abc import Sequence
@@ -11,8 +12,20 @@ from typing import TextIO
 REDRAW_EVERY_S = 0.1
 
 
+# C0 and C1 control characters and DEL: an escape sequence in a file name (ESC ] … BEL) can
+# retitle the terminal, hide text or, on some terminals, write to the clipboard.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters shown as escapes (``\x1b``), never acted on."""
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
 def print_table(rows: Sequence[Sequence[str]]) -> None:
-    """Left-aligned columns two spaces apart; the first row is the header."""
+    """Left-aligned columns two spaces apart; the first row is the header. Cells are names
+    from disks, servers and hubs: their control characters are shown, not sent."""
+    rows = [[printable(cell) for cell in row] for row in rows]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())

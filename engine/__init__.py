@@ -39,7 +39,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "ModelLoadError", "ModelNotFound", "ModelRecord", "PortInUse", "PromptProgress", "QueueFull",
         "SamplingParams", "ServerError", "StateFileInvalid", "StorageUnavailable", "StoreError", "Timings",
         "TokenLogprob", "UnsupportedCpu", "Usage", "atomic_write_bytes", "atomic_write_text", "human_count",
-        "human_duration", "human_size", "decode_image", "find_projector", "read_gguf",
+        "human_duration", "human_size", "decode_image", "find_projector", "read_gguf", "read_image_file",
     ),
     "runtime": (
         "CPU_ONLY", "FITS_GPU", "FitEstimate", "GpuMemory", "LoadOptions", "MachineMemory", "PARTIAL",
@@ -73,7 +73,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "api.shared": ("ApiKeyRecord", "ApiKeys", "KeyLimits"),
     "tools": (
         "DEFAULT_MAX_ROUNDS", "CallRequest", "Decision", "McpError", "McpManager", "McpServerConfig", "McpServers", "McpTool",
-        "ServerState", "ToolResult", "other_app_configs", "parse_mcp_servers", "parse_pairs",
+        "ServerState", "ToolResult", "other_app_configs", "parse_mcp_servers", "parse_pairs", "read_mcp_file",
     ),
     "lab": (
         "EvalText", "LabProgress", "LabReport", "LabResult", "LabRun", "MeasureConfig", "QuantLab",
@@ -108,7 +108,7 @@ if TYPE_CHECKING:
         UnsupportedCpu as UnsupportedCpu, Usage as Usage, atomic_write_bytes as atomic_write_bytes,
         atomic_write_text as atomic_write_text, human_count as human_count, human_duration as human_duration,
         human_size as human_size, decode_image as decode_image, find_projector as find_projector,
-        read_gguf as read_gguf,
+        read_gguf as read_gguf, read_image_file as read_image_file,
     )
     from .chat import (
         Assistant as Assistant, AssistantApplied as AssistantApplied, AssistantLibrary as AssistantLibrary,
@@ -166,7 +166,7 @@ if TYPE_CHECKING:
         McpError as McpError, McpManager as McpManager,
         McpServerConfig as McpServerConfig, McpServers as McpServers, McpTool as McpTool,
         ServerState as ServerState, ToolResult as ToolResult, other_app_configs as other_app_configs,
-        parse_mcp_servers as parse_mcp_servers, parse_pairs as parse_pairs,
+        parse_mcp_servers as parse_mcp_servers, parse_pairs as parse_pairs, read_mcp_file as read_mcp_file,
     )
     from .usage import (
         DEFAULT_PRICES as DEFAULT_PRICES, MachineCost as MachineCost, Price as Price,

@@ -13,6 +13,7 @@ from .door import lazy_door as lazy_door
 # Which module defines each name other packages (or the front door) use. Keep in step with
 # the TYPE_CHECKING block below, which is what type checkers read (a test compares them).
 _EXPORTS: dict[str, tuple[str, ...]] = {
+    "bounded_files": ("blocks_bounded", "open_bounded", "read_bounded"),
     "atomic": (
         "atomic_write_bytes", "atomic_write_text", "atomic_writer", "fsync_directory",
         "remove_stale_temporaries",
@@ -27,8 +28,10 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "Chunk", "Finished", "GenerationEvent", "PromptProgress", "Timings", "TokenLogprob", "Usage",
     ),
     "gguf": ("FILE_TYPES", "GGUFInfo", "GGUF_MAGIC", "parse_gguf_header", "read_gguf"),
+    "gguf_vocabulary": ("check_vocabulary",),
     "images": (
         "ImageInput", "MAX_IMAGE_BYTES", "decode_image", "image_from_base64", "image_from_data_url", "image_from_rgb",
+        "read_image_file",
     ),
     "jobs": (
         "API", "BACKGROUND", "EMPTY", "ENDED", "EmbedJob", "Embeddings", "ExclusiveJob", "ExclusiveResult",
@@ -66,6 +69,9 @@ if TYPE_CHECKING:
         atomic_writer as atomic_writer, fsync_directory as fsync_directory,
         remove_stale_temporaries as remove_stale_temporaries,
     )
+    from .bounded_files import (
+        blocks_bounded as blocks_bounded, open_bounded as open_bounded, read_bounded as read_bounded,
+    )
     from .errors import (
         ContextLengthExceeded as ContextLengthExceeded, ConversationNotFound as ConversationNotFound,
         DocumentError as DocumentError, DownloadError as DownloadError, InglenookError as InglenookError, InvalidRequest as InvalidRequest,
@@ -74,6 +80,7 @@ if TYPE_CHECKING:
         ServerError as ServerError, StateFileInvalid as StateFileInvalid,
         StorageUnavailable as StorageUnavailable, StoreError as StoreError, UnsupportedCpu as UnsupportedCpu,
     )
+    from .gguf_vocabulary import check_vocabulary as check_vocabulary
     from .generation_events import (
         Chunk as Chunk, Finished as Finished, GenerationEvent as GenerationEvent,
         PromptProgress as PromptProgress, Timings as Timings, TokenLogprob as TokenLogprob, Usage as Usage,
@@ -85,7 +92,7 @@ if TYPE_CHECKING:
     from .images import (
         MAX_IMAGE_BYTES as MAX_IMAGE_BYTES, ImageInput as ImageInput, decode_image as decode_image,
         image_from_base64 as image_from_base64, image_from_data_url as image_from_data_url,
-        image_from_rgb as image_from_rgb,
+        image_from_rgb as image_from_rgb, read_image_file as read_image_file,
     )
     from .jobs import (
         API as API, BACKGROUND as BACKGROUND, EMPTY as EMPTY, ENDED as ENDED, JOB_DONE as JOB_DONE,

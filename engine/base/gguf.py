@@ -123,6 +123,9 @@ class GGUFInfo:
     # Special tokens as {role: (id, text)}, e.g. {"bos": (1, "<|im_start|>")}.
     special_tokens: dict[str, tuple[int, str | None]] = field(default_factory=dict)
     vocab_size: int = 0
+    # Set once ``gguf_vocabulary.check_vocabulary`` read the whole vocabulary of this parse
+    # and found no token twice (the parses are cached: a model loaded again is not re-read).
+    vocabulary_checked: bool = field(default=False, compare=False, repr=False)
 
     @property
     def architecture(self) -> str:
@@ -452,6 +455,15 @@ def _parse_checked(reader: _Reader, path: Path, file_size: int) -> GGUFInfo:
 
 
 _TOKENS_KEY = "tokenizer.ggml.tokens"
+
+
+def vocabulary_start(info: GGUFInfo) -> tuple[int, int]:
+    """Where ``info``'s vocabulary (a string array) starts in its file and how many tokens it
+    has; (-1, 0) when the parse did not record it (a short vocabulary, kept as a list)."""
+    found = info.metadata.get(_TOKENS_KEY)
+    if isinstance(found, _ArrayStub) and found.item_type == _STRING and found.start >= 0:
+        return found.start, found.length
+    return -1, 0
 
 
 def _read_vocabulary(reader: _Reader) -> _ArrayStub | list[Any]:

@@ -21,7 +21,9 @@ import io
 import logging
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from .bounded_files import read_bounded
 from .errors import InvalidRequest
 
 log = logging.getLogger(__name__)
@@ -58,6 +60,13 @@ def image_from_rgb(width: int, height: int, rgb: bytes) -> ImageInput:
         raise InvalidRequest(f"an image of {width}x{height} pixels needs {width * height * 3} RGB bytes", param="image")
     digest = hashlib.sha256(f"{width}x{height}:".encode() + rgb).hexdigest()
     return ImageInput(width, height, rgb, digest)
+
+
+def read_image_file(path: Path | str, what: str | None = None, max_bytes: int = MAX_IMAGE_BYTES) -> bytes:
+    """The bytes of the image file ``path`` (not yet decoded): a regular file of at most
+    ``max_bytes``, checked before it is read (``/dev/zero``, a FIFO or a 2 GB file is refused
+    at once, with no memory spent)."""
+    return read_bounded(path, max_bytes, what or f"the image {Path(path).name}")
 
 
 def decode_image(data: bytes, *, max_side: int = DEFAULT_MAX_SIDE, max_bytes: int = MAX_IMAGE_BYTES,

@@ -11,16 +11,27 @@ opens one ``CrashGuard`` per process:
 * a clean exit removes both. A marker left behind by a process that no longer runs means
   that run stopped unexpectedly; the next start reports it once, with the log to open.
 
+Whether a marker's process still runs is decided first by a lock, not by the clock: each run
+holds an exclusive advisory lock on its fault log for as long as it lives, and the system
+drops it when the process ends, however it ends. A marker whose fault log is still locked
+belongs to a live run and is never touched. (Comparing ``psutil``'s process start time alone
+took a live server for a dead one: on Linux that time is the boot time plus ticks since boot,
+and the boot time is derived from the wall clock, which moves, so two reads can differ by
+more than a second.) The pid and start time remain the check for markers written before the
+lock existed, with the start time compared in the system's own ticks where it has them.
+
 Saved messages do not depend on any of this: they are committed before and after each
 answer (see ``chat.py``); the guard only explains what happened.
 """
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import json
 import logging
 import os
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -91,6 +102,8 @@ class CrashGuard:
             log.info("%s", crash.message())  # the front end shows it to the person
         # Line-buffered text file: faulthandler writes to its descriptor directly.
         self._fault_file = open(self.fault_log, "w", encoding="utf-8")  # noqa: SIM115 — kept open for the process
+        if not _lock(self._fault_file.fileno()):  # held until this process ends, however it ends
+            log.warning("cannot lock %s; another start may take this run for a crashed one", self.fault_log)
         faulthandler.enable(file=self._fault_file, all_threads=True)
         self._write_marker()
         return self.last_crashes
@@ -101,13 +114,19 @@ class CrashGuard:
             if self._fault_file is None:
                 return
             faulthandler.disable()
-            self._fault_file.close()
-            self._fault_file = None
+            # Removed while still locked, then closed (which drops the lock): no other start
+            # sees the marker of this run unlocked.
             for path in (self.marker, self.fault_log):
                 try:
                     path.unlink()
                 except FileNotFoundError:
                     pass
+                except PermissionError:  # Windows will not remove an open file: after the close
+                    pass
+            self._fault_file.close()
+            self._fault_file = None
+            for path in (self.marker, self.fault_log):
+                path.unlink(missing_ok=True)
 
     def doing(self, activity: str | None) -> None:
         """Record what the engine is doing now ("" or None: idle). Cheap; called per job."""
@@ -120,7 +139,8 @@ class CrashGuard:
 
     def _write_marker(self) -> None:
         record = {
-            "pid": self.pid, "create_time": _create_time(self.pid), "front_end": self.front_end,
+            "pid": self.pid, "create_time": _create_time(self.pid), "start_ticks": _start_ticks(self.pid),
+            "front_end": self.front_end,
             "version": self.version, "started": self._started, "last_seen": time.time(),
             "activity": self._activity, "fault_log": self.fault_log.name,
         }
@@ -137,6 +157,57 @@ class CrashGuard:
         self.stop()
 
 
+def _lock(fd: int) -> bool:
+    """Take an exclusive, non-blocking lock on ``fd``; whether it was taken."""
+    try:
+        if sys.platform == "win32":
+            import msvcrt  # noqa: PLC0415
+
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        else:
+            import fcntl  # noqa: PLC0415
+
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
+
+
+def _locked_by_a_live_run(fault_log: Path) -> bool:
+    """Whether a running process holds ``fault_log``'s lock (its run is alive). Opened for
+    reading only, never created, and let go at once."""
+    if not fault_log.name or not fault_log.is_file():
+        return False
+    try:
+        handle = open(fault_log, "rb")  # noqa: SIM115 — closed below
+    except OSError:
+        return False
+    with handle:
+        if sys.platform == "win32":  # msvcrt locks a range of a handle opened for writing too
+            return False
+        if not _lock(handle.fileno()):
+            return True
+        import fcntl  # noqa: PLC0415
+
+        with contextlib.suppress(OSError):
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    return False
+
+
+def _start_ticks(pid: int) -> int | None:
+    """The process's start in clock ticks since boot (Linux's /proc/PID/stat, field 22): a
+    count that no clock change moves, unlike a start time in seconds since the epoch."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text.rpartition(")")[2].split()  # the command name, in parentheses, may hold spaces
+    try:
+        return int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
 def _create_time(pid: int) -> float:
     try:
         return psutil.Process(pid).create_time()
@@ -149,6 +220,11 @@ def _still_running(record: dict[str, Any]) -> bool:
     if pid <= 0 or not psutil.pid_exists(pid):
         return False
     # A reused pid belongs to a process created later than the one that wrote the marker.
+    ticks = record.get("start_ticks")
+    if isinstance(ticks, int):
+        now = _start_ticks(pid)
+        if now is not None:
+            return now == ticks
     created = float(record.get("create_time", 0.0) or 0.0)
     return abs(_create_time(pid) - created) < 1.0
 
@@ -159,13 +235,15 @@ def find_crashed_runs(logs_dir: Path, own_pid: int | None = None) -> list[LastCr
     for marker in sorted(logs_dir.glob(MARKER_GLOB)):
         try:
             record = json.loads(marker.read_text())
+            if not isinstance(record, dict):
+                raise ValueError("not an object")
         except (OSError, ValueError):
             log.warning("unreadable run marker %s set aside", marker)
             marker.replace(marker.with_suffix(".unreadable"))
             continue
-        if record.get("pid") == own_pid or _still_running(record):
+        fault_log = logs_dir / (Path(str(record.get("fault_log", "") or "")).name or f"fault-{record.get('pid')}.log")
+        if record.get("pid") == own_pid or _locked_by_a_live_run(fault_log) or _still_running(record):
             continue
-        fault_log = logs_dir / str(record.get("fault_log", ""))
         excerpt = _excerpt(fault_log)
         crashes.append(LastCrash(
             pid=int(record.get("pid", 0) or 0), front_end=str(record.get("front_end", "")),

@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..base import DocumentError, InvalidRequest
+from ..base import DocumentError, InvalidRequest, blocks_bounded, open_bounded
 from ..store import Store
-from .document import Document
+from .document import Document, Limits
 
 log = logging.getLogger(__name__)
 
@@ -45,12 +45,30 @@ class Added:
     detail: str = ""
 
 
-def file_sha256(path: Path) -> str:
+def file_sha256(path: Path, limit: int = Limits.max_file_bytes) -> str:
+    """The sha256 of regular file ``path``: a device, a FIFO or a file over ``limit`` is
+    ``DocumentError`` before a byte is hashed (``/dev/zero`` hashed forever, a 2 GB file for
+    17 s before the converter refused it)."""
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
+    with open_bounded(path, limit, path.name, error=DocumentError) as (handle, _status):
+        for block in blocks_bounded(handle, limit, path.name, error=DocumentError):
             digest.update(block)
     return digest.hexdigest()
+
+
+def link_outside_its_folder(path: Path) -> Path | None:
+    """Where ``path`` leads when it is a symbolic link (or lies under one) to somewhere outside
+    the folder that holds it; None when it does not. A link in a folder of documents that points
+    at ``/etc/shadow`` is not a document of that folder."""
+    given = Path(path).absolute()
+    try:
+        target = given.resolve(strict=False)
+        folder = given.parent.resolve(strict=False)
+    except (OSError, RuntimeError):  # a loop of links
+        return given
+    if target.parent == folder or folder in target.parents:
+        return None
+    return target if given.is_symlink() else None
 
 
 def _checked_name(collection: str) -> str:
@@ -123,6 +141,11 @@ class DocumentLibrary:
             conn.execute("INSERT OR IGNORE INTO document_collections (name, created_at) VALUES (?, ?)", (name, time.time()))
         results = []
         for path in paths:
+            outside = link_outside_its_folder(Path(path))
+            if outside is not None:
+                results.append(Added(str(path), "failed", f"it is a link to {outside}, outside its folder; "
+                                     "add that file by its own name if you mean it"))
+                continue
             results.append(self._add_one(name, Path(path).resolve()))
         return results if not results else self._convert_pending(name, results, convert)
 
@@ -138,8 +161,8 @@ class DocumentLibrary:
             return Added(str(path), "unchanged")
         try:
             digest = file_sha256(path)
-        except OSError as exc:
-            return Added(str(path), "failed", exc.strerror or str(exc))
+        except DocumentError as exc:
+            return Added(str(path), "failed", str(exc))
         if row is not None and row[0] == digest and self.document(digest) is not None:
             self._record(collection, path, digest, stat.st_size, stat.st_mtime)
             return Added(str(path), "unchanged")

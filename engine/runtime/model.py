@@ -608,13 +608,14 @@ class LoadedModel:
         tokens = self.tokenize(text, add_special=True, parse_special=False)
         if not tokens:
             raise InvalidRequest("cannot embed an empty input", param="input")
-        if len(tokens) > self.options.batch_size:
-            # Pooling needs the whole input in one batch.
+        limit = min(self.context.batch_capacity, self.n_ctx)
+        if len(tokens) > limit:
+            # Pooling needs the whole input in one batch, which holds the model's context.
             raise ContextLengthExceeded(
-                f"the input ({len(tokens)} tokens) is longer than the {self.options.batch_size} tokens "
-                "that can be embedded at once",
+                f"the input ({len(tokens)} tokens) is longer than the {limit} tokens of this model's context; "
+                "an embedding is of one piece: split the text and embed the parts",
                 prompt_tokens=len(tokens),
-                context_size=self.options.batch_size,
+                context_size=limit,
             )
         context = self.context
         self.kv.clear()

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..base import GGUFInfo, ModelLoadError, ModelRecord
+from ..base import GGUFInfo, ModelLoadError, ModelRecord, check_vocabulary
 from ..text import ChatTemplate
 from .fit import AUTO_KV_CACHE, ModelShape, detect_machine, estimate_fit, kv_cache_type_for
 from .gguf_headers import checked_header
@@ -168,6 +168,7 @@ def load_context(record: ModelRecord, options: LoadOptions, progress: ProgressCa
     context with ``options.parallel`` sequences. ModelLoadError when no offload works."""
     # Validated before llama.cpp opens it: parsed now, or moments ago from this very file.
     info = checked_header(record)
+    check_vocabulary(info)  # a token twice makes llama.cpp abort the process, not fail the load
     lib = llama()
     slots = [KvSlot(i) for i in range(max(1, options.parallel))]
     started = time.perf_counter()
@@ -218,6 +219,42 @@ def _open(lib: Any, record: ModelRecord, info: GGUFInfo, options: LoadOptions, s
     if not model:
         return (f"llama.cpp could not load {record.id}; the file may be damaged or of an "
                 "unsupported architecture, or too large for the memory available")
+    handles = _Handles(lib, model)
+    try:
+        return _context_on(lib, record, info, options, slots, gpu_layers, model, progress_cb, handles)
+    except BaseException:
+        # Whatever failed after the weights loaded (a context setting, the adapters, the
+        # speculative mode, the template) frees what was made: each failed load leaked the
+        # weights and a context (288 MB a time for SmolLM2 at 8,192 tokens) before.
+        handles.free()
+        raise
+
+
+@dataclass
+class _Handles:
+    """The native handles one load attempt has made so far, freed together if it fails."""
+
+    lib: Any
+    model: Any
+    ctx: Any = None
+    batch: Any = None
+
+    def free(self) -> None:
+        if self.batch is not None:
+            self.lib.llama_batch_free(self.batch)
+            self.batch = None
+        if self.ctx:
+            self.lib.llama_free(self.ctx)
+            self.ctx = None
+        if self.model:
+            self.lib.llama_model_free(self.model)
+            self.model = None
+
+
+def _context_on(lib: Any, record: ModelRecord, info: GGUFInfo, options: LoadOptions, slots: list[KvSlot],
+                gpu_layers: int, model: Any, progress_cb: Any, handles: _Handles) -> LlamaContext | str:
+    """The context and the rest of a load on loaded weights ``model``; each native handle is
+    recorded in ``handles`` as it is made."""
     vocab = lib.llama_model_get_vocab(model)
     n_vocab = lib.llama_vocab_n_tokens(vocab)
     vocabulary = Vocabulary(lib, vocab, n_vocab)
@@ -232,8 +269,13 @@ def _open(lib: Any, record: ModelRecord, info: GGUFInfo, options: LoadOptions, s
     ctx_params.n_ctx = per_sequence * len(slots)
     # Room for a full prefill chunk plus each sequence's decode token (and draft) in one step.
     batch_capacity = options.batch_size + len(slots) * (1 + draft_room(options))
+    n_ubatch = options.batch_size
+    if options.embeddings:
+        # Pooling needs the whole input in one micro-batch: an embedding may be as long as the
+        # context (it was refused past 512 tokens, the prefill chunk, whatever the model read).
+        batch_capacity = n_ubatch = max(options.batch_size, ctx_params.n_ctx)
     ctx_params.n_batch = batch_capacity
-    ctx_params.n_ubatch = options.batch_size
+    ctx_params.n_ubatch = n_ubatch
     ctx_params.n_seq_max = len(slots)
     # One KV stream per sequence, each of the full context, rather than llama.cpp's
     # unified pool: in unified mode the same prompt gave different logits depending on
@@ -266,11 +308,13 @@ def _open(lib: Any, record: ModelRecord, info: GGUFInfo, options: LoadOptions, s
     ctx_params.no_perf = True
     ctx = lib.llama_init_from_model(model, ctx_params)
     if not ctx:
-        lib.llama_model_free(model)
+        handles.free()
         return f"llama.cpp could not create a context for {record.id} (out of memory?)"
+    handles.ctx = ctx
     n_ctx = lib.llama_n_ctx(ctx) // len(slots)  # each sequence's own context
     memory = lib.llama_get_memory(ctx)
     batch = lib.llama_batch_init(batch_capacity, 0, 1)
+    handles.batch = batch
     adapters = ContextAdapters(lib, model, ctx, info, record.id)
     mode = speculative_mode(lib, model, options, record.id)
     chat_template = ChatTemplate(info.chat_template, bos_token=_special_text(info, "bos"),

@@ -29,6 +29,7 @@ class _NativeState:
     module: ModuleType | None = None
     backends: BackendReport | None = None
     callback: object = None  # the C side keeps a pointer to the log callback: keep it alive
+    mtmd_routed: bool = False  # libmtmd's own logger points at the callback too
 
 
 _state = _NativeState()
@@ -61,6 +62,22 @@ def _forward_log(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
     message = text.decode("utf-8", errors="replace").rstrip("\n")
     if message and message != ".":
         log.log(_LEVELS.get(level, logging.DEBUG), "%s", message)
+
+
+def route_mtmd_log(mtmd: ModuleType) -> None:
+    """Send libmtmd's log (its own logger, apart from llama.cpp's: it wrote each text piece of
+    an image prompt, system prompts and user text included, to stderr as ``add_text:`` lines)
+    through the same callback and levels as llama.cpp's, once per process."""
+    llama()  # the callback is made there
+    with _init_lock:
+        if _state.mtmd_routed:
+            return
+        callback = _state.callback
+        mtmd.mtmd_log_set(callback, ctypes.c_void_p(0))
+        helper = getattr(mtmd, "mtmd_helper_log_set", None)
+        if helper is not None:
+            helper(callback, ctypes.c_void_p(0))
+        _state.mtmd_routed = True
 
 
 def physical_cores() -> int:

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..base import ImageInput, InvalidRequest, ModelLoadError, ProjectorInfo
+from .native import route_mtmd_log
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +88,7 @@ class VisionEncoder:
             raise ModelLoadError(why)
         import llama_cpp.mtmd_cpp as mtmd  # noqa: PLC0415 — libmtmd loads with the first image
 
+        route_mtmd_log(mtmd)  # before its first line: it logs each prompt piece it reads
         self._mtmd = mtmd
         self.projector = projector
         params = mtmd.mtmd_context_params_default()

@@ -7,6 +7,7 @@ under one folder, which is what every test does so that no test touches a real p
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import shutil
 from dataclasses import dataclass
@@ -15,6 +16,8 @@ from pathlib import Path
 import platformdirs
 
 from ..base import StorageUnavailable
+
+log = logging.getLogger(__name__)
 
 APP_NAME = "Inglenook"
 HOME_ENV = "INGLENOOK_HOME"
@@ -99,7 +102,20 @@ class Paths:
                 raise StorageUnavailable(f"cannot create directory {directory}: {reason}") from exc
             if not os.access(directory, os.W_OK | os.X_OK):
                 raise StorageUnavailable(f"directory is not writable: {directory}")
+        _owner_only_folder(self.data)
         return self
+
+
+def _owner_only_folder(folder: Path) -> None:
+    """The data folder (the database, images sent in chats, the secrets file) is the owner's
+    alone: others lose read and enter rights. Where modes mean nothing (Windows), nothing."""
+    if os.name != "posix":
+        return
+    try:
+        if folder.stat().st_mode & 0o077:
+            os.chmod(folder, 0o700)
+    except OSError as exc:  # someone else's folder given on purpose: theirs to set
+        log.debug("cannot narrow the permissions of %s: %s", folder, exc)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -101,6 +102,23 @@ _UNAVAILABLE_REASONS: dict[int, str] = {
 }
 
 
+def owner_only(database: Path) -> None:
+    """Make ``database`` (created empty if new) readable by its owner only, before SQLite opens
+    it: conversations, documents' text and tool results are in it, and SQLite creates the
+    ``-wal`` and ``-shm`` files with the database's own mode. Existing ones are narrowed too.
+    A file system without modes (FAT, Windows) keeps what it has."""
+    if os.name != "posix":
+        return
+    try:
+        os.close(os.open(database, os.O_RDWR | os.O_CREAT, 0o600))
+        for suffix in ("", "-wal", "-shm"):
+            found = Path(f"{database}{suffix}")
+            if found.exists() and found.stat().st_mode & 0o077:
+                os.chmod(found, 0o600)
+    except OSError as exc:  # a read-only folder: SQLite's own open says what is wrong
+        log.debug("cannot narrow the permissions of %s: %s", database, exc)
+
+
 def decode_text(raw: bytes) -> str:
     return raw.decode("utf-8", errors="replace")
 
@@ -133,7 +151,7 @@ class Store:
 
     def _open(self) -> sqlite_utils.Database:
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as exc:
             raise StorageUnavailable(f"cannot create the data folder {self.path.parent}: {exc.strerror or exc}") from exc
         db: sqlite_utils.Database | None = None
@@ -160,6 +178,7 @@ class Store:
             raise StorageUnavailable(f"cannot open the database {self.path}: {exc.strerror or exc}") from exc
 
     def _connect(self) -> sqlite_utils.Database:
+        owner_only(self.path)
         conn = sqlite3.connect(self.path, check_same_thread=False, timeout=self.busy_timeout_s, factory=_Connection)
         # Text with invalid UTF-8 (a flipped bit SQLite cannot see) reads with U+FFFD instead of
         # failing the whole query: one damaged character must not hide a conversation.

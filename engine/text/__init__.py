@@ -16,6 +16,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "answer_split": ("AnswerPiece", "AnswerSplitter", "split_answer"),
     "chat_template": ("ChatTemplate",),
     "json_grammar": ("JSON_OBJECT_GRAMMAR", "grammar_for_schema"),
+    "partial_json": ("closed_object",),
     "reasoning": ("REASONING_MARKERS", "ReasoningSplitter", "Split", "split_whole"),
     "special_split": ("PieceCutter",),
     "textstream": ("TextStream", "longest_partial_match"),
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from .json_grammar import (
         JSON_OBJECT_GRAMMAR as JSON_OBJECT_GRAMMAR, grammar_for_schema as grammar_for_schema,
     )
+    from .partial_json import closed_object as closed_object
     from .reasoning import (
         REASONING_MARKERS as REASONING_MARKERS, ReasoningSplitter as ReasoningSplitter, Split as Split,
         split_whole as split_whole,

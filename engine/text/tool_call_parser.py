@@ -193,6 +193,12 @@ class ToolCallParser:
                 self._complete(events, json.dumps({"name": _mistral_name(name), "arguments": _loads(args[: offset + end])}))
                 return True
         if final:
+            # The answer ended inside the call (the token limit): once its name and the start
+            # of its arguments are written it is a call, cut, not text, read whole or streamed.
+            self._stream_arguments(events)
+            named = _JSON_CALL_NAME.match(call.raw.lstrip())
+            if call.started is None and call.kind == "bare" and named and named.group(1) in self.names:
+                call.started = self._start(events, named.group(1))  # cut before its arguments began
             self._complete(events, call.raw)
             return bool(self._held)
         self._stream_arguments(events)
@@ -297,6 +303,7 @@ class ToolCallParser:
             call.sent_arguments = written
 
 
+_JSON_CALL_NAME = re.compile(r'\{\s*"name"\s*:\s*"([^"\\]+)"')
 _JSON_CALL_START = re.compile(r'\{\s*"name"\s*:\s*"([^"\\]+)"\s*,\s*"(?:arguments|parameters)"\s*:\s*')
 
 

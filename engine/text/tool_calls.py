@@ -60,14 +60,18 @@ class ToolPlan:
         return [t["function"]["name"] for t in self.tools]
 
     def grammar(self) -> str | None:
-        """A grammar for a forced call, or None when the model may answer in text."""
+        """A grammar for a forced call, or None when the model may answer in text.
+
+        The arguments are held to the tool's schema as if ``strict`` were set, whether or not
+        it is: its declared keys only (each of its type, the required ones present), since an
+        undeclared key may hold anything, and a small model filled them until the token limit
+        cut the call (which then came back as text, issue 45)."""
         if not self.required:
             return None
         functions = [t["function"] for t in self.tools if self.forced_name in (None, t["function"]["name"])]
         calls = [_call_schema(f) for f in functions]
         schema = calls[0] if len(calls) == 1 else {"anyOf": calls}
-        strict = all(f.get("strict") for f in functions)
-        return grammar_for_schema(schema, param="tools", prop_order=("name", "arguments"), strict=strict)
+        return grammar_for_schema(schema, param="tools", prop_order=("name", "arguments"), strict=True)
 
     def instructions(self) -> str:
         """The system-message text describing the tools, for templates that do not."""

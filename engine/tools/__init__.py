@@ -17,7 +17,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "approval": ("ALWAYS", "APPROVE", "DENY", "IN_CHAT", "ONCE", "Approver", "CallRequest", "Decision",
                  "Permissions", "approve_all"),
     "config": ("HTTP", "STDIO", "McpError", "McpServerConfig", "other_app_configs", "parse_mcp_servers",
-               "parse_pairs"),
+               "parse_pairs", "read_mcp_file"),
     "connection": ("McpConnection", "McpTool"),
     "manager": ("McpManager", "ServerState", "ToolSet"),
     "registry": ("McpServers",),
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from .config import (
         HTTP as HTTP, STDIO as STDIO, McpError as McpError, McpServerConfig as McpServerConfig,
         other_app_configs as other_app_configs, parse_mcp_servers as parse_mcp_servers, parse_pairs as parse_pairs,
+        read_mcp_file as read_mcp_file,
     )
     from .connection import McpConnection as McpConnection, McpTool as McpTool
     from .manager import McpManager as McpManager, ServerState as ServerState, ToolSet as ToolSet

@@ -13,8 +13,9 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ..base import InglenookError
+from ..base import InglenookError, read_bounded
 
 STDIO, HTTP = "stdio", "http"
 #: How long a call may run before it is given up, unless the server's config says otherwise.
@@ -28,6 +29,12 @@ class McpError(InglenookError):
     """An MCP server cannot be added, started or called; the message says why, in one line."""
 
     code = "mcp_error"
+
+    def __init__(self, message: str, public: str | None = None) -> None:
+        super().__init__(message)
+        #: What an API client may be told: no words of the server's own (its stderr may hold
+        #: a token it was given), where ``str(error)`` is for the person who runs it.
+        self.public = message if public is None else public
 
 
 @dataclass(frozen=True)
@@ -62,7 +69,7 @@ class McpServerConfig:
             raise McpError(f"MCP server {self.name!r}: the call timeout must be above 0 seconds")
 
     def __repr__(self) -> str:  # secrets stay out of logs and tracebacks
-        where = self.url if self.transport == HTTP else " ".join([self.command, *self.args])
+        where = self.target
         return f"McpServerConfig({self.name!r}, {self.transport}, {where!r}, env={sorted(self.env)}, " \
                f"headers={sorted(self.headers)})"
 
@@ -73,8 +80,64 @@ class McpServerConfig:
 
     @property
     def target(self) -> str:
-        """Where it runs, for lists: the command line or the URL (never a secret)."""
-        return self.url if self.transport == HTTP else " ".join([self.command, *self.args])
+        """Where it runs, for lists: the command line or the URL (its credentials masked)."""
+        return masked_url(self.url) if self.transport == HTTP else " ".join([self.command, *self.args])
+
+    @property
+    def url_secret(self) -> bool:
+        """Whether the URL carries credentials (kept with the secrets, not in SQLite)."""
+        return bool(url_credentials(self.url))
+
+    def secret_values(self) -> list[str]:
+        """The values this server was given in secret (env, headers, the URL's credentials),
+        longest first, for masking wherever the server's own words are shown or logged."""
+        found = [*self.env.values(), *self.headers.values(), *url_credentials(self.url)]
+        # A value of a character or two would mask half a message and hides nothing.
+        return sorted({v for v in found if len(v) >= 4}, key=len, reverse=True)
+
+
+def _split(url: str) -> SplitResult | None:
+    try:
+        return urlsplit(url)
+    except ValueError:
+        return None
+
+
+def url_credentials(url: str) -> list[str]:
+    """The secret parts of ``url``: its user, password and query values (``?token=…``)."""
+    parts = _split(url)
+    if parts is None:
+        return []
+    found = [v for v in (parts.username, parts.password) if v]
+    return found + [v for _k, v in parse_qsl(parts.query, keep_blank_values=False)]
+
+
+def public_url(url: str) -> str:
+    """``url`` without its credentials (user, password, query): what SQLite keeps; the whole
+    URL goes to the secrets with env and header values."""
+    parts = _split(url)
+    if parts is None or not url_credentials(url):
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, host, parts.path, "", parts.fragment))
+
+
+def masked_url(url: str) -> str:
+    """``url`` as lists show it: user, password and query values as ``***``."""
+    parts = _split(url)
+    if parts is None or not url_credentials(url):
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    netloc = f"***@{host}" if "@" in parts.netloc else host
+    query = urlencode([(k, "***") for k, _v in parse_qsl(parts.query, keep_blank_values=True)], safe="*")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def mask_secrets(text: str, secrets: list[str]) -> str:
+    """``text`` with each of ``secrets`` (longest first) replaced by ``***``."""
+    for value in secrets:
+        text = text.replace(value, "***")
+    return text
 
 
 def validated_name(name: str) -> str:
@@ -102,18 +165,38 @@ def parse_mcp_servers(text: str) -> list[McpServerConfig]:
 
     Entries with ``command`` are stdio; with ``url`` (or ``serverUrl``) Streamable HTTP. A
     disabled entry (``"disabled": true``, Cursor and Cline write it) is kept, disabled."""
-    if len(text.encode("utf-8", "replace")) > MAX_CONFIG_BYTES:
+    if len(text) > MAX_CONFIG_BYTES or len(text.encode("utf-8", "replace")) > MAX_CONFIG_BYTES:
         raise McpError("this is too large to be an mcpServers file (over 1 MB)")
     try:
         document = json.loads(text)
     except ValueError as exc:
         raise McpError(f"this is not JSON: {exc}") from None
+    except RecursionError:  # the json module recurses once per level: 100,000 "[" end it
+        raise McpError("this is not an mcpServers file: its JSON is nested too deeply") from None
     if not isinstance(document, dict):
         raise McpError('expected a JSON object with "mcpServers"')
     servers = document.get("mcpServers", document.get("servers", document))
     if not isinstance(servers, dict) or not servers:
         raise McpError('no servers found: expected {"mcpServers": {"name": {"command": ...}}}')
     return [_entry(name, entry) for name, entry in servers.items()]
+
+
+def read_mcp_file(file: str | Path) -> list[McpServerConfig]:
+    """The servers of the ``mcpServers`` file ``file`` (``-``: standard input), read with a
+    bound: a device, a FIFO or a file over ``MAX_CONFIG_BYTES`` is refused before it is read."""
+    if str(file) == "-":
+        import sys  # noqa: PLC0415
+
+        data = sys.stdin.buffer.read(MAX_CONFIG_BYTES + 1)
+        if len(data) > MAX_CONFIG_BYTES:
+            raise McpError("this is too large to be an mcpServers file (over 1 MB)")
+    else:
+        data = read_bounded(file, MAX_CONFIG_BYTES, f"{file} (an mcpServers file)", error=McpError)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise McpError(f"cannot read {file}: it is not UTF-8 text") from None
+    return parse_mcp_servers(text)
 
 
 def _entry(name: str, entry: Any) -> McpServerConfig:

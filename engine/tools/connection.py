@@ -4,7 +4,9 @@ SDK, its tools listed, calls made with a timeout, ended on close.
 The SDK is async; the rest of Inglenook is threads. Each connection runs its own asyncio loop
 on a daemon thread, and ``call`` hands it a coroutine and waits with a cancel event, so one
 stuck server never blocks another, the scheduler or the GUI thread. A stdio server's stderr
-goes to a temporary file whose last lines explain a failure.
+goes through a pipe of which a bounded tail is kept (``stderr_tail``); its last line explains a
+failure to the person (masked: the values the server was given in secret read ``***``), never
+to an API client, who gets ``McpError.public``: a fixed sentence.
 """
 
 from __future__ import annotations
@@ -12,18 +14,18 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-import tempfile
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .config import HTTP, McpError, McpServerConfig
+from .config import HTTP, McpError, McpServerConfig, mask_secrets
 from .oauth import SIGN_IN_TIMEOUT_S, Opener
 from .results import MAX_RESULT_CHARS, ToolResult, tool_result
 from .secrets import SecretBox
 from .states import CLOSED, FAILED, NEEDS_SIGN_IN, READY, STARTING
+from .stderr_tail import StderrTail
 
 log = logging.getLogger(__name__)
 
@@ -65,11 +67,15 @@ class McpConnection:
         self.state = STARTING
         self.error = ""
         self.tools: list[McpTool] = []
-        self._stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")  # noqa: SIM115
+        self._stderr = StderrTail(config.name) if config.transport != HTTP else None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._client: Any = None
         self._stop: asyncio.Event | None = None
         self._settled = threading.Event()  # ready or failed
+        # The last line the server sent that is not JSON-RPC, and how many: a server that
+        # answers in something else looks like one that does not answer, so its timeout says so.
+        self._invalid = ""
+        self._invalid_count = 0
         self._done = threading.Event()  # the loop has ended (the process is gone)
         self._thread = threading.Thread(target=self._run, name=f"mcp-{config.name}", daemon=True)
 
@@ -85,25 +91,36 @@ class McpConnection:
         if timeout is None and not self._settled.is_set() and self._signing_in:
             self._settled.wait(SIGN_IN_TIMEOUT_S + 5)
         if self.state != READY:
-            raise McpError(self.problem())
+            raise self.unavailable()
         return self
 
+    def unavailable(self) -> McpError:
+        """Why the server cannot be used: the person's words (``problem``, logged) and the API
+        client's (``public``: which server and in what state, nothing the server wrote)."""
+        detail = self.problem()
+        log.info("%s", detail)  # the log file has it; the front end shows the person the same line
+        state = _STATE_WORDS.get(self.state, self.state)
+        return McpError(detail, public=f"MCP server {self.config.name!r} is not available ({state}); "
+                        "the reason is in the Inglenook log on the machine that runs it")
+
     def problem(self) -> str:
-        """One line: why the server is not ready (with its last stderr line when it has one)."""
+        """One line: why the server is not ready (with its last stderr line when it has one),
+        bounded, the server's secret values masked."""
         if self.state == STARTING:
             return f"MCP server {self.config.name!r} is still starting"
         last = self.stderr_lines()[-1:] or [""]
-        tail = f" (it said: {last[0]})" if last[0] and last[0] not in self.error else ""
-        return f"MCP server {self.config.name!r}: {self.error or self.state}{tail}"
+        error = self._masked(self.error)
+        tail = f" (it said: {last[0]})" if last[0] and last[0] not in error else ""
+        return f"MCP server {self.config.name!r}: {error or self.state}{tail}"
 
     def stderr_lines(self) -> list[str]:
-        try:
-            self._stderr.flush()
-            self._stderr.seek(0)
-            lines = [line.rstrip() for line in self._stderr.read().splitlines() if line.strip()]
-        except (OSError, ValueError):  # closed
+        """The last lines the server wrote to stderr, each bounded, its secrets masked."""
+        if self._stderr is None:
             return []
-        return lines[-STDERR_LINES:]
+        return [self._masked(line) for line in self._stderr.lines(STDERR_LINES)]
+
+    def _masked(self, text: str) -> str:
+        return mask_secrets(text, self.config.secret_values())
 
     def close(self, timeout: float = 10.0) -> None:
         """End the session and, for stdio, the server's process (the SDK terminates the
@@ -115,7 +132,8 @@ class McpConnection:
             self._thread.join(timeout)
         if self.state not in (FAILED, NEEDS_SIGN_IN):
             self.state = CLOSED
-        self._stderr.close()
+        if self._stderr is not None:
+            self._stderr.close()
 
     # -- calls -----------------------------------------------------------------------------
 
@@ -124,8 +142,9 @@ class McpConnection:
         """Run ``tool``; a server error comes back as an error result, a timeout, a crash or a
         cancel as ``McpError`` (the caller tells the model)."""
         if self.state != READY or self._loop is None:
-            raise McpError(self.problem())
+            raise self.unavailable()
         limit = self.config.timeout_s if timeout_s is None else timeout_s
+        seen_before = self._invalid_count
         future = asyncio.run_coroutine_threadsafe(self._call(tool, arguments), self._loop)
         deadline = time.monotonic() + limit
         while True:
@@ -135,9 +154,10 @@ class McpConnection:
             left = deadline - time.monotonic()
             if left <= 0:
                 future.cancel()
-                raise McpError(f"{self.config.name}/{tool} did not answer within {limit:g} s")
+                raise McpError(f"{self.config.name}/{tool} did not answer within {limit:g} s"
+                               + self._invalid_note(seen_before))
             if self._done.is_set() and not future.done():
-                raise McpError(self.problem())
+                raise self.unavailable()
             try:
                 result = future.result(timeout=min(0.1, left))
             except concurrent.futures.TimeoutError:
@@ -147,7 +167,9 @@ class McpConnection:
             except McpError:
                 raise
             except Exception as exc:
-                raise McpError(f"{self.config.name}/{tool} failed: {_one_line(exc)}") from exc
+                said = self._masked(_one_line(exc))
+                log.info("%s/%s failed: %s", self.config.name, tool, said)
+                raise McpError(f"{self.config.name}/{tool} failed: {said}") from exc
             return tool_result(result, self.max_result_chars)
 
     async def _call(self, tool: str, arguments: dict[str, Any]) -> Any:
@@ -183,7 +205,9 @@ class McpConnection:
                 with anyio.move_on_after(SIGN_IN_TIMEOUT_S):
                     await ready.wait()
                     return
-            self._fail(f"did not finish starting within {self.connect_timeout_s:g} s (no answer to initialize)")
+            note = self._invalid_note(0).removeprefix("; ")
+            self._fail(f"did not finish starting within {self.connect_timeout_s:g} s"
+                       + (f": {note}" if note else " (no answer to initialize)"))
             scope.cancel()
 
         async with anyio.create_task_group() as group:
@@ -212,17 +236,36 @@ class McpConnection:
             else:
                 params = StdioServerParameters(command=self.config.command, args=list(self.config.args),
                                                env=self.config.env or None, cwd=self.config.cwd or None)
-                transport = stdio_client(params, errlog=self._stderr)
-            client = Client(transport)
+                assert self._stderr is not None
+                transport = stdio_client(params, errlog=self._stderr.writer)
+            client = Client(transport, message_handler=self._on_message)
             self._client = await stack.enter_async_context(client)
             listed = await self._list_tools()
             self.tools = listed
+            if self.state != STARTING:  # failed meanwhile (its start timed out): stays so
+                return
             self.state = READY
             self._settled.set()
             ready.set()
             log.info("MCP server %r ready with %d tools", self.config.name, len(listed))
             assert self._stop is not None
             await self._stop.wait()
+
+    async def _on_message(self, message: Any) -> None:
+        """The SDK hands over what the server sent that is not a request or a notification it
+        handles itself; an exception is a line that is not JSON-RPC."""
+        if isinstance(message, Exception):
+            self._invalid_count += 1
+            errors = getattr(message, "errors", None)  # pydantic's: the line itself is its input
+            found = errors()[0].get("input") if callable(errors) and errors() else None
+            line = found if isinstance(found, str) else _one_line(message)
+            self._invalid = repr(self._masked(" ".join(line.split()))[:120])
+
+    def _invalid_note(self, seen_before: int) -> str:
+        """Why there was no answer, when the server sent lines that are not MCP meanwhile."""
+        if self._invalid_count <= seen_before:
+            return ""
+        return f"; it answered with something that is not MCP (JSON-RPC): {self._invalid}"
 
     def _oauth(self) -> Any:
         """The SDK's OAuth provider, unless sign-ins have nowhere to be kept or the person gave
@@ -258,8 +301,12 @@ class McpConnection:
             self.state = NEEDS_SIGN_IN if self._sign_in_needed else FAILED
             self.error = (f"needs sign-in (Settings → Tools, or: inglenook mcp login {self.config.name})"
                           if self._sign_in_needed else message)
-            log.info("MCP server %r failed: %s", self.config.name, message)  # the caller shows it
+            log.info("MCP server %r failed: %s", self.config.name, self._masked(message))  # the caller shows it
         self._settled.set()
+
+
+_STATE_WORDS = {STARTING: "it is still starting", FAILED: "it failed to start or stopped",
+                NEEDS_SIGN_IN: "it needs a sign-in", CLOSED: "it was stopped"}
 
 
 def _one_line(exc: BaseException) -> str:

@@ -1,5 +1,7 @@
 """The MCP servers a person added, kept in SQLite (``mcp_servers``) with their secrets split
-off into the keyring (``secrets``), and which of them each chat has switched on."""
+off into the keyring (``secrets``): env and header values, and a URL's credentials (SQLite
+keeps the URL without user, password or query; the whole URL is a secret), and which of them
+each chat has switched on."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import time
 from typing import Any
 
 from ..store import Store, table_named
-from .config import McpError, McpServerConfig, validated_name
+from .config import McpError, McpServerConfig, public_url, validated_name
 from .oauth_tokens import forget_sign_in
 from .secrets import SecretBox
 
@@ -29,10 +31,13 @@ class McpServers:
         refused unless ``replace``."""
         if not replace and self.find(config.name) is not None:
             raise McpError(f"there is already an MCP server named {config.name!r} (remove it first)")
-        where = self.secrets.save(config.name, {"env": config.env, "headers": config.headers})
+        kept = {"env": config.env, "headers": config.headers}
+        if config.url_secret:  # https://user:pass@host/mcp?token=…: the whole URL is a secret
+            kept["url"] = {"full": config.url}
+        where = self.secrets.save(config.name, kept)
         row = {
             "name": config.name, "transport": config.transport, "command": config.command,
-            "args": json.dumps(list(config.args)), "cwd": config.cwd, "url": config.url,
+            "args": json.dumps(list(config.args)), "cwd": config.cwd, "url": public_url(config.url),
             "env_keys": json.dumps(sorted(config.env)), "header_keys": json.dumps(sorted(config.headers)),
             "secrets_in": where, "enabled": int(config.enabled), "disabled_tools": json.dumps(list(config.disabled_tools)),
             "timeout_s": config.timeout_s, "allow_api": int(config.allow_api), "created_at": time.time(),
@@ -118,9 +123,10 @@ class McpServers:
         secrets = self.secrets.read(row["name"], row.get("secrets_in") or "")
         env = {k: secrets.get("env", {}).get(k, "") for k in json.loads(row["env_keys"] or "[]")}
         headers = {k: secrets.get("headers", {}).get(k, "") for k in json.loads(row["header_keys"] or "[]")}
+        url = secrets.get("url", {}).get("full") or row["url"] or ""
         return McpServerConfig(
             row["name"], row["transport"], command=row["command"] or "", args=tuple(json.loads(row["args"] or "[]")),
-            env=env, cwd=row["cwd"] or "", url=row["url"] or "", headers=headers, enabled=bool(row["enabled"]),
+            env=env, cwd=row["cwd"] or "", url=url, headers=headers, enabled=bool(row["enabled"]),
             disabled_tools=tuple(json.loads(row["disabled_tools"] or "[]")), timeout_s=float(row["timeout_s"]),
             allow_api=bool(row["allow_api"]),
         )

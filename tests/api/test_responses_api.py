@@ -130,7 +130,8 @@ def test_required_function_call_beside_unknown_tool_types(client: openai.OpenAI)
         input=[{"type": "function_call_output", "call_id": calls[0].call_id, "output": '{"temperature_c": 21}'}],
     )
     assert follow_up.previous_response_id == response.id
-    assert follow_up.output[0].type == "message" and follow_up.output_text
+    # Text, or another call (the small model's choice; one cut at 40 tokens is a call since issue 45).
+    assert follow_up.output[0].type in ("message", "function_call")
     assert follow_up.usage.input_tokens > response.usage.input_tokens  # the stored call is in the prompt
 
 

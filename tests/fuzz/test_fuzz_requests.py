@@ -151,3 +151,23 @@ def test_embedding_bodies_never_fail_the_server(server: ApiServer, body: Any) ->
 @given(raw=st.one_of(st.binary(max_size=200), st.integers(1, 20_000).map(lambda d: b'{"a":' + b"[" * d + b"]" * d + b"}")))
 def test_raw_bytes_never_fail_the_server(server: ApiServer, raw: bytes) -> None:
     check(server, "/chat/completions", raw)
+
+
+# File and image parts (issue 45): any count, any base64 (or not), any name; each answer a
+# success or a 4xx in OpenAI's shape, and the server keeps answering.
+b64ish = st.one_of(st.binary(max_size=64).map(lambda b: __import__("base64").b64encode(b).decode()), any_text)
+file_part = st.fixed_dictionaries({"type": st.just("file"), "file": st.one_of(st.fixed_dictionaries(
+    {"filename": st.one_of(any_text, st.none()), "file_data": st.one_of(b64ish, b64ish.map(
+        lambda d: f"data:text/plain;base64,{d}"), json_values)}), json_values)})
+image_part = st.fixed_dictionaries({"type": st.just("image_url"), "image_url": st.one_of(st.fixed_dictionaries(
+    {"url": st.one_of(b64ish.map(lambda d: f"data:image/png;base64,{d}"), any_text,
+                      st.sampled_from(["file:///etc/passwd", "http://127.0.0.1/x.png"]))}), json_values)})
+parts_message = st.fixed_dictionaries({"role": st.just("user"), "content": st.lists(
+    st.one_of(file_part, image_part, st.fixed_dictionaries({"type": st.just("text"), "text": any_text})),
+    max_size=24)})
+
+
+@FUZZ
+@given(messages=st.lists(parts_message, min_size=1, max_size=2))
+def test_file_and_image_parts_never_fail_the_server(server: ApiServer, messages: list[Any]) -> None:
+    check(server, "/chat/completions", encode({"model": STARTER, "messages": messages, "max_tokens": 1}))

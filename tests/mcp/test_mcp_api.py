@@ -72,7 +72,7 @@ def test_a_call_the_request_exempts_runs_here_and_the_model_answers(client: open
     assert call.server_label == "time" and call.name == "get_current_time" and call.status == "completed"
     assert json.loads(call.output)["timezone"] == json.loads(call.arguments)["timezone"]
     assert response.output[-1].content[0].text.strip()  # the second round answered in words
-    # max_output_tokens holds for each round: 40 may cut the answer short ("incomplete").
+    # max_output_tokens holds for the whole response: 40 may cut the answer short ("incomplete").
     assert response.status in ("completed", "incomplete") and response.usage.input_tokens > 0
 
     # Continued: the list is not sent again, and the earlier call replays as a call and its result.
@@ -138,3 +138,13 @@ def test_servers_that_cannot_be_used_are_refused(server: ApiServer, engine: Engi
     assert reply.status_code == 400, reply.text
     error = reply.json()["error"]
     assert words in error["message"] and error["param"] == "tools" and error["type"] == "invalid_request_error"
+
+
+def test_max_output_tokens_holds_for_the_whole_response(client: openai.OpenAI) -> None:
+    """Issue 45: the rounds together write at most ``max_output_tokens`` (each round had its own)."""
+    response = ask(client, tools=[time_tool(require_approval="never")], tool_choice=FORCED, max_tool_calls=1,
+                   max_output_tokens=44)
+    assert types(response)[0] == "mcp_list_tools"  # then, on this machine, a call and an answer cut short
+    assert response.usage.output_tokens <= 44
+    if response.status == "incomplete":
+        assert response.incomplete_details.reason == "max_output_tokens"

@@ -54,3 +54,31 @@ def test_an_unreadable_marker_is_set_aside(tmp_path: Path) -> None:
     (tmp_path / "run-123.json").write_text("{not json")
     assert find_crashed_runs(tmp_path) == []
     assert (tmp_path / "run-123.unreadable").exists()
+
+
+def test_a_live_run_whose_start_time_reads_differently_keeps_its_records(tmp_path: Path) -> None:
+    """Issue 45: ``mcp add`` beside a running ``serve`` took the server for a crashed run and
+    deleted its marker and fault log. psutil's start time is boot time (from the wall clock)
+    plus ticks, so two reads of a live process can differ by over a second; here the marker's
+    recorded times are moved as such a read would move them."""
+    script = (
+        "import sys, time; from pathlib import Path; from inglenook.engine.core.crashguard import CrashGuard;"
+        "g = CrashGuard(Path(sys.argv[1]), 'server', '9.9'); g.start(); print('ready', flush=True); time.sleep(600)"
+    )
+    child = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        marker = tmp_path / f"run-{child.pid}.json"
+        record = json.loads(marker.read_text())
+        record["create_time"] -= 5.0
+        if isinstance(record.get("start_ticks"), int):
+            record["start_ticks"] -= 500
+        marker.write_text(json.dumps(record))
+
+        assert find_crashed_runs(tmp_path, own_pid=os.getpid()) == []
+        assert marker.exists() and (tmp_path / f"fault-{child.pid}.log").exists()
+    finally:
+        child.kill()
+        child.wait()
+    # Once it is gone (killed: no clean exit), the next start reports it.
+    assert [c.pid for c in find_crashed_runs(tmp_path, own_pid=os.getpid())] == [child.pid]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...base import ResponseToolCall
-from ...text import ToolCallFilter, longest_partial_match
+from ...text import ToolCallFilter, closed_object, longest_partial_match
 from ..shared import Run
 from .thinking import ThinkSplit
 
@@ -99,7 +99,7 @@ class Answer:
         return self.watch.matched
 
     def stop_reason(self, called_tools: bool) -> str:
-        if called_tools:
+        if called_tools and self.run.finish_reason != "length":
             return "tool_use"
         if self.watch.matched is not None:
             return "stop_sequence"
@@ -114,23 +114,26 @@ def new_message_id() -> str:
     return "msg_" + secrets.token_hex(12)
 
 
-def tool_use_block(call: ResponseToolCall) -> dict[str, Any] | None:
-    """A parsed call as a tool_use block; None when its arguments are not a JSON object."""
+def tool_use_block(call: ResponseToolCall, cut: bool = False) -> dict[str, Any] | None:
+    """A parsed call as a tool_use block; None when its arguments are not a JSON object. A
+    call ``cut`` by max_tokens keeps its members written whole (``closed_object``): it is
+    still a tool_use block, with stop_reason ``max_tokens``, as the Messages API answers."""
     try:
         arguments = json.loads(call.function.arguments or "{}")
     except ValueError:
-        arguments = None
+        arguments = closed_object(call.function.arguments) if cut else None
     if not isinstance(arguments, dict):
         log.info("the model called %s with arguments that are not a JSON object; keeping it as text", call.function.name)
         return None
     return {"type": "tool_use", "id": "toolu_" + secrets.token_hex(12), "name": call.function.name, "input": arguments}
 
 
-def split_calls(calls: list[ResponseToolCall]) -> tuple[list[dict[str, Any]], str]:
-    """Calls as tool_use blocks, and the text of any that cannot be one."""
+def split_calls(calls: list[ResponseToolCall], cut: bool = False) -> tuple[list[dict[str, Any]], str]:
+    """Calls as tool_use blocks, and the text of any that cannot be one (``cut``: the answer
+    ended at max_tokens, inside the last call)."""
     blocks, leftovers = [], []
     for call in calls:
-        block = tool_use_block(call)
+        block = tool_use_block(call, cut)
         if block is None:
             leftovers.append(json.dumps({"name": call.function.name, "arguments": call.function.arguments}))
         else:
@@ -161,7 +164,7 @@ async def whole_message(answer: Answer, calls_filter: ToolCallFilter | None, mod
     calls: list[ResponseToolCall] = []
     if calls_filter is not None:
         calls, text = calls_filter.finish_text(text)
-    blocks, leftover = split_calls(calls)
+    blocks, leftover = split_calls(calls, cut=bool(calls) and answer.run.finish_reason == "length")
     text = "\n".join(t for t in (text, leftover) if t)
     content: list[dict[str, Any]] = [{"type": "thinking", "thinking": thinking, "signature": ""}] if thinking else []
     if text:

@@ -249,7 +249,7 @@ def _user_turn(blocks: list[ContentBlock], index: int) -> list[ChatMessage]:
         elif block.type == "document" and _base64_source(block) is not None:
             # A file: the shared plan takes it out of the turn and places it first, whole.
             flush()
-            out.append(ChatMessage(role="user", content=[file_part(block.title, _base64_source(block))]))
+            out.append(ChatMessage(role="user", content=[file_part(block.title, _base64_source(block), where)]))
         elif block.type == "image" and (_base64_source(block) or _url_source(block)) is not None:
             # Read by the model's vision projector; a text-only model answers 400 naming itself.
             # A URL source is fetched by the shared plan when the settings allow it (else a 400).
@@ -325,10 +325,38 @@ def _media_text(block: ContentBlock, where: str) -> str:
     so refusing it would fail every later turn of the conversation too.
     """
     source = block.source if isinstance(block.source, dict) else {}
-    if block.type == "document" and source.get("type") == "text" and isinstance(source.get("data"), str):
-        return source["data"]
+    if block.type == "document":
+        return _document_text(block, source, where)
     log.info("%s: this server reads text only; a %s block is left out and the model is told so", where, block.type)
     return f"[{block.type} left out: this model reads text only]"
+
+
+def _document_text(block: ContentBlock, source: dict[str, Any], where: str) -> str:
+    """A document block that is not base64 (which is converted as a file): a ``text`` source's
+    data, a ``content`` source's text blocks, headed by its title; a ``url`` or ``file`` source
+    is a 400 saying what to send instead (it was left out with a note, which the client never
+    saw: issue 45)."""
+    kind = source.get("type")
+    text: str | None = None
+    if kind == "text" and isinstance(source.get("data"), str):
+        text = source["data"]
+    elif kind == "content":
+        parts = source.get("content")
+        if isinstance(parts, str):
+            text = parts
+        elif isinstance(parts, list) and all(isinstance(p, dict) and p.get("type") == "text"
+                                             and isinstance(p.get("text"), str) for p in parts):
+            text = "\n".join(p["text"] for p in parts)
+    elif kind == "url":
+        raise InvalidRequest(f"{where}: this server does not fetch documents by URL; send the document's bytes "
+                             "(source type base64) or its text (source type text)", param="messages")
+    elif kind == "file":
+        raise InvalidRequest(f"{where}: this server keeps no uploaded files; send the document's bytes "
+                             "(source type base64) or its text (source type text)", param="messages")
+    if text is None:
+        raise InvalidRequest(f"{where}: a document's source must be base64, text or content (with text blocks)",
+                             param="messages")
+    return f"{block.title}\n\n{text}" if block.title else text
 
 
 def _unsupported(block: ContentBlock, where: str) -> InvalidRequest:

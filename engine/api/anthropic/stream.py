@@ -101,7 +101,7 @@ async def message_stream(answer: Answer, calls_filter: ToolCallFilter | None, mo
         for item in _deltas(blocks, split.finish(), calls_filter):
             yield item
         calls, rest = calls_filter.finish() if calls_filter is not None else ([], "")
-        tool_blocks, leftover = split_calls(calls)
+        tool_blocks, leftover = split_calls(calls, cut=bool(calls) and answer.run.finish_reason == "length")
         for text in (rest, leftover):
             if text:
                 for item in blocks.delta("text", text):

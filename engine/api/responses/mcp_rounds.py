@@ -7,7 +7,9 @@ then each round's reasoning and text, and an ``mcp_call`` per call run (or an
 call of one of the client's own function tools does). Each round is an ordinary chat plan; its
 calls and results join the chat request's messages for the next. Rounds stop when the model
 answers without calling, at ``max_tool_calls`` (the next round may not call) or after
-``DEFAULT_MAX_ROUNDS``.
+``DEFAULT_MAX_ROUNDS``. ``max_output_tokens`` holds for the whole response, as OpenAI's does:
+each round may write what the rounds before it left, and a response whose rounds spent it all
+ends ``incomplete`` (``max_output_tokens``).
 
 One generator serves both modes: it yields the stream's events (the same events and order as
 ``stream.response_stream``, plus OpenAI's ``response.mcp_list_tools.*`` and
@@ -16,7 +18,10 @@ One generator serves both modes: it yields the stream's events (the same events 
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
@@ -37,6 +42,10 @@ from .stream import EventWriter, OutputStreams
 log = logging.getLogger(__name__)
 
 OnDone = Callable[[ResponseObject], Awaitable[None]]
+
+#: While a tool runs, a streamed response sends an SSE comment this often (as prompt reading
+#: does): 75 s without a byte looked like a dead server to clients and proxies.
+CALL_KEEPALIVE_S = 5.0
 
 
 @dataclass
@@ -73,14 +82,21 @@ async def mcp_events(answer: McpAnswer, streams: OutputStreams) -> AsyncIterator
         if name not in {t.name for t in use.tools}:
             raise ApiError(400, f"the approved call names {label}/{name}, which this request does not offer "
                            "(allowed_tools, or the tool was switched off)", code="invalid_value", param="input")
-        async for framed in _call(streams, event, mcp, label, name, arguments, chat, str(asked.get("id"))):
+        async for framed in _call(answer, streams, event, label, name, arguments, str(asked.get("id"))):
             yield framed
     usage = Usage()
     calls_left = chat_calls_limit(answer)
     status: Status = "completed"
+    budget = chat.max_tokens  # the response's max_output_tokens, for all rounds together
     for index in range(DEFAULT_MAX_ROUNDS):
         if (index > 0 or answer.approved) and chat.tool_choice != "none":
             chat.tool_choice = "auto"  # a forced tool is the first round's only (an approved call was one)
+        if budget is not None:
+            left = budget - usage.completion_tokens
+            if left <= 0:
+                status = "incomplete"
+                break
+            chat.max_tokens = left
         plan = await anyio.to_thread.run_sync(chat_plan, chat, answer.service.names)
         last_round = calls_left <= 0 or index == DEFAULT_MAX_ROUNDS - 1
         if last_round:
@@ -117,7 +133,7 @@ async def mcp_events(answer: McpAnswer, streams: OutputStreams) -> AsyncIterator
             arguments = call.function.arguments or "{}"
             if calls_left > 0 and mcp.runs_unasked(tool):
                 calls_left -= 1
-                async for framed in _call(streams, event, mcp, tool.server, tool.name, arguments, chat, None,
+                async for framed in _call(answer, streams, event, tool.server, tool.name, arguments, None,
                                           call_id=call.id, shown_as=call.function.name):
                     yield framed
             else:
@@ -159,10 +175,13 @@ def chat_calls_limit(answer: McpAnswer) -> int:
     return DEFAULT_MAX_ROUNDS if limit is None else max(0, limit - len(answer.approved))
 
 
-async def _call(streams: OutputStreams, event: EventWriter, mcp: McpRequest, server: str, tool: str, arguments: str,
-                chat: ChatCompletionRequest, approval_request_id: str | None, call_id: str | None = None,
+async def _call(answer: McpAnswer, streams: OutputStreams, event: EventWriter, server: str, tool: str,
+                arguments: str, approval_request_id: str | None, call_id: str | None = None,
                 shown_as: str | None = None) -> AsyncIterator[str]:
-    """Run one call on a worker thread, streaming its item; its call and result join ``chat``."""
+    """Run one call on a worker thread, streaming its item; its call and result join the chat
+    request. While it runs, keep-alive comments go out every ``CALL_KEEPALIVE_S`` and a client
+    that went away stops the call (it ran to its timeout before)."""
+    mcp, chat = answer.mcp, answer.chat
     index = len(streams.items)
     running = McpCallItem(id=new_id("mcp"), status="in_progress", server_label=server, name=tool, arguments=arguments,
                           approval_request_id=approval_request_id)
@@ -170,7 +189,19 @@ async def _call(streams: OutputStreams, event: EventWriter, mcp: McpRequest, ser
     yield event("response.output_item.added", output_index=index, item=running.model_dump())
     yield event("response.mcp_call_arguments.done", **where, arguments=arguments)
     yield event("response.mcp_call.in_progress", **where)
-    done = await anyio.to_thread.run_sync(mcp.call, running)
+    cancel = threading.Event()
+    pending = asyncio.get_running_loop().run_in_executor(None, functools.partial(mcp.call, running, cancel))
+    try:
+        while True:
+            finished, _ = await asyncio.wait({pending}, timeout=CALL_KEEPALIVE_S)
+            if finished:
+                break
+            if await answer.request.is_disconnected():
+                cancel.set()
+            yield keepalive(None)
+    finally:
+        cancel.set()  # the response was abandoned (the client left, the generator closed)
+    done = pending.result()
     yield event("response.mcp_call.failed" if done.status == "failed" else "response.mcp_call.completed", **where)
     yield event("response.output_item.done", output_index=index, item=done.model_dump())
     streams.items.append(done)

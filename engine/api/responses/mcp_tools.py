@@ -16,6 +16,7 @@ request that continues this one (``previous_response_id``).
 from __future__ import annotations
 
 import json
+import threading
 import logging
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -113,17 +114,17 @@ class McpRequest:
                            "name: send the same mcp tool again with the approval", code="invalid_value", param="input")
         return found
 
-    def call(self, item: McpCallItem) -> McpCallItem:
+    def call(self, item: McpCallItem, cancel: threading.Event | None = None) -> McpCallItem:
         """Run the call ``item`` describes (blocking: a worker thread's job); the item done,
-        failed when the tool failed."""
+        failed when the tool failed or ``cancel`` was set (the client went away)."""
         arguments = _arguments(item.arguments)
         if arguments is None:
             result: ToolResult = error_result(f"the arguments are not a JSON object: {item.arguments[:200]}")
         else:
             try:
-                result = self.manager.connection(item.server_label).call(item.name, arguments)
-            except McpError as exc:
-                result = error_result(str(exc))
+                result = self.manager.connection(item.server_label).call(item.name, arguments, cancel=cancel)
+            except McpError as exc:  # the client sees the public words; the log has the server's own
+                result = error_result(exc.public)
         log.info("responses: MCP call %s/%s %s", item.server_label, item.name, "failed" if result.is_error else "ran")
         if result.is_error:
             return item.model_copy(update={"status": "failed", "error": result.text.removeprefix("Error: ")})
@@ -171,7 +172,7 @@ def mcp_request(tools: list[ResponsesTool] | None, history: list[dict[str, Any]]
         try:
             connection = manager.connection(label)
         except McpError as exc:
-            raise _refuse(f"tools[{index}]: {exc}", "mcp_server_unavailable", status=424) from None
+            raise _refuse(f"tools[{index}]: {exc.public}", "mcp_server_unavailable", status=424) from None
         offered = [t for t in connection.tools if t.name not in config.disabled_tools]
         allowed = _tool_names(tool.allowed_tools, f"tools[{index}].allowed_tools")
         if allowed is not None:

@@ -248,18 +248,18 @@ def add_items(messages: list[ChatMessage], items: list[dict[str, Any]], where: s
             if role not in MESSAGE_ROLES:
                 raise InvalidRequest(f"{label} has the role {role!r}; expected one of {', '.join(MESSAGE_ROLES)}", param="input")
             content = item.get("content")
-            files: list[dict[str, Any]] = []
+            files: list[tuple[int, dict[str, Any]]] = []
             if isinstance(content, list):  # documents: the shared plan takes them out and places them first
-                files = [p for p in content if isinstance(p, dict) and p.get("type") == "input_file"]
-                content = [p for p in content if p not in files]
+                files = [(n, p) for n, p in enumerate(content) if isinstance(p, dict) and p.get("type") == "input_file"]
+                content = [p for p in content if not (isinstance(p, dict) and p.get("type") == "input_file")]
             if role == "user" and isinstance(content, list) and any(
                     isinstance(p, dict) and p.get("type") == "input_image" for p in content):
                 messages.append(ChatMessage(role=role, content=image_parts(content, label)))
             else:
                 messages.append(ChatMessage(role=role, content=part_text(content, label)))
             if files:
-                messages.append(ChatMessage(role=role, content=[file_part(f.get("filename"), f.get("file_data"))
-                                                                for f in files]))
+                messages.append(ChatMessage(role=role, content=[
+                    file_part(f.get("filename"), f.get("file_data"), f"{label}.content[{n}]") for n, f in files]))
         elif kind in CALL_TYPES:
             call = ToolCall(id=_required(item, "call_id", label), function=FunctionCall(
                 name=_required(item, "name", label), arguments=item.get("arguments", item.get("input")) or "",

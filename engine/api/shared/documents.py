@@ -13,17 +13,41 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import time
 from typing import Any
 
 from ...base import ChatMessage, ContentPart, DocumentError, InvalidRequest
-from ...documents import Document, convert_bytes_safely
+from ...documents import Document, Limits, convert_bytes_safely
+
+#: All the files of one request are converted within this time (each within its own limit
+#: too): a request's files cannot hold a worker for longer, however many it sends.
+REQUEST_CONVERT_BUDGET_S = 120.0
 
 FILE_PART = "file"
 
 
-def file_part(filename: str | None, file_data: str | None) -> ContentPart:
-    """The one shape every family's file becomes (OpenAI's chat ``file`` part)."""
-    return ContentPart.model_validate({"type": FILE_PART, "file": {"filename": filename or "document", "file_data": file_data}})
+def file_part(filename: str | None, file_data: str | None, where: str | None = None) -> ContentPart:
+    """The one shape every family's file becomes (OpenAI's chat ``file`` part). ``where`` is
+    the part's place in the family's own request (``input[0].content[1]``), for its errors:
+    the chat message it lands in is numbered differently (instructions come first)."""
+    part: dict[str, Any] = {"type": FILE_PART, "file": {"filename": filename or "document", "file_data": file_data}}
+    if where is not None:
+        part[_WHERE] = where
+    return ContentPart.model_validate(part)
+
+
+_WHERE = "inglenook_where"
+
+
+def _param(where: str) -> str:
+    """The request field a place is in: ``input`` for ``input[0].content[1]``."""
+    return where.split("[", 1)[0] or "messages"
+
+
+def _place(part: ContentPart, default: str) -> str:
+    where = (part.model_extra or {}).get(_WHERE)
+    return where if isinstance(where, str) and len(where) <= 80 else default
 
 
 def hoist_documents(messages: list[ChatMessage]) -> tuple[list[ChatMessage], list[Document]]:
@@ -31,6 +55,7 @@ def hoist_documents(messages: list[ChatMessage]) -> tuple[list[ChatMessage], lis
     once, in order). A message left with no content is dropped."""
     out: list[ChatMessage] = []
     documents: dict[str, Document] = {}
+    budget = _Budget(time.monotonic() + REQUEST_CONVERT_BUDGET_S)
     for index, message in enumerate(messages):
         content = message.content
         if not isinstance(content, list) or not any(part.type == FILE_PART for part in content):
@@ -41,33 +66,54 @@ def hoist_documents(messages: list[ChatMessage]) -> tuple[list[ChatMessage], lis
             if part.type != FILE_PART:
                 kept.append(part)
                 continue
-            document = _document(part, f"messages[{index}].content[{n}]")
+            document = _document(part, _place(part, f"messages[{index}].content[{n}]"), budget)
             documents.setdefault(document.sha256, document)
         if kept or message.tool_calls:
             out.append(message.model_copy(update={"content": kept or None}))
     return out, list(documents.values())
 
 
-def _document(part: ContentPart, where: str) -> Document:
+class _Budget:
+    """What is left of a request's time for converting its files, and the files read so far
+    (the same bytes twice are converted once)."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.seen: dict[str, Document] = {}
+
+    def limits(self, where: str) -> Limits:
+        left = self.deadline - time.monotonic()
+        if left <= 1.0:
+            raise DocumentError(f"{where}: the files of this request took longer than {REQUEST_CONVERT_BUDGET_S:g} s "
+                                "to read; send fewer or smaller files per request", param="messages")
+        return Limits(timeout_s=min(Limits.timeout_s, left))
+
+
+def _document(part: ContentPart, where: str, budget: _Budget) -> Document:
     file: Any = (part.model_extra or {}).get("file")
     if not isinstance(file, dict):
-        raise InvalidRequest(f"{where}: a file part needs a file object with file_data", param="messages")
+        raise InvalidRequest(f"{where}: a file part needs a file object with file_data", param=_param(where))
     if file.get("file_id") and not file.get("file_data"):
         raise InvalidRequest(f"{where}: this server keeps no uploaded files; send the file's bytes in file_data",
-                             param="messages")
+                             param=_param(where))
     data = file.get("file_data")
     if not isinstance(data, str) or not data:
-        raise InvalidRequest(f"{where}: file_data must be base64 (or a data: URL)", param="messages")
+        raise InvalidRequest(f"{where}: file_data must be base64 (or a data: URL)", param=_param(where))
     if data.startswith("data:"):
         header, _, data = data.partition(",")
         if ";base64" not in header:
-            raise InvalidRequest(f"{where}: a data: URL in file_data must be base64", param="messages")
+            raise InvalidRequest(f"{where}: a data: URL in file_data must be base64", param=_param(where))
     try:
         raw = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
-        raise InvalidRequest(f"{where}: file_data is not valid base64", param="messages") from None
+        raise InvalidRequest(f"{where}: file_data is not valid base64", param=_param(where)) from None
     name = str(file.get("filename") or "document")[:200]
+    key = hashlib.sha256(name.encode() + b"\0" + raw).hexdigest()
+    if key in budget.seen:
+        return budget.seen[key]
     try:
-        return convert_bytes_safely(name, raw)
+        document = convert_bytes_safely(name, raw, budget.limits(where))
     except DocumentError as exc:
-        raise DocumentError(f"{where}: {exc}", param="messages") from None
+        raise DocumentError(f"{where}: {exc}", param=_param(where)) from None
+    budget.seen[key] = document
+    return document

@@ -73,8 +73,10 @@ _PUBLIC_MESSAGE: dict[type[BaseException], str] = {
     InglenookError: "the engine failed on this request; the server's log says why",
 }
 
-# Absolute paths (POSIX with two or more parts, Windows drive paths, UNC shares).
-_PATH = re.compile(r"(?:[A-Za-z]:[\\/]|\\\\|/)(?:[^\s'\"<>|]+[\\/])+[^\s'\"<>|,;)]*")
+# Absolute paths (POSIX with two or more parts, Windows drive paths, UNC shares). A drive
+# letter is one letter standing alone: the "e:" of "file:///etc/passwd" is not one (that
+# read "fil<path>"; now "file:<path>").
+_PATH = re.compile(r"(?:(?<![A-Za-z0-9])[A-Za-z]:[\\/]|\\\\|/)(?:[^\s'\"<>|]+[\\/])+[^\s'\"<>|,;)]*")
 
 
 def scrub(message: str) -> str:

@@ -27,6 +27,7 @@ from .api_engine import ApiEngine
 from .documents import hoist_documents
 from .image_fetch import fetched_images
 from .lora import requested_lora
+from .part_limits import check_part_counts
 
 log = logging.getLogger(__name__)
 
@@ -157,6 +158,7 @@ def chat_plan(request: ChatCompletionRequest, names: ModelNames) -> GenerationPl
     # Files in the request (documents) come out of the messages and go first, whole, in
     # their stable block: a client sending the same file again reuses its cached prefill.
     # Images named by http(s) URL: fetched (public addresses only) when the settings allow, else refused.
+    check_part_counts(request.messages)  # before any file is converted or image fetched
     messages_in = fetched_images(request.messages, bool(names.engine.settings.api_fetch_image_urls))
     request_messages, documents = hoist_documents(messages_in)
     # A line that changes every request near the top would defeat the prefix cache.

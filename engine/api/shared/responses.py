@@ -126,11 +126,19 @@ def chat_logprobs(entries: Sequence[TokenLogprob]) -> ChoiceLogprobs:
 # -- chat ---------------------------------------------------------------------------------
 
 
+def _finish_reason(called: bool, finished: str) -> str:
+    """``tool_calls`` for an answer that called, unless the token limit cut it: then
+    ``length``, as OpenAI says, with the call's arguments as far as they were written."""
+    if finished == "length":
+        return "length"
+    return "tool_calls" if called else finished
+
+
 def chat_completion(plan: GenerationPlan, runs: Sequence[Run], meta: Meta, parallel_calls: bool) -> ChatCompletion:
     choices = []
     for index, run in enumerate(runs):
         reasoning, content, calls = split_answer(run.text, plan.tools, parallel_calls, plan.reasoning_inside)
-        reason = "tool_calls" if calls else run.finish_reason
+        reason = _finish_reason(bool(calls), run.finish_reason)
         logprobs = chat_logprobs(run.logprobs) if plan.jobs[index].sampling.logprobs is not None else None
         message = AssistantMessage(content=content if content or not calls else None, tool_calls=calls or None,
                                    reasoning_content=reasoning or None)
@@ -181,7 +189,7 @@ async def chat_stream(
                 continue
             for delta in _answer_deltas(splitter.finish()):
                 yield chunk(index, delta)
-            yield chunk(index, ChoiceDelta(), reason="tool_calls" if splitter.calls else runs[index].finish_reason)
+            yield chunk(index, ChoiceDelta(), reason=_finish_reason(bool(splitter.calls), runs[index].finish_reason))
         if include_usage:
             yield sse(ChatCompletionChunk(
                 id=meta.id, created=meta.created, model=meta.model, choices=[],
