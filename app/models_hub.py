@@ -60,6 +60,9 @@ class ElidedLabel(QLabel):
             self.setText(elided)
 
 
+RESULTS_MIN_WIDTH = 230  # holds a repo name such as "SmolLM2-135M-Instruct-GGUF" whole
+
+
 class ResultItem(QWidget):
     """One search result: the repo, then downloads, likes, last update and licence."""
 
@@ -150,6 +153,9 @@ class HubBrowser(QWidget):
         self.list.setObjectName("HubResults")
         self.list.setVerticalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        # In an 800-px window with the chat list open the row has ~460 px: without a floor
+        # the panel's own minimum left the results 143 px, every name cut to "SmolLM2-13…".
+        self.list.setMinimumWidth(RESULTS_MIN_WIDTH)
         self.list.currentItemChanged.connect(self._selected)
         self.list_hint = QLabel("Search to see models here.", self)
         self.list_hint.setObjectName("PlaceholderText")

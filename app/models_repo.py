@@ -226,10 +226,11 @@ class RepoPanel(QFrame):
         outer.setContentsMargins(0, 0, 0, 0)
         outer.addWidget(self.stack)
 
-        self.placeholder = QLabel("Choose a model on the left to see its files\nand whether each one fits this computer.",
-                                  self)
+        self.placeholder = QLabel("Choose a model on the left to see its files and whether each one fits this "
+                                  "computer.", self)
         self.placeholder.setObjectName("PlaceholderText")
         self.placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.placeholder.setWordWrap(True)  # a narrow window's panel is ~220 px wide
         self.stack.addWidget(self.placeholder)
 
         body = QWidget(self)

@@ -27,6 +27,9 @@ WAIT_MS = 120_000
 
 @pytest.fixture
 def page(qtbot, window, hub):  # noqa: F811 — hub: HF_ENDPOINT points at the local server
+    # The size these tests read whole facts lines at (a narrower window elides them; the
+    # first window opens within the screen, 800 px wide offscreen).
+    window.resize(1280, 800)
     window.show_page("models")
     models_page = window.models_page
     models_page.confirm = False
