@@ -127,7 +127,12 @@ class McpConnection:
         process tree, then kills it)."""
         loop, stop = self._loop, self._stop
         if loop is not None and stop is not None and not self._done.is_set():
-            loop.call_soon_threadsafe(stop.set)
+            try:
+                loop.call_soon_threadsafe(stop.set)
+            except RuntimeError:
+                # The loop closed between the check and the call (asyncio.run closes it just
+                # before _run sets _done): the server has already ended; only the join is left.
+                log.debug("MCP server %r had already ended when it was closed", self.config.name)
         if self._thread.is_alive():
             self._thread.join(timeout)
         if self.state not in (FAILED, NEEDS_SIGN_IN):
@@ -145,7 +150,13 @@ class McpConnection:
             raise self.unavailable()
         limit = self.config.timeout_s if timeout_s is None else timeout_s
         seen_before = self._invalid_count
-        future = asyncio.run_coroutine_threadsafe(self._call(tool, arguments), self._loop)
+        calling = self._call(tool, arguments)
+        try:
+            future = asyncio.run_coroutine_threadsafe(calling, self._loop)
+        except RuntimeError:  # the loop closed since the state was read: the server has just ended
+            calling.close()
+            self._done.wait(1.0)
+            raise self.unavailable() from None
         deadline = time.monotonic() + limit
         while True:
             if cancel is not None and cancel.is_set():
