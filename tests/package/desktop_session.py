@@ -206,11 +206,28 @@ class RunningApp:
     def api(self, script: str) -> dict[str, object]:
         """Run ``script`` (Python, using the OpenAI SDK; prints one JSON line) inside the app's
         network namespace: the only place its loopback API exists."""
+        self.wait_for_own_network()
         done = subprocess.run(["nsenter", "-t", str(self.process.pid), "-n", sys.executable, "-c", script],
                               capture_output=True, text=True, timeout=900)
         if done.returncode != 0:
             raise RuntimeError(f"API client failed: {done.stderr[-2000:]}")
         return json.loads(done.stdout.strip().splitlines()[-1])
+
+    def wait_for_own_network(self, timeout: float = 60.0) -> None:
+        """Until the process is in its own network namespace. Popen returns before `unshare`
+        has made it: an nsenter at once joined this machine's namespace instead, and a client
+        there waited on a port nothing listened to (seen with `serve`, asked at once)."""
+        ours = os.readlink("/proc/self/ns/net")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.check_alive()
+            try:
+                if os.readlink(f"/proc/{self.process.pid}/ns/net") != ours:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise TimeoutError(f"the program never entered its own network namespace\n{self.log_text()}")
 
     def quit(self, timeout: float = 60.0) -> int:
         """Ctrl+Q in the main window (the menu's Quit); SIGTERM if that is not possible."""
