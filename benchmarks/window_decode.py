@@ -67,12 +67,31 @@ def history(depth_tokens: int) -> list[tuple[str, str]]:
 
 
 def wait(app: Any, until: Callable[[], bool], timeout_s: float = 1800.0) -> None:
+    """Run the Qt event loop until ``until()`` holds. The loop sleeps between events, as the
+    app's own ``exec()`` does; the condition is checked every 50 ms by a timer. (Polling
+    ``processEvents`` every few milliseconds instead woke the GUI thread 200 times a second,
+    a cost the app does not have, and took ~7% off the window's decode at depth.)"""
+    from PySide6.QtCore import QEventLoop, QTimer
+
+    if until():
+        return
     started = time.perf_counter()
-    while not until():
-        app.processEvents()
-        time.sleep(0.005)
-        if time.perf_counter() - started > timeout_s:
-            raise TimeoutError("the answer did not end in time")
+    loop = QEventLoop()
+    timer = QTimer()
+    timer.setInterval(50)
+
+    def check() -> None:
+        if until():
+            loop.quit()
+        elif time.perf_counter() - started > timeout_s:
+            loop.exit(1)
+
+    timer.timeout.connect(check)
+    timer.start()
+    code = loop.exec()
+    timer.stop()
+    if code:
+        raise TimeoutError("the answer did not end in time")
 
 
 def main() -> int:
