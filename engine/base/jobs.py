@@ -10,12 +10,12 @@ scheduler needs of a model and of a sequence is in ``scheduling/batched.py``.
 from __future__ import annotations
 
 import queue
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from .cancel_event import CancelEvent
 from .errors import JobCancelled
 from .generation_events import Chunk, Finished, GenerationEvent, Usage
 from .lora import NO_LORA, LoraSet
@@ -145,7 +145,8 @@ class JobHandle:
     def __init__(self, job: Job, job_id: int) -> None:
         self.job = job
         self.id = job_id
-        self.cancel_event = threading.Event()
+        # Set by Stop, a closed connection or shutdown; the runtime also hears it mid-decode.
+        self.cancel_event = CancelEvent()
         self._events: queue.Queue[Any] = queue.Queue()
         self.submitted_at = time.perf_counter()
         self.record: ModelRecord | None = None  # the job's model, resolved once at admission

@@ -35,6 +35,7 @@ from ..base import (
 )
 from ..text import ChatTemplate
 from .batch import ALL, LAST, NONE, BatchRow
+from .decode_abort import ABORTED
 from .draft_model import DraftModel, DraftVocabularyMismatch
 from .kv_states import KvStates
 from .model_loading import LoadOptions, ProgressCallback, load_context
@@ -407,7 +408,12 @@ class LoadedModel:
                                        for s, tokens, logits in rows])
         started = time.perf_counter()
         context = self.context
-        status = context.decode()
+        # A prompt chunk is the one long call: Stop ends it mid-call (decode_abort).
+        alone = rows[0][0] if len(rows) == 1 and rows[0][0].state == PREFILL else None
+        status = context.decode(cancel=alone.cancel if alone is not None else None)
+        if status == ABORTED and alone is not None and alone.cancel.is_set():
+            self._forget_aborted_chunk(alone)
+            return
         if status != 0:
             self._decode_failed(rows, status)
         if self.speculative_mode != OFF and rows[0][0].state == DECODE:
@@ -520,6 +526,14 @@ class LoadedModel:
             last_rows.append(n - 1 if row.logits != NONE else -1)
         batch.n_tokens = n
         return last_rows
+
+    def _forget_aborted_chunk(self, sequence: Sequence) -> None:
+        """A prompt chunk stopped mid-call: llama.cpp dropped the aborted micro-batch's
+        positions but keeps the ones before it, which the slot does not list; drop them too,
+        so the slot's tokens and its KV agree, then end the sequence as cancelled."""
+        slot = sequence.slot
+        self.context.lib.llama_memory_seq_rm(self.context.memory, slot.seq_id, len(slot.kv_tokens), -1)
+        sequence.check_cancel()
 
     def _decode_failed(self, rows: list[Row], status: int) -> None:
         # Each sequence has its own KV stream sized for its budget (check_fits), so a

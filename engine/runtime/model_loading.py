@@ -22,6 +22,7 @@ from ..base import GGUFInfo, ModelLoadError, ModelRecord, check_vocabulary
 from ..text import ChatTemplate
 from .fit import AUTO_KV_CACHE, ModelShape, detect_machine, estimate_fit, kv_cache_type_for
 from .gguf_headers import checked_header
+from .decode_abort import DecodeAbort
 from .logit_jitter import LogitJitter
 from .lora_runtime import ContextAdapters
 from .native import llama, physical_cores
@@ -131,17 +132,25 @@ class LlamaContext:
     adapters: ContextAdapters  # the LoRA adapters this context applies (lora_runtime)
     # Test-only noise on every logits row (``logit_jitter``); None unless its variable is set.
     jitter: LogitJitter | None = None
+    # Ends a decode whose one sequence is cancelled mid-call (``decode_abort``).
+    abort: DecodeAbort | None = None
 
     @property
     def closed(self) -> bool:
         return self.ctx is None
 
-    def decode(self, batch: Any = None) -> int:
+    def decode(self, batch: Any = None, cancel: object = None) -> int:
         """``llama_decode`` of ``batch`` (default: the reusable token batch); its status.
         Every decode whose logits anything reads goes through here, so the test-only jitter
-        sees each logits row once, before the sampler, grammar or logprobs read it."""
+        sees each logits row once, before the sampler, grammar or logprobs read it. With
+        ``cancel`` (the cancel event of the one sequence the batch serves), setting it ends
+        the call early with status ``decode_abort.ABORTED``."""
         batch = self.batch if batch is None else batch
-        status = self.lib.llama_decode(self.ctx, batch)
+        if cancel is not None and self.abort is not None:
+            with self.abort.armed(cancel):
+                status = self.lib.llama_decode(self.ctx, batch)
+        else:
+            status = self.lib.llama_decode(self.ctx, batch)
         if status == 0 and self.jitter is not None:
             self.jitter.perturb(self.lib, self.ctx, batch)
         return status
@@ -329,6 +338,7 @@ def _context_on(lib: Any, record: ModelRecord, info: GGUFInfo, options: LoadOpti
         vocabulary=vocabulary, adapters=adapters,
         # An embeddings context pools instead of writing logits rows: nothing to perturb.
         jitter=None if options.embeddings else LogitJitter.from_environment(n_vocab),
+        abort=DecodeAbort(lib, ctx),
     )
 
 
