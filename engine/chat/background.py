@@ -34,7 +34,7 @@ from ..store import Settings, Store
 from ..usage import BACKGROUND_PREFIX, WINDOW
 from .search import MeaningSearch
 from .summaries import ConversationSummaries
-from .titles import TITLE_GRAMMAR, TITLE_PROMPT, clean_title, title_for, title_from
+from .titles import TITLE_GRAMMAR, TITLE_PROMPT, clean_title, title_for, title_from, title_source
 
 __all__ = ["TITLE_CLIENT", "BackgroundWork", "clean_summary", "clean_title"]
 
@@ -43,8 +43,6 @@ log = logging.getLogger(__name__)
 TITLE_CLIENT = BACKGROUND_PREFIX + "title"
 TITLE_MAX_TOKENS = 24  # six words, some of several tokens; the grammar ends the answer sooner
 MAX_ATTEMPTS = 3
-# Titles are written from the first message only, and at most this much of it.
-MAX_SOURCE_CHARS = 1500
 
 SUMMARY_CLIENT = BACKGROUND_PREFIX + "summary"
 SUMMARY_MAX_TOKENS = 48
@@ -68,8 +66,13 @@ class _GaveWay(Exception):
 @dataclass
 class TitleTask:
     conversation_id: int
-    text: str
+    text: str  # the whole first message
     attempts: int = 0
+
+    @property
+    def first_title(self) -> str:
+        """The title the conversation got when it began: still it, the person renamed nothing."""
+        return title_from(self.text)
 
 
 @dataclass
@@ -193,7 +196,7 @@ class BackgroundWork:
 
     def request_title(self, conversation_id: int, text: str) -> None:
         if self._settings().background_titles and not self._closed.is_set():
-            self._tasks.put(TitleTask(conversation_id, text[:MAX_SOURCE_CHARS]))
+            self._tasks.put(TitleTask(conversation_id, text))
 
     def person_started(self) -> None:
         """A person's answer is starting: the background job running now gives way."""
@@ -254,7 +257,8 @@ class BackgroundWork:
             if model_id is None or not self._wait_until_idle():
                 return
             task.attempts += 1
-            text, finished = self._generate(model_id, TITLE_PROMPT.format(text=task.text), grammar=TITLE_GRAMMAR)
+            text, finished = self._generate(model_id, TITLE_PROMPT.format(text=title_source(task.text)),
+                                            grammar=TITLE_GRAMMAR)
             if finished is not None and finished.finish_reason != "cancelled":
                 self._apply(task, title_for(text, task.text))
                 return
@@ -350,7 +354,7 @@ class BackgroundWork:
 
     def _apply(self, task: TitleTask, title: str) -> None:
         conversation = self.store.get_conversation(task.conversation_id)
-        if not title or title == conversation.title or conversation.title != title_from(task.text):
+        if not title or title == conversation.title or conversation.title != task.first_title:
             return  # nothing new, or renamed by the person meanwhile: theirs stays
         self.store.update_conversation(task.conversation_id, touch=False, title=title)
         self._tell(self._listeners, task.conversation_id, title)

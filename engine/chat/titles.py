@@ -16,6 +16,12 @@ import re
 
 TITLE_LENGTH = 48
 TITLE_WORDS = 6
+# A title is written from at most this much of the first message. A longer one is usually a
+# paste (notes, a log, code) with the person's question after it, so the model reads its
+# head and its tail, and the question's own words are what a failed title falls back to.
+SOURCE_CHARS = 1500
+SOURCE_HEAD_CHARS = 1000
+QUESTION_CHARS = 240  # a last paragraph this short, after a long paste, is the question
 
 TITLE_PROMPT = ("Write a short title, two to six words, for the message below. "
                 "Reply with the title only.\n\nMessage: {text}\n\nTitle:")
@@ -59,9 +65,29 @@ def title_from(text: str) -> str:
     return line if len(line) <= TITLE_LENGTH else line[: TITLE_LENGTH - 1].rstrip() + "…"
 
 
+def title_source(text: str) -> str:
+    """What the title model reads of the first message: all of it when short, else its head
+    and its tail (where a question after a paste is), cut on whitespace."""
+    if len(text) <= SOURCE_CHARS:
+        return text
+    head = text[:SOURCE_HEAD_CHARS].rsplit(None, 1)[0]
+    tail = text[-(SOURCE_CHARS - SOURCE_HEAD_CHARS):].split(None, 1)[-1]
+    return f"{head}\n…\n{tail}"
+
+
+def asked_after_paste(text: str) -> str:
+    """The short last paragraph of a long message (the question after a paste), or ""."""
+    if len(text) <= SOURCE_CHARS:
+        return ""
+    paragraphs = [p.strip() for p in re.split(r"\n\s*\n", text.strip()) if p.strip()]
+    last = paragraphs[-1] if len(paragraphs) > 1 else ""
+    return last if len(last) <= QUESTION_CHARS and any(c.isalpha() for c in last) else ""
+
+
 def fallback_title(question: str) -> str:
-    """The question's first words: the title the conversation got when it began."""
-    return title_from(question)
+    """The question's first words (the title the conversation got when it began), or, after
+    a long paste, the words of the question asked below it."""
+    return title_from(asked_after_paste(question) or question)
 
 
 def _strip(line: str) -> str:

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from inglenook.engine.chat.titles import TITLE_GRAMMAR, TITLE_WORDS, clean_title, fallback_title, title_for
+from inglenook.engine.chat.titles import (
+    TITLE_GRAMMAR,
+    TITLE_WORDS,
+    clean_title,
+    fallback_title,
+    title_for,
+    title_from,
+    title_source,
+)
 
 SLEEP = "How do I stop waking up at 3am? I go to bed at eleven and sleep badly."
 
@@ -64,3 +72,24 @@ def test_a_word_said_again_and_again_counts_once_and_a_cut_sentence_is_refused()
     cats = "Why does my cat keep sneezing all day?"
     assert clean_title("Your cat's sneezing is a common cold symptom", cats) == ""
     assert title_for("Your cat's sneezing is a common cold symptom", cats) == fallback_title(cats)
+
+
+PASTE = "Traceback (most recent call last):\n" + "\n".join(
+    f'  File "/srv/app/orders.py", line {n}, in process\n    total = compute_total(items)' for n in range(60))
+PASTED_QUESTION = PASTE + "\nKeyError: 'price'\n\nWhy does my order service crash with this KeyError?"
+
+
+def test_a_long_paste_is_titled_from_its_head_and_the_question_after_it() -> None:
+    source = title_source(PASTED_QUESTION)
+    assert len(source) <= 1500 + 3
+    assert source.startswith("Traceback (most recent call last):")
+    assert source.endswith("Why does my order service crash with this KeyError?")
+    assert title_source("Explain monads?") == "Explain monads?"
+
+
+def test_a_long_paste_falls_back_to_the_question_asked_below_it() -> None:
+    assert fallback_title(PASTED_QUESTION) == "Why does my order service crash with this KeyEr…"
+    assert title_for("Here's a possible title for the conversation:", PASTED_QUESTION) == fallback_title(PASTED_QUESTION)
+    # A paste with nothing after it, or a long message that is all prose, keeps its first words.
+    assert fallback_title(PASTE) == title_from(PASTE)
+    assert fallback_title("word " * 400) == title_from("word " * 400)
