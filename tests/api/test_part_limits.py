@@ -51,9 +51,20 @@ def test_files_at_the_bound_are_read(client: openai.OpenAI) -> None:
     assert answer.usage is not None and answer.usage.prompt_tokens > 10 * MAX_FILE_PARTS
 
 
-def test_images_over_the_bound_are_a_400(client: openai.OpenAI, tmp_path: Any) -> None:
+def test_images_over_the_bound_are_a_400_in_every_family(server: ApiServer, client: openai.OpenAI,
+                                                         tmp_path: Any) -> None:
     png = base64.b64encode(write_png(tmp_path / "p.png").read_bytes()).decode()
+    over = MAX_IMAGE_PARTS + 1
     image = {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{png}"}}
     with pytest.raises(openai.BadRequestError, match=f"at most {MAX_IMAGE_PARTS}"):
         client.chat.completions.create(model=STARTER, max_tokens=2, messages=[{"role": "user", "content": [  # type: ignore[misc]
-            *([image] * (MAX_IMAGE_PARTS + 1)), {"type": "text", "text": "What is shown?"}]}])
+            *([image] * over), {"type": "text", "text": "What is shown?"}]}])
+    with pytest.raises(openai.BadRequestError, match=f"at most {MAX_IMAGE_PARTS}"):
+        client.responses.create(model=STARTER, max_output_tokens=16, input=[{"role": "user", "content": [
+            *([{"type": "input_image", "image_url": f"data:image/png;base64,{png}"}] * over),
+            {"type": "input_text", "text": "What is shown?"}]}])  # type: ignore[misc]
+    claude = anthropic.Anthropic(base_url=server.url.removesuffix("/v1"), api_key="x", max_retries=0, timeout=300)
+    with pytest.raises(anthropic.BadRequestError, match=f"at most {MAX_IMAGE_PARTS}"):
+        claude.messages.create(model=STARTER, max_tokens=2, messages=[{"role": "user", "content": [
+            *([{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png}}] * over),
+            {"type": "text", "text": "What is shown?"}]}])  # type: ignore[misc]

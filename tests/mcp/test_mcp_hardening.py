@@ -8,6 +8,7 @@ import json
 import logging
 import sqlite3
 import sys
+import threading
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
@@ -195,6 +196,51 @@ def test_a_streamed_response_stays_alive_while_a_slow_tool_runs(home: Path, smol
     started = next(i for i, b in enumerate(blocks) if "response.mcp_call.in_progress" in b)
     ended = next(i for i, b in enumerate(blocks) if "response.mcp_call.failed" in b)
     assert any(b.startswith(": keep-alive") for b in blocks[started:ended]), blocks[started:ended + 1]
+
+
+@pytest.mark.integration
+def test_a_client_that_leaves_during_a_tool_call_stops_the_call(home: Path, smollm2_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 45: the call ran to its timeout after the client had gone. The ``hang`` tool
+    never answers and its timeout is long; the client reads until the call starts, then
+    closes the connection: the call ends as stopped, not timed out."""
+    from inglenook.engine.api.responses import mcp_rounds
+    from inglenook.engine.api.responses.mcp_tools import McpRequest
+
+    monkeypatch.setattr(mcp_rounds, "CALL_KEEPALIVE_S", 0.5, raising=False)
+    ended: list[object] = []
+    done = threading.Event()
+    real_call = McpRequest.call
+
+    def watched_call(self: McpRequest, item: object, cancel: threading.Event | None = None) -> object:
+        result = real_call(self, item, cancel)  # type: ignore[arg-type]
+        ended.append(result)
+        done.set()
+        return result
+
+    monkeypatch.setattr(McpRequest, "call", watched_call)
+    engine = Engine()
+    try:
+        engine.update_settings(context_size=2048)
+        engine.tools.servers.add(served("slow", "ok", timeout_s=600.0, allow_api=True))
+        with serving(engine) as server:
+            body = {"model": STARTER, "input": "Run the hang tool.", "temperature": 0, "max_output_tokens": 64,
+                    "stream": True, "max_tool_calls": 1,
+                    "tools": [{"type": "mcp", "server_label": "slow", "allowed_tools": ["hang"],
+                               "require_approval": "never"}],
+                    "tool_choice": {"type": "mcp", "server_label": "slow", "name": "hang"}}
+            with httpx.Client(timeout=300) as http, http.stream("POST", f"{server.url}/responses", json=body) as reply:
+                assert reply.status_code == 200
+                for line in reply.iter_lines():
+                    if "response.mcp_call.in_progress" in line:
+                        break  # leaving the block closes the connection mid-stream
+            # Well inside the 600 s timeout: the disconnect, seen at the next keep-alive, ends it.
+            assert done.wait(120), "the call was not stopped when its client left"
+    finally:
+        engine.close()
+    (item,) = ended
+    assert getattr(item, "status") == "failed"
+    assert "stopped" in str(getattr(item, "error")) and "did not answer" not in str(getattr(item, "error"))
 
 
 def test_replies_that_are_not_mcp_are_named_not_taken_for_silence(store: Store,
