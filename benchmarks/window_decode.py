@@ -66,7 +66,7 @@ def history(depth_tokens: int) -> list[tuple[str, str]]:
     return messages
 
 
-def wait(app: Any, until: Callable[[], bool], timeout_s: float = 1800.0) -> None:
+def wait(app: Any, until: Callable[[], bool], timeout_s: float = 1800.0) -> None:  # noqa: ARG001 — the app runs the loop
     """Run the Qt event loop until ``until()`` holds. The loop sleeps between events, as the
     app's own ``exec()`` does; the condition is checked every 50 ms by a timer. (Polling
     ``processEvents`` every few milliseconds instead woke the GUI thread 200 times a second,
