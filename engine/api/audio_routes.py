@@ -20,16 +20,15 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
 from starlette.datastructures import UploadFile
 
-from ..base import InvalidRequest
+from ..base import InvalidRequest, RequestModel
 from ..speech import SPEECH_FORMATS, TRANSCRIPT_FORMATS, TranscriptionOptions, VoiceUnavailable, render_transcript
 from ..speech.encode import MEDIA_TYPES, encode_pcm, wav_header
 from .shared import ApiError, event_stream, read_request
 
 if TYPE_CHECKING:
-    from ..speech import Speech, Transcript
+    from ..speech import Segment, Speech, Transcript
     from .shared import ApiEngine, ApiService
 
 log = logging.getLogger(__name__)
@@ -37,20 +36,16 @@ log = logging.getLogger(__name__)
 _TEXT_FIELDS = ("model", "language", "prompt", "temperature", "response_format", "stream")
 
 
-class SpeechRequest(BaseModel):
+class SpeechRequest(RequestModel):
     """``CreateSpeechRequest``: ``input`` and ``speed`` are checked by ``Speech.speak``."""
 
-    model_config = ConfigDict(extra="allow")
     model: str = "tts-1"
     input: str
     voice: str | dict[str, Any] = "alloy"
     instructions: str | None = None
     response_format: str = "mp3"
     speed: float = 1.0
-    stream_format: str = Field(default="audio")
-
-    def unknown_fields(self) -> list[str]:
-        return list(self.model_extra or {})
+    stream_format: str = "audio"
 
 
 def audio_router(service: ApiService) -> APIRouter:
@@ -161,14 +156,18 @@ async def _transcript_events(request: Request, room: Speech, data: bytes, option
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[str] = asyncio.Queue()
     stop = False
-    future = room.transcribe(data, options, model=model, cancelled=lambda: stop,
-                             on_segment=lambda s: loop.call_soon_threadsafe(queue.put_nowait, s.text))
-    wrapped = asyncio.wrap_future(future)
+
+    def heard(segment: Segment) -> None:
+        loop.call_soon_threadsafe(queue.put_nowait, segment.text)
+
+    future = room.transcribe(data, options, model=model, cancelled=lambda: stop, on_segment=heard)
+    wrapped: asyncio.Future[Transcript] = asyncio.wrap_future(future)
     first = True
     try:
         while True:
             getter = asyncio.ensure_future(queue.get())
-            done, _ = await asyncio.wait({getter, wrapped}, return_when=asyncio.FIRST_COMPLETED)
+            waiting: list[asyncio.Future[Any]] = [getter, wrapped]
+            done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
             if getter in done:
                 delta = getter.result()
                 yield _sse({"type": "transcript.text.delta", "delta": delta.lstrip() if first else delta})
@@ -197,32 +196,44 @@ async def _transcript_events(request: Request, room: Speech, data: bytes, option
 
 
 async def _pcm_stream(pcm: Iterator[bytes], rate: int, fmt: str) -> AsyncIterator[bytes]:
-    if fmt == "wav":
-        yield wav_header(rate)  # sizes unknown until the end: a streaming header
-    while True:
-        chunk = await anyio.to_thread.run_sync(next, pcm, None)
-        if chunk is None:
-            return
-        yield chunk
+    try:
+        if fmt == "wav":
+            yield wav_header(rate)  # sizes unknown until the end: a streaming header
+        while True:
+            chunk = await anyio.to_thread.run_sync(next, pcm, None)
+            if chunk is None:
+                return
+            yield chunk
+    finally:
+        await anyio.to_thread.run_sync(_close, pcm)  # a client that left: the helper drops the rest
 
 
 async def _speech_events(pcm: Iterator[bytes], rate: int, fmt: str, characters: int) -> AsyncIterator[str]:
     """``speech.audio.delta`` events, each a sentence in ``fmt`` (wav: a header on the first
     only), then ``speech.audio.done``."""
     first = True
-    while True:
-        chunk = await anyio.to_thread.run_sync(next, pcm, None)
-        if chunk is None:
-            break
-        if fmt == "wav":
-            audio = (wav_header(rate) if first else b"") + chunk
-        else:
-            audio = await anyio.to_thread.run_sync(encode_pcm, chunk, rate, fmt)
-        first = False
-        yield _sse({"type": "speech.audio.delta", "audio": base64.b64encode(audio).decode("ascii")})
+    try:
+        while True:
+            chunk = await anyio.to_thread.run_sync(next, pcm, None)
+            if chunk is None:
+                break
+            if fmt == "wav":
+                audio = (wav_header(rate) if first else b"") + chunk
+            else:
+                audio = await anyio.to_thread.run_sync(encode_pcm, chunk, rate, fmt)
+            first = False
+            yield _sse({"type": "speech.audio.delta", "audio": base64.b64encode(audio).decode("ascii")})
+    finally:
+        await anyio.to_thread.run_sync(_close, pcm)
     # Piper counts no tokens; characters in and none out is what can be said honestly.
     yield _sse({"type": "speech.audio.done", "usage": {"input_tokens": characters, "output_tokens": 0,
                                                        "total_tokens": characters}})
+
+
+def _close(pcm: Iterator[bytes]) -> None:
+    close = getattr(pcm, "close", None)
+    if close is not None:
+        close()
 
 
 def _sse(event: dict[str, Any]) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import struct
+from typing import Any
 
 import numpy as np
 
@@ -43,7 +44,7 @@ def encode_pcm(pcm: bytes, sample_rate: int, fmt: str) -> bytes:
     out_rate = rate or sample_rate
     buffer = io.BytesIO()
     with av.open(buffer, mode="w", format=container_name) as container:
-        stream = container.add_stream(codec, rate=out_rate, layout="mono")
+        stream: Any = container.add_stream(codec, rate=out_rate, layout="mono")
         resampler = av.AudioResampler(format=stream.codec_context.format.name, layout="mono", rate=out_rate)
         samples = np.frombuffer(pcm, dtype="<i2").reshape(1, -1)
         frame = av.AudioFrame.from_ndarray(samples, format="s16", layout="mono")

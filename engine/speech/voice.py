@@ -15,7 +15,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 from ..base import InglenookError
 
@@ -120,7 +120,7 @@ class VoiceProcess:
             process.wait()
 
 
-def _message(stream: BinaryIO) -> dict[str, Any] | None:
+def _message(stream: IO[bytes]) -> dict[str, Any] | None:
     line = stream.readline()
     if not line:
         return None
@@ -128,14 +128,14 @@ def _message(stream: BinaryIO) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def _exactly(stream: BinaryIO, size: int) -> bytes:
+def _exactly(stream: IO[bytes], size: int) -> bytes:
     data = stream.read(size)
     if len(data) != size:
         raise VoiceUnavailable("the Piper helper process ended mid-sentence")
     return data
 
 
-def _drain(stream: BinaryIO) -> None:
+def _drain(stream: IO[bytes]) -> None:
     """Read and drop the rest of an abandoned request, so the next one starts at its own reply."""
     while True:
         message = _message(stream)
