@@ -23,8 +23,10 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response, Streami
 from starlette.datastructures import UploadFile
 
 from ..base import InvalidRequest, RequestModel
-from ..speech import SPEECH_FORMATS, TRANSCRIPT_FORMATS, TranscriptionOptions, VoiceUnavailable, render_transcript
-from ..speech.encode import MEDIA_TYPES, encode_pcm, wav_header
+from ..speech import (
+    MEDIA_TYPES, SPEECH_FORMATS, TRANSCRIPT_FORMATS, TranscriptionOptions, VoiceUnavailable, encode_pcm,
+    render_transcript, wav_header,
+)
 from .shared import ApiError, event_stream, read_request
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ from ..base import lazy_door
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "audio": ("AudioError", "decode_audio"),
     "captions": ("TRANSCRIPT_FORMATS", "render_transcript"),
-    "encode": ("SPEECH_FORMATS", "encode_pcm"),
+    "encode": ("MEDIA_TYPES", "SPEECH_FORMATS", "encode_pcm", "wav_header"),
     "service": ("Speech", "SpeechModel"),
     "transcriber": ("Segment", "Transcript", "TranscriptionOptions", "Word"),
     "voice": ("VoiceUnavailable",),
@@ -31,7 +31,9 @@ __all__, __getattr__, __dir__ = lazy_door(__name__, _EXPORTS)
 if TYPE_CHECKING:
     from .audio import AudioError as AudioError, decode_audio as decode_audio
     from .captions import TRANSCRIPT_FORMATS as TRANSCRIPT_FORMATS, render_transcript as render_transcript
-    from .encode import SPEECH_FORMATS as SPEECH_FORMATS, encode_pcm as encode_pcm
+    from .encode import (
+        MEDIA_TYPES as MEDIA_TYPES, SPEECH_FORMATS as SPEECH_FORMATS, encode_pcm as encode_pcm, wav_header as wav_header,
+    )
     from .service import Speech as Speech, SpeechModel as SpeechModel
     from .transcriber import (
         Segment as Segment, Transcript as Transcript, TranscriptionOptions as TranscriptionOptions, Word as Word,
