@@ -54,6 +54,7 @@ class Speech:
         self._transcribers: dict[str, Transcriber] = {}
         self._voices: dict[str, VoiceProcess] = {}
         self._lock = threading.Lock()
+        self._running = 0  # transcriptions past decoding and into Whisper (health, tests)
 
     # -- what is installed ----------------------------------------------------------------
     def models(self) -> list[SpeechModel]:
@@ -113,9 +114,21 @@ class Speech:
             samples = decode_audio(source, max_seconds=self.max_seconds)
             if on_decoded is not None:
                 on_decoded(len(samples) / 16_000)
-            return transcriber.transcribe(samples, chosen, on_segment=on_segment, cancelled=cancelled)
+            with self._lock:
+                self._running += 1
+            try:
+                return transcriber.transcribe(samples, chosen, on_segment=on_segment, cancelled=cancelled)
+            finally:
+                with self._lock:
+                    self._running -= 1
 
         return self._lane.submit(work)
+
+    @property
+    def transcribing(self) -> bool:
+        """Whether a transcription is in Whisper now."""
+        with self._lock:
+            return self._running > 0
 
     def _transcriber(self, record: SpeechModel) -> Transcriber:
         with self._lock:
