@@ -143,3 +143,10 @@ def test_an_abandoned_speech_request_leaves_the_helper_ready(speech_room: Speech
 def _samples(path) -> np.ndarray:
     with wave.open(io.BytesIO(path.read_bytes())) as source:
         return np.frombuffer(source.readframes(source.getnframes()), dtype="<i2")
+
+
+def test_piper_never_enters_this_process(speech_room: Speech) -> None:
+    import sys
+
+    b"".join(speech_room.speak("Licences matter.")[1])
+    assert "piper" not in sys.modules and "espeakbridge" not in " ".join(sys.modules)

@@ -21,7 +21,8 @@ from inglenook.engine.core.engine import Engine
 
 from .conftest import MAX_WER, SENTENCES, word_error_rate
 
-pytestmark = pytest.mark.api
+# Not marked `api`: that mark means "runs llama.cpp" to tests/conftest.py, and only the last
+# test here does (its smollm2_path fixture marks it `llama`, so test-portable runs it again).
 
 
 @pytest.fixture
