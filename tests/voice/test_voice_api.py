@@ -264,3 +264,21 @@ def _long_speech(engine: Engine, path) -> None:
 
     rate, pcm = engine.speech.speak(" ".join(SENTENCES * 2))
     path.write_bytes(encode_pcm(b"".join(pcm), rate, "wav"))
+
+
+def test_concurrent_speech_and_transcription_requests_all_finish(client: openai.OpenAI, spoken) -> None:
+    """Speech requests share one helper process (taken in turn) and transcriptions one lane:
+    several at once all get their whole answers."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def speak(i: int) -> bytes:
+        return client.audio.speech.create(model="tts-1", voice="alloy", input=SENTENCES[i], response_format="wav").content
+
+    def hear(i: int) -> str:
+        return client.audio.transcriptions.create(model="whisper-1", file=("a.wav", spoken[i].read_bytes())).text
+
+    with ThreadPoolExecutor(4) as pool:
+        spoken_back = list(pool.map(speak, range(3)))
+        heard = list(pool.map(hear, range(3)))
+    assert all(audio[:4] == b"RIFF" and len(audio) > 22_050 for audio in spoken_back)
+    assert word_error_rate(list(SENTENCES[:3]), heard) <= MAX_WER, heard
