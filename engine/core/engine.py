@@ -179,7 +179,7 @@ class Engine:
         never hears or speaks loads neither CTranslate2 nor a voice."""
         with self._speech_lock:
             if self._speech is None:
-                self._speech = Speech()
+                self._speech = Speech(folder=self.paths.models / "speech")
             return self._speech
 
     @property

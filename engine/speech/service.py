@@ -18,7 +18,7 @@ from typing import BinaryIO
 from ..base import InvalidRequest, ModelNotFound
 from .audio import DEFAULT_MAX_SECONDS, decode_audio
 from .lane import SpeechLane, speech_threads
-from .starter import VOICE_ID, WHISPER_ID, find_starter_voice, find_starter_whisper
+from .starter import VOICE_ID, WHISPER_ID, find_starter_voice, find_starter_whisper, is_whisper_folder
 from .transcriber import Segment, Transcriber, Transcript, TranscriptionOptions
 from .voice import VoiceProcess, VoiceUnavailable, piper_installed
 
@@ -47,8 +47,12 @@ class SpeechModel:
 class Speech:
     """Installed speech models, the speech lane and the voices' helper processes."""
 
-    def __init__(self, *, threads: int | None = None, max_seconds: float = DEFAULT_MAX_SECONDS) -> None:
+    def __init__(self, *, threads: int | None = None, max_seconds: float = DEFAULT_MAX_SECONDS,
+                 folder: Path | None = None) -> None:
         self.threads = threads or speech_threads()
+        # More Whisper models: each a CTranslate2 folder (model.bin, config.json, tokenizer.json)
+        # under here, named by its folder (the engine passes <models>/speech).
+        self.folder = folder
         self.max_seconds = max_seconds
         self._lane = SpeechLane()
         self._transcribers: dict[str, Transcriber] = {}
@@ -62,10 +66,16 @@ class Speech:
         whisper = find_starter_whisper()
         if whisper is not None:
             found.append(SpeechModel(WHISPER_ID, SPEECH_TO_TEXT, whisper, "faster-whisper"))
+        found.extend(SpeechModel(path.name, SPEECH_TO_TEXT, path, "faster-whisper") for path in self._folders())
         voice = find_starter_voice()
         if voice is not None and piper_installed():
             found.append(SpeechModel(VOICE_ID, TEXT_TO_SPEECH, voice, "piper"))
         return found
+
+    def _folders(self) -> list[Path]:
+        if self.folder is None or not self.folder.is_dir():
+            return []
+        return sorted(path for path in self.folder.iterdir() if path.name != WHISPER_ID and is_whisper_folder(path))
 
     def transcriber_model(self, name: str | None) -> SpeechModel:
         """The speech-to-text model a request names (OpenAI's names mean the installed one)."""

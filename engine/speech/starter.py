@@ -29,13 +29,18 @@ def _package_dir(package: str) -> Path | None:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
+def is_whisper_folder(folder: Path) -> bool:
+    """A CTranslate2 Whisper model as faster-whisper loads it."""
+    return all((folder / name).is_file() for name in ("model.bin", "config.json", "tokenizer.json"))
+
+
 def find_starter_whisper() -> Path | None:
     """The folder of Whisper tiny.en in CTranslate2 format (model.bin, config.json, tokenizer.json)."""
     base = _package_dir(WHISPER_PACKAGE)
     if base is None:
         return None
     folder = base / "model"
-    if (folder / "model.bin").is_file() and (folder / "tokenizer.json").is_file():
+    if is_whisper_folder(folder):
         return folder
     log.warning("package %s is installed but has no CTranslate2 model", WHISPER_PACKAGE)
     return None

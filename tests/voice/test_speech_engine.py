@@ -150,3 +150,24 @@ def test_piper_never_enters_this_process(speech_room: Speech) -> None:
 
     b"".join(speech_room.speak("Licences matter.")[1])
     assert "piper" not in sys.modules and "espeakbridge" not in " ".join(sys.modules)
+
+
+def test_more_whisper_models_are_found_in_the_speech_folder(tmp_path, spoken) -> None:
+    """A CTranslate2 Whisper folder under <models>/speech is listed by its name and used."""
+    import shutil
+
+    from inglenook.engine.speech.starter import find_starter_whisper
+
+    starter = find_starter_whisper()
+    assert starter is not None
+    folder = tmp_path / "speech"
+    shutil.copytree(starter, folder / "my-whisper")
+    (folder / "not-a-model").mkdir()
+    room = Speech(folder=folder)
+    try:
+        ids = [m.id for m in room.models() if m.kind == "speech-to-text"]
+        assert ids == ["whisper-tiny.en", "my-whisper"]
+        text = room.transcribe(spoken[8], model="my-whisper").result().text
+        assert word_error_rate([SENTENCES[8]], [text]) <= MAX_WER
+    finally:
+        room.close()
