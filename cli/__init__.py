@@ -50,6 +50,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "adapters": ("adapters",),
     "mcp": ("mcp",),
     "docs": ("docs",),
+    "voice": ("transcribe", "say"),
 }
 
 

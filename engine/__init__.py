@@ -46,6 +46,10 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "TOO_LARGE", "detect_machine",
     ),
     "text": ("Split", "split_whole"),
+    "speech": (
+        "AudioError", "SPEECH_FORMATS", "Speech", "SpeechModel", "TRANSCRIPT_FORMATS", "Transcript",
+        "TranscriptionOptions", "VoiceUnavailable", "encode_pcm", "render_transcript",
+    ),
     "store": (
         "CacheUsage", "Conversation", "DiskState", "Message", "Paths", "Settings", "Store", "StoredImage",
         "disk_state",
@@ -159,6 +163,12 @@ if TYPE_CHECKING:
     from .store import (
         CacheUsage as CacheUsage, Conversation as Conversation, DiskState as DiskState, Message as Message,
         Paths as Paths, Settings as Settings, Store as Store, StoredImage as StoredImage, disk_state as disk_state,
+    )
+    from .speech import (
+        SPEECH_FORMATS as SPEECH_FORMATS, TRANSCRIPT_FORMATS as TRANSCRIPT_FORMATS, AudioError as AudioError,
+        Speech as Speech, SpeechModel as SpeechModel, Transcript as Transcript,
+        TranscriptionOptions as TranscriptionOptions, VoiceUnavailable as VoiceUnavailable, encode_pcm as encode_pcm,
+        render_transcript as render_transcript,
     )
     from .text import Split as Split, split_whole as split_whole
     from .tools import (

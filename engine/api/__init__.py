@@ -1,7 +1,7 @@
 """The HTTP server: ``ApiServer``, the app that mounts every API family's routes, usage and
 proxy routes, TLS and coding clients' configs.
 
-May import: api.anthropic, api.openai, api.responses, api.shared, base, core, models, remote, usage.
+May import: api.anthropic, api.openai, api.responses, api.shared, base, core, models, remote, speech, usage.
 """
 
 from __future__ import annotations

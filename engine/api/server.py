@@ -38,6 +38,7 @@ from ..base import (
 )
 from ..remote import RemoteCatalogue
 from .anthropic import messages_router
+from .audio_routes import audio_router, speech_cards
 from .lora_routes import lora_router
 from .openai import CHAT_COMPLETIONS, COMPLETIONS, ModelCatalogue, TextEndpoint, TextRequestT
 from .remote_proxy import RemoteProxy
@@ -91,7 +92,7 @@ def create_app(service: ApiService) -> FastAPI:
     catalogue = ModelCatalogue(engine)  # model_cards.py: the fields, aliases, unusable models
 
     def model_cards() -> list[dict[str, Any]]:
-        cards = catalogue.list_cards()
+        cards = catalogue.list_cards() + speech_cards(engine)
         route = names.router.targets()  # the routing alias "auto", when it has two models to choose from
         if route is not None:
             cards.append(route.card(catalogue.card(route.large)))
@@ -152,6 +153,7 @@ def create_app(service: ApiService) -> FastAPI:
     app.include_router(responses_router(service))  # /v1/responses
     app.include_router(usage_router(service))  # /v1/usage
     app.include_router(lora_router(service))  # /lora-adapters
+    app.include_router(audio_router(service))  # /v1/audio/*
     return app
 
 

@@ -1,7 +1,7 @@
 """The ``Engine`` that assembles the rooms (store, registry, scheduler, chat) for a front end,
 with its diagnostics, crash guard and RPC set-up.
 
-May import: base, chat, documents, models, remote, runtime, scheduling, store, tools, usage.
+May import: base, chat, documents, models, remote, runtime, scheduling, speech, store, tools, usage.
 """
 
 from __future__ import annotations

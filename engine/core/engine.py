@@ -32,6 +32,7 @@ from ..scheduling import (
     ChatModels, LoadPlan, Scheduler, budget_from_setting, context_for, context_loader,
     estimate_resident_bytes, plan_load,
 )
+from ..speech import Speech
 from ..tools import McpManager
 from ..store import (
     MIB, NOMINAL_AUTO_CONTEXT, CacheUsage, Conversation, Message, Paths, PrefixCache, Settings, Store,
@@ -104,6 +105,8 @@ class Engine:
         self.chat_models = ChatModels(self.registry)
         # Titles on the smallest chat model, only while nothing else runs.
         self.background = BackgroundWork(self.scheduler, self.store, lambda: self.settings, self.chat_models)
+        self._speech: Speech | None = None
+        self._speech_lock = threading.Lock()
         self.chats.background = self.background
         self.chats.resolve = self.registry.resolve  # a tool turn reads the model's template
         self.chats.planned_context = self.planned_context  # documents are placed against it
@@ -169,6 +172,15 @@ class Engine:
         except ModelNotFound:
             raise ModelLoadError(f"the draft model {s.draft_model} is not installed; pick another one "
                                  "in Settings → Performance, or switch speculative decoding to prompt lookup") from None
+
+    @property
+    def speech(self) -> Speech:
+        """Speech to text and text to speech (``speech/``), made on first use: an engine that
+        never hears or speaks loads neither CTranslate2 nor a voice."""
+        with self._speech_lock:
+            if self._speech is None:
+                self._speech = Speech(folder=self.paths.models / "speech")
+            return self._speech
 
     @property
     def tools(self) -> McpManager:
@@ -365,6 +377,8 @@ class Engine:
         raise ModelNotFound("no models are installed; `inglenook pull REPO` downloads one")
 
     def close(self) -> None:
+        if self._speech is not None:
+            self._speech.close()  # the voices' helper processes end with the engine
         self.chats.tools.close()  # MCP servers' processes end with the engine
         self.background.close()
         self.scheduler.close()

@@ -128,7 +128,9 @@ class RemoteEngine:
                                  response.content)
         try:
             data = response.json()["data"]
-            ids = [str(item["id"]) for item in data]
+            # Another Inglenook lists its speech models too, with their kind: they cannot chat.
+            ids = [str(item["id"]) for item in data
+                   if not (isinstance(item, dict) and item.get("kind") in ("speech-to-text", "text-to-speech"))]
         except (ValueError, KeyError, TypeError):
             raise RemoteEngineError(
                 f"the remote engine {endpoint.name!r} sent a model list that is not the OpenAI shape"

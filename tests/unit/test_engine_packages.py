@@ -37,14 +37,16 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "tools": ("base", "store"),
     "chat": ("base", "documents", "models", "remote", "runtime", "scheduling", "store", "text", "tools", "usage"),
     "lab": ("base", "models", "runtime", "store"),
-    "core": ("base", "chat", "documents", "models", "remote", "runtime", "scheduling", "store", "tools", "usage"),
-    "api.shared": ("base", "core", "documents", "models", "runtime", "scheduling", "store", "text", "tools",
-                   "usage"),
+    "speech": ("base",),
+    "core": ("base", "chat", "documents", "models", "remote", "runtime", "scheduling", "speech", "store", "tools",
+             "usage"),
+    "api.shared": ("base", "core", "documents", "models", "runtime", "scheduling", "speech", "store", "text",
+                   "tools", "usage"),
     "api.openai": ("api.shared", "base", "core", "models", "store", "text"),
     "api.responses": ("api.shared", "base", "store", "text", "tools"),
     "api.anthropic": ("api.shared", "base", "text"),
     "api": ("api.anthropic", "api.openai", "api.responses", "api.shared", "base", "core", "models", "remote",
-            "usage"),
+            "speech", "usage"),
 }
 
 

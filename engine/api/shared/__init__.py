@@ -1,7 +1,7 @@
 """What every API family shares: the ``ApiService`` and request submission, requests turned
 into jobs, runs, error shapes, security, keys and their limits, request bodies and connections.
 
-May import: base, core, documents, models, runtime, scheduling, store, text, tools, usage.
+May import: base, core, documents, models, runtime, scheduling, speech, store, text, tools, usage.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from ...core import EngineHealth
     from ...models import AdapterRegistry
     from ...scheduling import ChatModels
+    from ...speech import Speech
     from ...store import Settings, Store
     from ...tools import McpManager
     from ...usage import UsageRecorder, UsageSummary
@@ -50,6 +51,10 @@ class ApiEngine(Protocol):
     @property
     def tools(self) -> McpManager:
         """The person's MCP servers: a Responses request may name those allowed for API clients."""
+
+    @property
+    def speech(self) -> Speech:
+        """Speech models, transcription and voices: ``/v1/audio/*`` and the speech cards of ``/v1/models``."""
 
     # -- work ---------------------------------------------------------------------------------
     def submit_many(self, jobs: Iterable[Job]) -> list[JobHandle]:

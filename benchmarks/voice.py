@@ -1,0 +1,149 @@
+"""Voice speed, ours beside the engines run directly, on the starter models; prints JSON.
+
+- transcription real-time factor (seconds of work per second of audio) of about 30 s of
+  speech: through ``Speech`` (decode + VAD + Whisper on the speech lane) and faster-whisper
+  called directly on the same file with the same options and threads;
+- from the end of a 5-second utterance (its file complete) to its final text;
+- speech: time to first audio of one sentence and real-time factor, through ``Speech`` (the
+  Piper helper process) and Piper run directly (its Python API in a process of its own: the
+  benchmark, like the engine, never imports GPL code).
+
+Medians of ``--rounds`` runs, the engines warmed first.
+
+    python benchmarks/voice.py [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from inglenook.engine import Speech, TranscriptionOptions, encode_pcm
+from inglenook.engine.speech.starter import find_starter_voice, find_starter_whisper
+
+SENTENCES = (
+    "The quick brown fox jumps over the lazy dog. Please close the window before you leave the house. "
+    "The weather today is cold and windy with light rain. My favorite book is on the table in the kitchen. "
+    "We will meet at the station early tomorrow morning. Reading a good story before bed helps me sleep. "
+    "The children played in the park until the sun went down. Turn left at the next corner and walk straight ahead."
+)
+ONE_SENTENCE = "Inglenook reads this sentence aloud on your own machine."
+
+# Piper run directly, in its own process: load the voice, then time one sentence as piper's
+# own API makes it; prints {"first_audio_s", "total_s", "audio_s"} for each round.
+PIPER_DIRECT = """
+import json, sys, time
+from piper import PiperVoice
+voice = PiperVoice.load(sys.argv[1])
+text, rounds = sys.argv[2], int(sys.argv[3])
+list(voice.synthesize(text))  # warm
+for _ in range(rounds):
+    start = time.perf_counter(); first = None; samples = 0
+    for chunk in voice.synthesize(text):
+        first = first if first is not None else time.perf_counter() - start
+        samples += len(chunk.audio_int16_bytes) // 2
+    total = time.perf_counter() - start
+    print(json.dumps({"first_audio_s": first, "total_s": total, "audio_s": samples / voice.config.sample_rate}))
+"""
+
+
+def median(values: list[float]) -> float:
+    return round(statistics.median(values), 4)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    whisper, voice = find_starter_whisper(), find_starter_voice()
+    if whisper is None or voice is None:
+        sys.exit("needs the starter speech packages: make setup-dev")
+    speech = Speech()
+    work = Path(tempfile.mkdtemp(prefix="inglenook-voice-bench-"))
+    try:
+        rate, pcm = speech.speak(SENTENCES)
+        long_pcm = b"".join(pcm)
+        long_file = work / "speech.wav"
+        long_file.write_bytes(encode_pcm(long_pcm, rate, "wav"))
+        audio_s = len(long_pcm) / 2 / rate
+        options = TranscriptionOptions()
+
+        # -- transcription: ours and faster-whisper directly, interleaved --------------------
+        from faster_whisper import WhisperModel
+
+        direct = WhisperModel(str(whisper), device="cpu", compute_type="int8", cpu_threads=speech.threads,
+                              local_files_only=True)
+        speech.transcribe(long_file, options).result()  # warm: loads the model
+        ours, theirs = [], []
+        for _ in range(args.rounds):
+            start = time.perf_counter()
+            speech.transcribe(long_file, options).result()
+            ours.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            segments, _ = direct.transcribe(str(long_file), language="en", beam_size=1, best_of=1, vad_filter=True,
+                                            condition_on_previous_text=False, temperature=0.0)
+            "".join(s.text for s in segments)
+            theirs.append(time.perf_counter() - start)
+
+        # -- end of a 5-second utterance to its final text ---------------------------------
+        rate, pcm = speech.speak("Please close the window before you leave the house.")
+        short = b"".join(pcm)
+        short = short + bytes(max(0, 5 * rate * 2 - len(short)))  # padded with silence to 5 s
+        short_file = work / "five.wav"
+        short_file.write_bytes(encode_pcm(short, rate, "wav"))
+        finals = []
+        for _ in range(args.rounds):
+            start = time.perf_counter()
+            speech.transcribe(short_file, options).result()
+            finals.append(time.perf_counter() - start)
+
+        # -- speech: ours (helper process) and Piper directly --------------------------------
+        speech.speak("Warm up.")[1].close()
+        first, totals, lengths = [], [], []
+        for _ in range(args.rounds):
+            start = time.perf_counter()
+            rate, pcm = speech.speak(ONE_SENTENCE)
+            got_first = None
+            size = 0
+            for chunk in pcm:
+                got_first = got_first if got_first is not None else time.perf_counter() - start
+                size += len(chunk)
+            totals.append(time.perf_counter() - start)
+            first.append(got_first or 0.0)
+            lengths.append(size / 2 / rate)
+        run = subprocess.run([sys.executable, "-c", PIPER_DIRECT, str(voice), ONE_SENTENCE, str(args.rounds)],
+                             capture_output=True, text=True, check=True)
+        piper = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+    finally:
+        speech.close()
+
+    ours_rtf = median(ours) / audio_s
+    theirs_rtf = median(theirs) / audio_s
+    tts_rtf = median([t / a for t, a in zip(totals, lengths)])
+    piper_rtf = median([p["total_s"] / p["audio_s"] for p in piper])
+    print(json.dumps({
+        "machine_threads_for_speech": speech.threads,
+        "transcription": {
+            "audio_s": round(audio_s, 2),
+            "ours_rtf": round(ours_rtf, 4), "faster_whisper_direct_rtf": round(theirs_rtf, 4),
+            "ours_speed_vs_direct": round(theirs_rtf / ours_rtf, 3),
+            "ours_s": median(ours), "direct_s": median(theirs),
+        },
+        "utterance_5s_end_to_final_text_s": median(finals),
+        "speech": {
+            "sentence": ONE_SENTENCE,
+            "ours_first_audio_s": median(first), "piper_direct_first_audio_s": median([p["first_audio_s"] for p in piper]),
+            "ours_rtf": round(tts_rtf, 4), "piper_direct_rtf": round(piper_rtf, 4),
+        },
+        "rounds": args.rounds,
+    }, indent=2))
+
+
+if __name__ == "__main__":
+    main()
