@@ -25,28 +25,31 @@ from PySide6.QtWidgets import QApplication, QHBoxLayout, QMainWindow, QStackedWi
 
 from inglenook.engine import Conversation, EncoderOffer, Engine, LastCrash, ModelRecord
 
-from . import errors as actions
-from . import icons, markdown, shortcuts, theme
-from .active_chat import ActiveChat
-from .message_history import MessageHistory
-from .app_settings import API_FIELDS, SettingsSaver
-from .attachments_controller import Attachments
-from .image_attachments import WaitingImages
-from .chat_controller import ChatController
-from .chat_page import ChatPage
-from .conversations import ConversationList
-from .help_menu import AppMenus
-from .model_list import ModelList
-from .model_state import ModelStateHub
-from .models_installed import ModelDropFilter
-from .models_page import ModelsPage
-from .resources import resource_path
-from .server_control import ServerController
-from .settings_dialog import SettingsDialog
-from .sidebar import Sidebar
-from .status_line import StatusLine
-from .usage_page import UsagePage
-from .workers import Workers
+from inglenook.app.services import errors as actions
+from inglenook.app.widgets import icons
+from inglenook.app.text import markdown
+from inglenook.app.services import shortcuts
+from inglenook.app.widgets import theme
+from inglenook.app.controllers.active_chat import ActiveChat
+from inglenook.app.controllers.message_history import MessageHistory
+from inglenook.app.services.app_settings import API_FIELDS, SettingsSaver
+from inglenook.app.controllers.documents import Attachments
+from inglenook.app.controllers.images import WaitingImages
+from inglenook.app.controllers.answers import ChatController
+from inglenook.app.pages.chat.page import ChatPage
+from inglenook.app.controllers.conversations import ConversationList
+from inglenook.app.widgets.help_menu import AppMenus
+from inglenook.app.controllers.model_list import ModelList
+from inglenook.app.controllers.model_state import ModelStateHub
+from inglenook.app.pages.models.installed import ModelDropFilter
+from inglenook.app.pages.models.page import ModelsPage
+from inglenook.app.services.resources import resource_path
+from inglenook.app.services.server_control import ServerController
+from inglenook.app.pages.settings.dialog import SettingsDialog
+from inglenook.app.pages.sidebar.panel import Sidebar
+from inglenook.app.widgets.status_line import StatusLine
+from inglenook.app.pages.usage.page import UsagePage
+from inglenook.app.services.workers import Workers
 
 log = logging.getLogger(__name__)
 

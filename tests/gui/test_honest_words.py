@@ -8,9 +8,9 @@ import httpx
 import pytest
 from PySide6.QtWidgets import QApplication
 
-from inglenook.app import errors as app_errors
-from inglenook.app.models_hub import DISCOVER_NOTE
-from inglenook.app.welcome import NETWORK_PROMISE
+from inglenook.app.services import errors as app_errors
+from inglenook.app.pages.models.hub import DISCOVER_NOTE
+from inglenook.app.widgets.welcome import NETWORK_PROMISE
 from inglenook.engine import DownloadError
 from inglenook.engine.models.hub import hub_errors
 from tests.downloads.conftest import hub, served_files  # noqa: F401 — fixtures: a local Hugging Face hub
@@ -41,7 +41,7 @@ def test_an_unreachable_hub_is_explained_in_a_sentence() -> None:
 
 
 def test_the_welcome_says_ready_only_once_the_model_is_loaded(qtbot, window) -> None:
-    from inglenook.app.desktop import maybe_welcome
+    from inglenook.app.services.desktop import maybe_welcome
 
     assert window.hub.loaded is None
     dialog = maybe_welcome(window)
