@@ -25,7 +25,7 @@ from inglenook.app.pages.chat.page import ChatPage
 from inglenook.app.widgets.image_viewer import Picture, picture_of_stored
 from inglenook.app.controllers.model_list import ModelList
 from inglenook.app.pages.chat.tool_call_widget import ToolCallWidget
-from inglenook.app.pages.settings.tools import ChatToolsBox
+from inglenook.app.pages.chat.tools_box import ChatToolsBox
 from inglenook.app.services.workers import Workers
 
 if TYPE_CHECKING:

@@ -15,7 +15,6 @@ from inglenook.engine import (
     downloader_for,
 )
 from PySide6.QtCore import QSize, Qt, Signal
-from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -30,6 +29,7 @@ from PySide6.QtWidgets import (
 )
 
 from inglenook.app.widgets import icons
+from inglenook.app.widgets.elided import ElidedLabel
 from inglenook.app.text.formatting import human_count
 from inglenook.app.pages.models.repo import RepoDetails, RepoPanel, load_details, short_date
 from inglenook.app.services.workers import Lane
@@ -40,24 +40,6 @@ SORTS = (("Most downloads", "downloads"), ("Most likes", "likes"), ("Recently up
 REPO_ROLE = Qt.ItemDataRole.UserRole + 1
 DISCOVER_NOTE = ("Discover asks Hugging Face (huggingface.co) for models: opening it lists the most "
                  "downloaded ones, and each search or model you open is another request. Your chats are never sent.")
-
-
-class ElidedLabel(QLabel):
-    """One line that ends in "…" when it is wider than its space (QLabel would just clip it)."""
-
-    def __init__(self, text: str, parent: QWidget | None = None) -> None:
-        super().__init__(text, parent)
-        self.full_text = text
-        self.setMinimumWidth(20)
-
-    def minimumSizeHint(self) -> QSize:  # noqa: N802
-        return QSize(20, super().minimumSizeHint().height())
-
-    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802
-        super().resizeEvent(event)
-        elided = self.fontMetrics().elidedText(self.full_text, Qt.TextElideMode.ElideRight, self.contentsRect().width())
-        if elided != self.text():
-            self.setText(elided)
 
 
 RESULTS_MIN_WIDTH = 230  # holds a repo name such as "SmolLM2-135M-Instruct-GGUF" whole
