@@ -49,6 +49,7 @@ from inglenook.app.pages.settings.dialog import SettingsDialog
 from inglenook.app.pages.sidebar.panel import Sidebar
 from inglenook.app.widgets.status_line import StatusLine
 from inglenook.app.pages.usage.page import UsagePage
+from inglenook.app.services.operations import Operations
 from inglenook.app.services.workers import Workers
 
 log = logging.getLogger(__name__)
@@ -73,6 +74,8 @@ class MainWindow(QMainWindow):
         self.closed = False
 
         self.workers = Workers(self)
+        # Background work for the pages: results on the GUI thread, failures nobody handles to the banner.
+        self.operations = Operations(self.workers, self)
         self.hub = ModelStateHub(engine, self)
         self.chat = ChatController(engine, self.workers.answers, self)
         self.server = ServerController(engine, self.workers.server, self)
@@ -137,9 +140,9 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(central)
         self.chat_page = ChatPage(self.hub, self.pages)
         self.pages.addWidget(self.chat_page)
-        self.models_page = ModelsPage(self.engine, self.workers, self.pages)
+        self.models_page = ModelsPage(self.engine, self.operations, self.pages)
         self.pages.addWidget(self.models_page)
-        self.usage_page = UsagePage(self.engine, self.workers, self.pages)
+        self.usage_page = UsagePage(self.engine, self.operations, self.pages)
         self.pages.addWidget(self.usage_page)
         self.status_line = StatusLine(self.statusBar(), self.chat_page.load_bar, self.server)
         # The chat page's parts, by the names tests and scripts use.
@@ -166,6 +169,7 @@ class MainWindow(QMainWindow):
         self.panel.context_size_changed.connect(lambda tokens: self.saver.apply({"context_size": tokens}))
         self.panel.set_context_size(self.engine.settings.context_size)
         self.banner.action.connect(self._act)
+        self.operations.failed.connect(self.banner.show_explanation)
         self.hub.changed.connect(self._model_state)
         self.model_list.changed.connect(self._show_models)
         # The chat settings' adapter picker follows imports as the model list does.
@@ -312,7 +316,7 @@ class MainWindow(QMainWindow):
         if self.settings_dialog is not None and self.settings_dialog.isVisible():
             self.settings_dialog.raise_()
             return self.settings_dialog
-        dialog = SettingsDialog(self.engine, self.workers, self.models, (self.server.state, self.server.url), self,
+        dialog = SettingsDialog(self.engine, self.operations, self.models, (self.server.state, self.server.url), self,
                                 api_streams=lambda: self.server.server.active_streams_by_key() if self.server.server else {})
         dialog.saved.connect(self.saver.apply)
         dialog.show_page(page)

@@ -26,6 +26,7 @@ from inglenook.app.widgets.image_viewer import Picture, picture_of_stored
 from inglenook.app.controllers.model_list import ModelList
 from inglenook.app.pages.chat.tool_call_widget import ToolCallWidget
 from inglenook.app.pages.chat.tools_box import ChatToolsBox
+from inglenook.app.services.operations import Operations
 from inglenook.app.services.workers import Workers
 
 if TYPE_CHECKING:
@@ -56,7 +57,10 @@ class ActiveChat(QObject):
         self.errors: dict[int, BaseException] = {}  # the last failure of each conversation
         # The chat's tool switches (Settings → Tools holds the servers), and the blocks of
         # calls in flight by call id (a result finds its block).
-        self.tools_box = ChatToolsBox(engine.chats, workers, page.panel)
+        # The chat's own operations: what nobody handles goes to this chat page's banner.
+        self.operations = Operations(workers, self)
+        self.operations.failed.connect(page.banner.show_explanation)
+        self.tools_box = ChatToolsBox(engine.chats, self.operations, page.panel)
         page.panel.add_tools_section(self.tools_box)  # the servers' switches, then rounds and tool choice
         self.tools_box.tools_listed.connect(page.panel.set_tool_names)
         self.call_blocks: dict[str, ToolCallWidget] = {}

@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QCheckBox, QLabel, QVBoxLayout, QWidget
 
 from inglenook.engine import ChatService
 
-from inglenook.app.services.workers import Workers
+from inglenook.app.services.operations import Operations
 
 
 class ChatToolsBox(QWidget):
@@ -23,10 +23,10 @@ class ChatToolsBox(QWidget):
 
     tools_listed = Signal(list)  # the names the model sees the chat's tools by
 
-    def __init__(self, chats: ChatService, workers: Workers, parent: QWidget | None = None) -> None:
+    def __init__(self, chats: ChatService, operations: Operations, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.chats = chats
-        self.workers = workers
+        self.operations = operations
         self.conversation_id: int | None = None
         self._layout = QVBoxLayout(self)
         self._layout.setContentsMargins(0, 0, 0, 0)
@@ -46,7 +46,7 @@ class ChatToolsBox(QWidget):
             names = [c.name for c in chats.tools.servers.all() if c.enabled]
             return names, chats.chat_tools(conversation_id) if conversation_id is not None else []
 
-        self.workers.disk.run(read, functools.partial(self._fill, conversation_id))
+        self.operations.run("disk", read, functools.partial(self._fill, conversation_id))
 
     def chosen(self) -> list[str]:
         """The servers switched on for this chat now."""
@@ -86,11 +86,11 @@ class ChatToolsBox(QWidget):
             if cid == self.conversation_id:  # not a chat the person has left meanwhile
                 self.tools_listed.emit(names)
 
-        self.workers.network.run(lambda: list(chats.tools.tools_for(servers).tools), listed)
+        self.operations.run("network", lambda: list(chats.tools.tools_for(servers).tools), listed)
 
     def _changed(self, _on: bool) -> None:
         cid, chosen = self.conversation_id, self.chosen()
         if cid is not None:  # a new chat's switches are kept here until its first message creates it
             chats = self.chats
-            self.workers.disk.run(lambda: chats.set_chat_tools(cid, chosen))
+            self.operations.run("disk", lambda: chats.set_chat_tools(cid, chosen))
         self._list_tools(chosen)

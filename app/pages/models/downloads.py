@@ -37,7 +37,7 @@ from PySide6.QtWidgets import (
 )
 
 from inglenook.app.text.formatting import human_duration, human_size
-from inglenook.app.services.workers import Lane, Workers
+from inglenook.app.services.operations import Operations
 
 log = logging.getLogger(__name__)
 
@@ -77,8 +77,9 @@ class DownloadJob(QObject):
         """Called on the download thread; crosses to the GUI thread as a queued signal."""
         self.progressed.emit(progress)
 
-    def run(self, lane: Lane, work: Callable[[DownloadJob], ModelRecord]) -> None:
-        lane.run(lambda: work(self), self.finished.emit, self.failed.emit)
+    def run(self, operations: Operations, work: Callable[[DownloadJob], ModelRecord]) -> None:
+        # Typed: a cancelled download (JobCancelled) is told apart from a failed one.
+        operations.run_typed("downloads", lambda: work(self), self.finished.emit, self.failed.emit)
 
     def cancel(self) -> None:
         self.cancel_event.set()
@@ -219,10 +220,10 @@ class DownloadsPanel(QWidget):
     failed = Signal(object)  # BaseException (never JobCancelled)
     changed = Signal()  # the set of running downloads changed
 
-    def __init__(self, engine: Engine, workers: Workers, parent: QWidget | None = None) -> None:
+    def __init__(self, engine: Engine, operations: Operations, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.engine = engine
-        self.workers = workers
+        self.operations = operations
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(8)
@@ -278,7 +279,7 @@ class DownloadsPanel(QWidget):
         self.cards_layout.insertWidget(len(self.jobs) - 1, card)
         self._show_pending()  # a resumed download leaves the interrupted list
         self.setVisible(True)
-        job.run(self.workers.downloads, work)
+        job.run(self.operations, work)
         self.changed.emit()
         return job
 
@@ -320,7 +321,7 @@ class DownloadsPanel(QWidget):
 
     def refresh_pending(self) -> None:
         engine = self.engine
-        self.workers.disk.run(lambda: group_pending(downloader_for(engine).pending()), self._pending_loaded,
+        self.operations.run_typed("disk", lambda: group_pending(downloader_for(engine).pending()), self._pending_loaded,
                               self._side_failed)
 
     def _pending_loaded(self, groups: list[PendingGroup]) -> None:
@@ -352,7 +353,7 @@ class DownloadsPanel(QWidget):
             for part in group.parts:
                 dl.discard(part.sha256)
 
-        self.workers.disk.run(work, lambda _: self.refresh_pending(), self._side_failed)
+        self.operations.run_typed("disk", work, lambda _: self.refresh_pending(), self._side_failed)
 
     def _side_failed(self, exc: BaseException) -> None:
         self.retry = None

@@ -32,7 +32,7 @@ from inglenook.app.widgets import icons
 from inglenook.app.widgets.elided import ElidedLabel
 from inglenook.app.text.formatting import human_count
 from inglenook.app.pages.models.repo import RepoDetails, RepoPanel, load_details, short_date
-from inglenook.app.services.workers import Lane
+from inglenook.app.services.operations import Operations
 
 log = logging.getLogger(__name__)
 
@@ -84,10 +84,10 @@ class HubBrowser(QWidget):
     download_requested = Signal(str, object, object)  # repo, QuantOption, commit
     failed = Signal(object)  # BaseException
 
-    def __init__(self, engine: Engine, lane: Lane, parent: QWidget | None = None) -> None:
+    def __init__(self, engine: Engine, operations: Operations, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.engine = engine
-        self.lane = lane  # the network lane: searches and listings wait on Hugging Face
+        self.operations = operations  # searches and listings wait on Hugging Face: the network lane
         self.installed_files: set[str] = set()
         self.downloading: set[str] = set()
         self._search_seq = 0
@@ -176,7 +176,8 @@ class HubBrowser(QWidget):
                 self.retry = self.run_search
                 self.failed.emit(exc)
 
-        self.lane.run(lambda: downloader_for(engine).hub.search(text=text, sort=sort, limit=30), done, failed)
+        search = downloader_for(engine).hub.search
+        self.operations.run_typed("network", lambda: search(text=text, sort=sort, limit=30), done, failed)
 
     def show_results(self, found: list[HubModel]) -> None:
         self.results = found
@@ -228,7 +229,7 @@ class HubBrowser(QWidget):
                 self.retry = lambda: self.open_repo(repo)
                 self.failed.emit(exc)
 
-        self.lane.run(lambda: load_details(engine, repo), done, failed)
+        self.operations.run_typed("network", lambda: load_details(engine, repo), done, failed)
 
     def set_states(self, installed: set[str], downloading: set[str]) -> None:
         """Mark quant rows as installed ("owner/repo/file.gguf") or downloading ("owner/repo/<first file>")."""

@@ -43,7 +43,8 @@ from inglenook.app.text.formatting import model_label
 from inglenook.app.pages.models.downloads import DownloadsPanel
 from inglenook.app.pages.models.hub import HubBrowser
 from inglenook.app.pages.models.installed import InstalledList, ModelRow
-from inglenook.app.services.workers import Workers
+from inglenook.app.services.errors import Explanation
+from inglenook.app.services.operations import Operations
 
 log = logging.getLogger(__name__)
 
@@ -57,11 +58,11 @@ class ModelsPage(QWidget):
 
     DISCOVER, INSTALLED = 0, 1
 
-    def __init__(self, engine: Engine, workers: Workers, parent: QWidget | None = None) -> None:
+    def __init__(self, engine: Engine, operations: Operations, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("ModelsPage")
         self.engine = engine
-        self.workers = workers
+        self.operations = operations
         self.records: list[ModelRecord] = []
         self.confirm = True  # tests turn the confirmation dialogs off
         self.last_import: ImportResult | None = None
@@ -84,7 +85,7 @@ class ModelsPage(QWidget):
         self.banner.action.connect(self._banner_action)
         layout.addWidget(self.banner)
 
-        self.downloads = DownloadsPanel(engine, workers, self)
+        self.downloads = DownloadsPanel(engine, operations, self)
         self.downloads.installed.connect(self._downloaded)
         self.downloads.failed.connect(lambda exc: self.show_error(exc, self.downloads.retry))
         self.downloads.changed.connect(self._update_states)
@@ -93,7 +94,7 @@ class ModelsPage(QWidget):
 
         layout.addLayout(self._build_tabs())
         self.stack = QStackedWidget(self)
-        self.browser = HubBrowser(engine, workers.network, self.stack)
+        self.browser = HubBrowser(engine, operations, self.stack)
         self.browser.download_requested.connect(self.download)
         self.browser.failed.connect(lambda exc: self.show_error(exc, self.browser.retry))
         self.installed = InstalledList(self.stack)
@@ -243,17 +244,17 @@ class ModelsPage(QWidget):
             return total
 
         self.show_notice("Importing…", sticky=True)
-        self.workers.models.run(work, self._imported, self.show_error)
+        self.operations.run("models", work, self._imported, self.show_explanation)
 
     def find_other_apps(self) -> None:
         self.find_button.setEnabled(False)
         self.show_notice("Looking in the Hugging Face cache, LM Studio and Ollama…", sticky=True)
-        self.workers.models.run(find_known_places, self._found, self._find_failed)
+        self.operations.run("models", find_known_places, self._found, self._find_failed)
 
-    def _find_failed(self, exc: BaseException) -> None:
+    def _find_failed(self, explained: Explanation) -> None:
         self.find_button.setEnabled(True)
         self.notice.hide()
-        self.show_error(exc)
+        self.show_explanation(explained)
 
     def _found(self, found: list[FoundModel]) -> None:
         self.find_button.setEnabled(True)
@@ -278,7 +279,7 @@ class ModelsPage(QWidget):
                 return
         engine = self.engine
         self.show_notice("Importing…", sticky=True)
-        self.workers.models.run(lambda: engine.import_found(new), self._imported, self.show_error)
+        self.operations.run("models", lambda: engine.import_found(new), self._imported, self.show_explanation)
 
     def _imported(self, result: ImportResult) -> None:
         self.last_import = result
@@ -319,9 +320,12 @@ class ModelsPage(QWidget):
     def show_error(self, exc: BaseException, retry: Callable[[], None] | None = None) -> None:
         """Explain ``exc`` in the page's banner; "Try again" re-runs ``retry`` when given."""
         log.info("models page error: %s", exc)
+        self.show_explanation(actions.explain(exc), retry)
+
+    def show_explanation(self, explanation: Explanation, retry: Callable[[], None] | None = None) -> None:
+        """Show an explained failure in the page's banner; "Try again" re-runs ``retry``."""
         if self.notice.isVisible() and self.notice.text().endswith("…"):
             self.notice.hide()
-        explanation = actions.explain(exc)
         if retry is None:
             explanation.actions = [a for a in explanation.actions if a[0] != actions.RETRY]
         self._retry = retry

@@ -8,17 +8,18 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, 
 from inglenook.engine import DoctorReport, Engine, collect
 
 from inglenook.app.widgets.welcome import NETWORK_PROMISE
-from inglenook.app.services.workers import Lane
+from inglenook.app.services.errors import Explanation
+from inglenook.app.services.operations import Operations
 
 
 class AboutPage(QWidget):
     """Versions, CPU variant, backends, GPUs; a self-test on request. Collected off the GUI thread."""
 
-    def __init__(self, engine: Engine, lane: Lane, parent: QWidget | None = None) -> None:
-        """``lane``: the answers lane, as the self-test runs a generation through the scheduler."""
+    def __init__(self, engine: Engine, operations: Operations, parent: QWidget | None = None) -> None:
+        """The report runs on the answers lane, as the self-test runs a generation through the scheduler."""
         super().__init__(parent)
         self.engine = engine
-        self.lane = lane
+        self.operations = operations
         layout = QVBoxLayout(self)
         layout.setContentsMargins(28, 24, 28, 24)
         layout.setSpacing(10)
@@ -59,7 +60,8 @@ class AboutPage(QWidget):
         self.self_test_button.setEnabled(False)
         if self_test:
             self.text.appendPlainText("\nRunning the self-test…")
-        self.lane.run(lambda: collect(engine, self_test_s=2.0 if self_test else 0.0), self._show, self._failed)
+        self.operations.run("answers", lambda: collect(engine, self_test_s=2.0 if self_test else 0.0), self._show,
+                            self._show_failure)
 
     def copy(self) -> None:
         QGuiApplication.clipboard().setText(self.text.toPlainText())
@@ -69,6 +71,6 @@ class AboutPage(QWidget):
         self.text.setPlainText(report.as_text())
         self.self_test_button.setEnabled(True)
 
-    def _failed(self, exc: BaseException) -> None:
-        self.text.setPlainText(f"Could not collect the report: {exc}")
+    def _show_failure(self, explained: Explanation) -> None:
+        self.text.setPlainText(f"Could not collect the report: {explained.text}")
         self.self_test_button.setEnabled(True)

@@ -52,7 +52,7 @@ from inglenook.app.pages.settings.keys import KeysPage
 from inglenook.app.pages.settings.model_names import ModelNamesPage
 from inglenook.app.pages.settings.background import BackgroundCard
 from inglenook.app.pages.settings.tools import ToolsPage
-from inglenook.app.services.workers import Workers
+from inglenook.app.services.operations import Operations
 
 if TYPE_CHECKING:
     from inglenook.app.pages.lab.page import LabPage
@@ -105,7 +105,7 @@ class SettingsDialog(QDialog):
     def __init__(
         self,
         engine: Engine,
-        workers: Workers,
+        operations: Operations,
         models: list[ModelRecord],
         api_state: tuple[str, str] = ("stopped", ""),
         parent: QWidget | None = None,
@@ -119,7 +119,7 @@ class SettingsDialog(QDialog):
         bound = parent.size() if parent is not None else self.screen().availableGeometry().size()
         self.resize(min(880, bound.width()), min(600, bound.height()))
         self.engine = engine
-        self.workers = workers
+        self.operations = operations
         self.original: Settings = engine.settings
         self.models = models
         self.api_state = api_state
@@ -438,11 +438,11 @@ class SettingsDialog(QDialog):
             return
         from inglenook.app.pages.lab.page import LabPage  # noqa: PLC0415 — QtCharts loads only when the lab opens
 
-        self.lab_page = LabPage(self.engine, self, lane=self.workers.lab)
+        self.lab_page = LabPage(self.engine, self, lane=self.operations.lane("lab"))
         self._lab_layout.addWidget(self.lab_page)
 
     def _about(self) -> QWidget:
-        self.about_page = AboutPage(self.engine, self.workers.answers)
+        self.about_page = AboutPage(self.engine, self.operations)
         return self.about_page
 
     def _show_page(self, row: int) -> None:
@@ -464,14 +464,14 @@ class SettingsDialog(QDialog):
 
     def refresh_cache(self) -> None:
         engine = self.engine
-        self.workers.disk.run(lambda: cache_usage_text(engine.cache_usage()), self.cache_used.setText,
-                              lambda exc: self.cache_used.setText(f"Unknown ({exc})"))
+        self.operations.run("disk", lambda: cache_usage_text(engine.cache_usage()), self.cache_used.setText,
+                            lambda explained: self.cache_used.setText(f"Unknown ({explained.text})"))
 
     def _clear_cache(self) -> None:
         self.cache_used.setText("Clearing…")
         engine = self.engine
-        self.workers.disk.run(engine.clear_cache, lambda _: self.refresh_cache(),
-                              lambda exc: self.cache_used.setText(f"Could not clear: {exc}"))
+        self.operations.run("disk", engine.clear_cache, lambda _: self.refresh_cache(),
+                            lambda explained: self.cache_used.setText(f"Could not clear: {explained.text}"))
 
     def _team_keys(self) -> QWidget:
         page, layout = _page(
@@ -489,7 +489,7 @@ class SettingsDialog(QDialog):
             "Other OpenAI-compatible servers (another Inglenook, llama-server, vLLM, a hosted API): their models "
             "appear in the model picker marked remote, and the local API forwards requests naming them.",
         )
-        self.engines_page = EnginesPage(self.engine.chats.remotes, self.original, self.workers, page)
+        self.engines_page = EnginesPage(self.engine.chats.remotes, self.original, self.operations, page)
         layout.addWidget(self.engines_page, 1)
         return page
 
@@ -500,7 +500,7 @@ class SettingsDialog(QDialog):
             "Approve unless you allowed that tool; API clients may use a server only where its API switch is on. "
             "Tool descriptions are written by the server's authors and read by the model.",
         )
-        self.tools_page = ToolsPage(self.engine.chats.tools, self.workers, page)
+        self.tools_page = ToolsPage(self.engine.chats.tools, self.operations, page)
         layout.addWidget(self.tools_page, 1)
         return page
 

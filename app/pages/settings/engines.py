@@ -33,7 +33,8 @@ from inglenook.engine import (
     worker_reachable,
 )
 
-from inglenook.app.services.workers import Workers
+from inglenook.app.services.errors import Explanation
+from inglenook.app.services.operations import Operations
 
 log = logging.getLogger(__name__)
 
@@ -41,11 +42,11 @@ KEY_PLACES = {"keyring": "system keyring", "store": "settings database", "": "no
 
 
 class EnginesPage(QWidget):
-    def __init__(self, catalogue: RemoteCatalogue, settings: Settings, workers: Workers,
+    def __init__(self, catalogue: RemoteCatalogue, settings: Settings, operations: Operations,
                  parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.catalogue = catalogue
-        self.workers = workers
+        self.operations = operations
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         self.table = QTableWidget(0, 4, self)
@@ -128,7 +129,7 @@ class EnginesPage(QWidget):
         try:
             where = self.catalogue.add(self.name.text(), self.base_url.text(), self.key.text() or None)
         except InglenookError as exc:
-            self.message.setText(str(exc))
+            self.operations.report(exc, self._show_failure)
             return
         self.message.setText(f"Added {self.name.text().strip()} (key: {KEY_PLACES[where]}); asking it for its models…")
         self.name.clear()
@@ -147,7 +148,7 @@ class EnginesPage(QWidget):
         self.show_engines()
 
     def refresh_models(self) -> None:
-        self.workers.network.run(self.catalogue.records, self._listed, self._failed)
+        self.operations.run("network", self.catalogue.records, self._listed, self._show_failure)
 
     def _listed(self, records: list[ModelRecord]) -> None:
         self._models = {}
@@ -158,8 +159,8 @@ class EnginesPage(QWidget):
         self.message.setText(problems or f"{len(records)} remote model(s); choose them in the model picker.")
         self.show_engines()
 
-    def _failed(self, exc: BaseException) -> None:
-        self.message.setText(str(exc))
+    def _show_failure(self, explained: Explanation) -> None:
+        self.message.setText(explained.text)
 
     # -- RPC workers -------------------------------------------------------------------
 
@@ -171,11 +172,11 @@ class EnginesPage(QWidget):
         try:
             workers = parse_workers(self.worker_list())
         except InglenookError as exc:
-            self.workers_status.setText(str(exc))
+            self.operations.report(exc, lambda explained: self.workers_status.setText(explained.text))
             return
 
         def check() -> str:
             states = [f"{w.endpoint}: {'reachable' if worker_reachable(w) else 'not reachable'}" for w in workers]
             return "; ".join(states) or "No workers listed."
 
-        self.workers.network.run(check, self.workers_status.setText, self._failed)
+        self.operations.run("network", check, self.workers_status.setText, self._show_failure)

@@ -17,7 +17,6 @@ import html
 import json
 import logging
 import shlex
-import threading
 import webbrowser
 from typing import Any
 
@@ -39,7 +38,8 @@ from inglenook.engine import (
     InglenookError, McpManager, McpServerConfig, other_app_configs, parse_mcp_servers,
 )
 
-from inglenook.app.services.workers import Workers
+from inglenook.app.services.errors import Explanation
+from inglenook.app.services.operations import Operations
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +64,10 @@ def state_words(state: Any) -> str:
 
 
 class ToolsPage(QWidget):
-    def __init__(self, manager: McpManager, workers: Workers, parent: QWidget | None = None) -> None:
+    def __init__(self, manager: McpManager, operations: Operations, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.manager = manager
-        self.workers = workers
+        self.operations = operations
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         self.tree = QTreeWidget(self)
@@ -149,7 +149,7 @@ class ToolsPage(QWidget):
         def read() -> list[tuple[McpServerConfig, Any]]:
             return [(config, manager.state(config.name)) for config in manager.servers.all()]
 
-        self.workers.disk.run(read, self._fill, self._failed)
+        self.operations.run("disk", read, self._fill, self._show_failure)
 
     def _fill(self, found: list[tuple[McpServerConfig, Any]]) -> None:
         self._filling = True
@@ -209,7 +209,7 @@ class ToolsPage(QWidget):
             except InglenookError as exc:  # the state holds the reason and its stderr
                 log.info("MCP server %s did not start: %s", name, exc)
 
-        self.workers.network.run(start, lambda _: self.refresh(), self._failed)
+        self.operations.run("network", start, lambda _: self.refresh(), self._show_failure)
 
     def _selected_state(self) -> tuple[str, bool]:
         """The selected server's (state, sign-in kept), from its row."""
@@ -231,24 +231,16 @@ class ToolsPage(QWidget):
         item = self.item_named(name)
         if item is not None:
             item.setText(1, "signing in… (finish in your browser)")
-        manager, lane = self.manager, self.workers.network
+        manager = self.manager
         self.sign_in.setEnabled(False)
+
         def shown(url: str) -> None:
             self._show_sign_in_url(name, url)
 
-        show_url = lane.relay(shown)
-        finished = lane.relay(self._signed_in)
-
-        def sign_in() -> None:
-            try:
-                manager.sign_in(name, opener, show_url)
-            except InglenookError as exc:
-                log.info("MCP server %s: the sign-in did not finish: %s", name, exc)
-                finished((name, str(exc)))
-                return
-            finished((name, ""))
-
-        threading.Thread(target=sign_in, name=f"mcp-sign-in-{name}", daemon=True).start()
+        show_url = self.operations.relay("network", shown)
+        self.operations.run_apart(f"mcp-sign-in-{name}", lambda: manager.sign_in(name, opener, show_url),
+                                  lambda _: self._signed_in((name, "")),
+                                  lambda explained: self._signed_in((name, explained.text)))
 
     def _signed_in(self, outcome: tuple[str, str]) -> None:
         name, problem = outcome
@@ -273,8 +265,8 @@ class ToolsPage(QWidget):
         if not name:
             return
         manager = self.manager
-        self.workers.network.run(lambda: manager.sign_out(name), lambda _: self._done(f"Signed out of {name}."),
-                                 self._failed)
+        self.operations.run("network", lambda: manager.sign_out(name), lambda _: self._done(f"Signed out of {name}."),
+                                 self._show_failure)
 
     def _start_selected(self) -> None:
         name = self._selected_server()
@@ -291,7 +283,7 @@ class ToolsPage(QWidget):
             manager.stop(name)
             manager.servers.remove(name)
 
-        self.workers.disk.run(remove, lambda _: self._done(f"Removed {name}."), self._failed)
+        self.operations.run("disk", remove, lambda _: self._done(f"Removed {name}."), self._show_failure)
 
     def _add_form(self) -> None:
         name, target = self.name.text().strip(), self.target.text().strip()
@@ -302,19 +294,19 @@ class ToolsPage(QWidget):
                 words = shlex.split(target)
                 config = McpServerConfig(name, command=words[0] if words else "", args=tuple(words[1:]))
         except (InglenookError, ValueError) as exc:
-            self._failed(exc)
+            self.operations.report(exc, self._show_failure)
             return
         servers = self.manager.servers
-        self.workers.disk.run(lambda: servers.add(config), lambda _: self._added([name]), self._failed)
+        self.operations.run("disk", lambda: servers.add(config), lambda _: self._added([name]), self._show_failure)
 
     def _add_pasted(self) -> None:
         try:
             configs = parse_mcp_servers(self.pasted.toPlainText())
         except InglenookError as exc:
-            self._failed(exc)
+            self.operations.report(exc, self._show_failure)
             return
         servers = self.manager.servers
-        self.workers.disk.run(lambda: servers.import_json(configs), lambda r: self._added(r[0], r[1]), self._failed)
+        self.operations.run("disk", lambda: servers.import_json(configs), lambda r: self._added(r[0], r[1]), self._show_failure)
 
     def _read_other_apps(self) -> None:
         """Other apps' servers go into the paste box: nothing is added until the person says so."""
@@ -332,7 +324,7 @@ class ToolsPage(QWidget):
                 sources.append(f"{app}: {', '.join(servers) or 'no servers'}")
             return (json.dumps({"mcpServers": merged}, indent=1) if merged else ""), sources
 
-        self.workers.disk.run(read, self._show_other_apps, self._failed)
+        self.operations.run("disk", read, self._show_other_apps, self._show_failure)
 
     def _show_other_apps(self, found: tuple[str, list[str]]) -> None:
         text, sources = found
@@ -363,17 +355,17 @@ class ToolsPage(QWidget):
             return
         server, on = item.data(0, NAME_ROLE), item.checkState(0) == Qt.CheckState.Checked
         servers = self.manager.servers
-        self.workers.disk.run(lambda: servers.set_tool_enabled(server, tool, on), None, self._failed)
+        self.operations.run("disk", lambda: servers.set_tool_enabled(server, tool, on), None, self._show_failure)
 
     def _api_switched(self, item: QTreeWidgetItem) -> None:
         server, on = item.data(0, NAME_ROLE), item.checkState(API_COLUMN) == Qt.CheckState.Checked
         servers = self.manager.servers
         words = (f"API clients may now have {server} run." if on else f"{server} is no longer run for API clients.")
-        self.workers.disk.run(lambda: servers.update(server, allow_api=on), lambda _: self._done(words), self._failed)
+        self.operations.run("disk", lambda: servers.update(server, allow_api=on), lambda _: self._done(words), self._show_failure)
 
     def _done(self, words: str) -> None:
         self.message.setText(html.escape(words))
         self.refresh()
 
-    def _failed(self, exc: BaseException) -> None:
-        self.message.setText(html.escape(str(exc)))
+    def _show_failure(self, explained: Explanation) -> None:
+        self.message.setText(html.escape(explained.text))

@@ -29,10 +29,10 @@ from PySide6.QtWidgets import (
 
 from inglenook.engine import Engine, Price, TokenCounts, UsageSummary, human_count
 
-from inglenook.app.services import errors as actions
 from inglenook.app.pages.usage.chart import Bars, StackedBars
 from inglenook.app.pages.usage.prices import CostEditor
-from inglenook.app.services.workers import Workers
+from inglenook.app.services.errors import Explanation
+from inglenook.app.services.operations import Operations
 
 log = logging.getLogger(__name__)
 
@@ -58,10 +58,10 @@ def _count_cells(counts: TokenCounts) -> list[str]:
 class UsagePage(QWidget):
     refreshed = Signal(object)  # the UsageSummary now shown
 
-    def __init__(self, engine: Engine, workers: Workers, parent: QWidget | None = None) -> None:
+    def __init__(self, engine: Engine, operations: Operations, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.engine = engine
-        self.workers = workers
+        self.operations = operations
         self.summary: UsageSummary | None = None
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
@@ -156,8 +156,8 @@ class UsagePage(QWidget):
 
     def refresh(self) -> None:
         engine, days = self.engine, self.days
-        self.workers.disk.run(lambda: engine.usage_summary(days), self.show_summary,
-                              self._failed)
+        self.operations.run("disk", lambda: engine.usage_summary(days), self.show_summary,
+                              self._show_failure)
 
     def show_summary(self, summary: UsageSummary) -> None:
         self.summary = summary
@@ -224,9 +224,8 @@ class UsagePage(QWidget):
 
     def _save(self, changes: dict[str, Any]) -> None:
         engine = self.engine
-        self.workers.disk.run(lambda: engine.update_settings(**changes), lambda _: self.refresh(), self._failed)
+        self.operations.run("disk", lambda: engine.update_settings(**changes), lambda _: self.refresh(), self._show_failure)
 
-    def _failed(self, exc: BaseException) -> None:
-        log.warning("the Usage page could not read or save: %s", exc)
-        explanation = actions.explain(exc)
+    def _show_failure(self, explanation: Explanation) -> None:
+        log.warning("the Usage page could not read or save: %s", explanation.detail)
         self.totals.setText(f"{explanation.title}: {explanation.text}")
