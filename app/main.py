@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 from inglenook.engine import CrashGuard, InglenookError, LastCrash, Paths
 
 from inglenook.app.widgets import theme
-from inglenook.app.services.desktop import bring_forward, install_tray, maybe_welcome, preload_default_model
+from inglenook.app.desktop import bring_forward, install_tray, maybe_welcome, preload_default_model
 from inglenook.app.services.qt_platform import check_platform_libraries
 from inglenook.app.services.resources import resource_path
 from inglenook.app.services.single_instance import Handoff, InstanceServer, hand_over, server_name

@@ -28,7 +28,7 @@ from inglenook.engine import Conversation, EncoderOffer, Engine, LastCrash, Mode
 from inglenook.app.services import errors as actions
 from inglenook.app.widgets import icons
 from inglenook.app.text import markdown
-from inglenook.app.services import shortcuts
+from inglenook.app.widgets import shortcuts
 from inglenook.app.widgets import theme
 from inglenook.app.controllers.active_chat import ActiveChat
 from inglenook.app.controllers.message_history import MessageHistory
@@ -40,7 +40,7 @@ from inglenook.app.pages.chat.page import ChatPage
 from inglenook.app.controllers.conversations import ConversationList
 from inglenook.app.widgets.help_menu import AppMenus
 from inglenook.app.controllers.model_list import ModelList
-from inglenook.app.controllers.model_state import ModelStateHub
+from inglenook.app.services.model_state import ModelStateHub
 from inglenook.app.pages.models.installed import ModelDropFilter
 from inglenook.app.pages.models.page import ModelsPage
 from inglenook.app.services.resources import resource_path

@@ -37,6 +37,20 @@ class Operations(QObject):
         super().__init__(parent)
         self.workers = workers
 
+    @classmethod
+    def of_its_own(cls, parent: QObject | None = None) -> Operations:
+        """Operations on lanes of their own, for a page opened outside the window (a test, a
+        script); its owner closes them with ``close``."""
+        return cls(Workers(parent), parent)
+
+    def wait(self, lane: LaneName, timeout_ms: int = 10_000) -> bool:
+        """Wait until what is queued on ``lane`` has run (shutdown and tests only)."""
+        return self.lane(lane).wait(timeout_ms)
+
+    def close(self, timeout_ms: int = 5_000) -> None:
+        """End the lanes (only for ``of_its_own``: the window closes its own Workers)."""
+        self.workers.close(timeout_ms)
+
     def lane(self, name: LaneName) -> Lane:
         lane: Lane = getattr(self.workers, name)
         return lane

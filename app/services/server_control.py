@@ -34,6 +34,11 @@ class ServerController(QObject):
     def running(self) -> bool:
         return self.state == "running"
 
+    def streams_by_key(self) -> dict[str, int]:
+        """Generations in flight per named API key ({} while the server is off)."""
+        server = self.server
+        return server.active_streams_by_key() if server is not None else {}
+
     def start(self) -> None:
         if self.state in ("starting", "running"):
             return

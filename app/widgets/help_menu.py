@@ -19,8 +19,8 @@ from PySide6.QtWidgets import QMainWindow, QMenuBar
 
 from inglenook.app.services import autostart
 
-from inglenook.app.services import shortcuts
-from inglenook.app.services.shortcuts import Shortcut, ShortcutsDialog, menu_text
+from inglenook.app.widgets import shortcuts
+from inglenook.app.widgets.shortcuts import Shortcut, ShortcutsDialog, menu_text
 
 log = logging.getLogger(__name__)
 

@@ -69,8 +69,7 @@ class StatusLine(QObject):
 
     def _show_api_users(self) -> None:
         """Who is using the box now: open generations per named API key, after the API state."""
-        api = self.server.server
-        streams = api.active_streams_by_key() if api is not None else {}
+        streams = self.server.streams_by_key()
         users = ", ".join(f"{name} {count}" for name, count in sorted(streams.items()))
         self.api_status.setText(f"{self._api_text}  ·  in use: {users}" if users else self._api_text)
         self.api_status.setToolTip("Generations in flight per API key" if users else "")

@@ -41,7 +41,7 @@ def test_an_unreachable_hub_is_explained_in_a_sentence() -> None:
 
 
 def test_the_welcome_says_ready_only_once_the_model_is_loaded(qtbot, window) -> None:
-    from inglenook.app.services.desktop import maybe_welcome
+    from inglenook.app.desktop import maybe_welcome
 
     assert window.hub.loaded is None
     dialog = maybe_welcome(window)

@@ -28,7 +28,7 @@ def window(qtbot, qapp, home, smollm2_path) -> Iterator[object]:
 
 
 def test_the_first_launch_welcomes_then_lands_in_a_new_chat_with_the_composer_focused(qtbot, window) -> None:
-    from inglenook.app.services.desktop import maybe_welcome
+    from inglenook.app.desktop import maybe_welcome
     from inglenook.app.widgets.welcome import NETWORK_PROMISE
 
     dialog = maybe_welcome(window)
@@ -50,7 +50,7 @@ def test_the_first_launch_welcomes_then_lands_in_a_new_chat_with_the_composer_fo
 
 
 def test_the_welcome_says_when_the_api_is_off(window) -> None:
-    from inglenook.app.services.desktop import welcome_facts
+    from inglenook.app.desktop import welcome_facts
     from inglenook.app.widgets.welcome import welcome_html
 
     window.engine.settings = window.engine.settings.save(window.engine.store, api_enabled=False)
@@ -86,7 +86,7 @@ def test_help_menu_and_desktop_settings(qtbot, window, tmp_path, monkeypatch) ->
 
 def test_without_a_tray_closing_the_window_quits(qtbot, window) -> None:
     """Offscreen (like Xvfb or a desktop with no tray) there is nowhere to hide: close quits."""
-    from inglenook.app.services.desktop import install_tray
+    from inglenook.app.desktop import install_tray
 
     tray = install_tray(window)
     assert not tray.should_hide_on_close()
@@ -96,7 +96,7 @@ def test_without_a_tray_closing_the_window_quits(qtbot, window) -> None:
 
 def test_the_default_model_starts_loading_as_the_window_opens_whichever_list_arrives_first(
         qtbot, window) -> None:
-    from inglenook.app.services.desktop import preload_default_model
+    from inglenook.app.desktop import preload_default_model
 
     preload_default_model(window)
     # The remote engines' list (none here) lands before the installed models are read, as it

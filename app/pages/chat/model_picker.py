@@ -23,7 +23,7 @@ from inglenook.engine import REMOTE_SOURCE, LoadPlan, ModelRecord
 from inglenook.app.widgets import theme
 from inglenook.app.widgets.elided import ElidedButton
 from inglenook.app.text.formatting import BASE_MODEL, BASE_MODEL_TIP, human_count, human_size, model_label
-from inglenook.app.controllers.model_state import ModelStateHub
+from inglenook.app.services.model_state import ModelStateHub
 
 RECORD_ROLE = Qt.ItemDataRole.UserRole + 1
 STATE_ROLE = Qt.ItemDataRole.UserRole + 2

@@ -21,7 +21,7 @@ from inglenook.app.widgets.elided import ElidedLabel
 from inglenook.app.text.formatting import BASE_MODEL_NOTE
 from inglenook.app.pages.chat.message_view import ConversationView
 from inglenook.app.pages.chat.model_picker import ModelPicker
-from inglenook.app.controllers.model_state import ModelStateHub
+from inglenook.app.services.model_state import ModelStateHub
 
 MIN_CHAT_WIDTH = 520  # narrower than this, the settings panel floats over the chat instead
 COMPACT_HEADER_WIDTH = 640  # narrower than this, the settings button shows its icon alone

@@ -53,7 +53,7 @@ from inglenook.app.services.errors import explain
 from inglenook.app.pages.lab.charts import make_chart, plot
 from inglenook.app.pages.lab.table import LabTableModel
 from inglenook.app.widgets.theme import colors, current_mode
-from inglenook.app.services.workers import Lane
+from inglenook.app.services.operations import Operations
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +67,8 @@ class LabPage(QWidget):
     results_shown = Signal()
 
     def __init__(self, engine: Engine, parent: QWidget | None = None, config: MeasureConfig | None = None,
-                 lane: Lane | None = None) -> None:
-        """``lane``: the window's lab lane; a page opened on its own runs one of its own."""
+                 operations: Operations | None = None) -> None:
+        """``operations``: the window's; a page opened on its own runs a lab lane of its own."""
         super().__init__(parent)
         self.setObjectName("LabPage")
         self.engine = engine
@@ -78,8 +78,8 @@ class LabPage(QWidget):
         self.eval_path: str | None = None
         self.group: VariantGroup | None = None
         self.recommendation: Recommendation | None = None
-        self._own_lane = lane is None
-        self.lane = lane if lane is not None else Lane("lab", parent=self)
+        self._own_lanes = operations is None
+        self.operations = operations if operations is not None else Operations.of_its_own(self)
         self._run: LabRun | None = None
         self._palette = colors(current_mode())
         self._build()
@@ -220,7 +220,7 @@ class LabPage(QWidget):
             return EvalText.load(path), self.lab.groups()
 
         self.status.setText("Looking for models…")
-        self.lane.run(load, self._groups_loaded, self._show_error)
+        self.operations.run_typed("lab", load, self._groups_loaded, self._show_error)
 
     def _groups_loaded(self, loaded: tuple[EvalText, list[VariantGroup]]) -> None:
         self.eval_text, groups = loaded
@@ -255,7 +255,7 @@ class LabPage(QWidget):
             group = self.lab.variants(model_id)
             return group, self.lab.saved(model_id, eval_text, config)
 
-        self.lane.run(load, self._variants_loaded, self._show_error)
+        self.operations.run_typed("lab", load, self._variants_loaded, self._show_error)
 
     def _variants_loaded(self, loaded: tuple[VariantGroup, list[LabResult]]) -> None:
         self.group, results = loaded
@@ -357,7 +357,8 @@ class LabPage(QWidget):
         eval_text, config = self.eval_text, self.config
 
         # The run reports on the lab lane's thread; the relays hand each report to the GUI thread.
-        on_progress, on_result = self.lane.relay(self._on_progress), self.lane.relay(self._on_result)
+        on_progress = self.operations.relay("lab", self._on_progress)
+        on_result = self.operations.relay("lab", self._on_result)
         try:
             run = self.lab.prepare(model_ids, create, eval_text, config, on_progress, on_result)
         except Exception as exc:  # noqa: BLE001 — shown to the person, not raised into Qt
@@ -369,7 +370,7 @@ class LabPage(QWidget):
         self.model_picker.setEnabled(False)
         self.progress.setValue(0)
         self.status.setText("Starting…")
-        self.lane.run(run.execute, self._on_finished, self._on_run_failed)
+        self.operations.run_typed("lab", run.execute, self._on_finished, self._on_run_failed)
 
     def cancel_run(self) -> None:
         if self._run is not None:
@@ -429,7 +430,7 @@ class LabPage(QWidget):
         """Cancel a running measurement and wait for the lab lane (window close, tests)."""
         if self._run is not None:
             self._run.cancel()
-        if self._own_lane:
-            self.lane.close(30_000)
+        if self._own_lanes:
+            self.operations.close(30_000)
         else:
-            self.lane.wait(30_000)
+            self.operations.wait("lab", 30_000)

@@ -438,7 +438,7 @@ class SettingsDialog(QDialog):
             return
         from inglenook.app.pages.lab.page import LabPage  # noqa: PLC0415 — QtCharts loads only when the lab opens
 
-        self.lab_page = LabPage(self.engine, self, lane=self.operations.lane("lab"))
+        self.lab_page = LabPage(self.engine, self, operations=self.operations)
         self._lab_layout.addWidget(self.lab_page)
 
     def _about(self) -> QWidget:
