@@ -33,8 +33,7 @@ from inglenook.app.widgets import theme
 from inglenook.app.controllers.active_chat import ActiveChat
 from inglenook.app.controllers.message_history import MessageHistory
 from inglenook.app.services.app_settings import API_FIELDS, SettingsSaver
-from inglenook.app.controllers.documents import Attachments
-from inglenook.app.controllers.images import WaitingImages
+from inglenook.app.controllers.next_message import NextMessage
 from inglenook.app.controllers.answers import ChatController
 from inglenook.app.pages.chat.page import ChatPage
 from inglenook.app.controllers.conversations import ConversationList
@@ -85,12 +84,9 @@ class MainWindow(QMainWindow):
         self.conversations = ConversationList(engine, self.workers, self.sidebar, self.chat, self)
         self.active = ActiveChat(engine, self.workers, self.chat_page, self.chat, self.model_list, self)
         self.history = MessageHistory(self.active, self)
-        self.attachments = Attachments(engine, self.workers, self.chat_page.composer.attachments, self.active, self)
-        # Images for the next message: picked or dropped (through the attachments) or pasted.
-        self.images = WaitingImages(engine, self.workers, self.chat_page.composer.attachments, self.active,
-                                    self.model_list, self)
-        self.attachments.on_images = self.images.add_paths
-        self.active.waiting_images = self.images
+        # What the next message carries: the box's text, the chat's documents, the waiting images.
+        self.next_message = NextMessage(engine, self.workers, self.chat_page, self.active, self.model_list, self)
+        self.attachments, self.images = self.next_message.documents, self.next_message.images
         self.images.models_wanted.connect(lambda: self.show_page("models"))
         self._connect()
         self._shortcuts()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QGuiApplication
@@ -28,9 +28,6 @@ from inglenook.app.pages.chat.tool_call_widget import ToolCallWidget
 from inglenook.app.pages.chat.tools_box import ChatToolsBox
 from inglenook.app.services.operations import Operations
 from inglenook.app.services.workers import Workers
-
-if TYPE_CHECKING:
-    from inglenook.app.controllers.images import WaitingImages
 
 log = logging.getLogger(__name__)
 
@@ -64,22 +61,17 @@ class ActiveChat(QObject):
         page.panel.add_tools_section(self.tools_box)  # the servers' switches, then rounds and tool choice
         self.tools_box.tools_listed.connect(page.panel.set_tool_names)
         self.call_blocks: dict[str, ToolCallWidget] = {}
-        # The composer's images for the next message (image_attachments.WaitingImages; the window sets it).
-        self.waiting_images: WaitingImages | None = None
         self._connect()
 
     def _connect(self) -> None:
         page = self.page
-        page.composer.send_requested.connect(self.send)
-        page.composer.stop_requested.connect(self.stop)
-        page.view.regenerate_requested.connect(self.regenerate)
-        page.view.edit_submitted.connect(self.edit_and_resend)
-        page.view.suggestion_chosen.connect(self.send)
-        page.view.picture_clicked.connect(self._show_picture)
-        page.picker.model_chosen.connect(self.choose_model)
-        page.panel.changed.connect(self.save_settings)
-        page.panel.model_wanted.connect(self.choose_model)
-        page.panel.assistant_applied.connect(self.assistant_picked)
+        page.stop_requested.connect(self.stop)
+        page.regenerate_requested.connect(self.regenerate)
+        page.edit_submitted.connect(self.edit_and_resend)
+        page.model_chosen.connect(self.choose_model)
+        page.settings_changed.connect(self.save_settings)
+        page.model_wanted.connect(self.choose_model)
+        page.assistant_applied.connect(self.assistant_picked)
         picker, chats = page.panel.assistant, self.engine.chats
         picker.current_tools = self.tools_box.chosen
         picker.read_choices = lambda: Choices(tuple(c.name for c in chats.tools.servers.all()),
@@ -112,17 +104,17 @@ class ActiveChat(QObject):
         page.panel.flush()
         self.conversation = None
         self._set_current(None)
-        self.draft_model = page.picker.current
+        self.draft_model = page.shown_model()
         self.draft_assistant = None
         page.title_label.setText("New chat")
         page.view.clear()
         page.banner.hide()
-        page.composer.set_streaming(False)
+        page.set_streaming(False)
         page.panel.load(0, None, {})
         page.panel.conversation_id = None
         self.tools_box.load(None)
-        page.picker.set_current(self.model_for(None))
-        page.composer.input.setFocus()
+        page.show_model(self.model_for(None))
+        page.focus_input()
 
     def open(self, conversation_id: int) -> None:
         if conversation_id == self.current_id and self.conversation is not None:
@@ -161,9 +153,9 @@ class ActiveChat(QObject):
         if streaming:
             page.view.begin_answer(self.model_for(conversation) or "")
             page.view.update_answer(self.chat.text_of(conversation.id))
-        page.composer.set_streaming(streaming)
+        page.set_streaming(streaming)
         page.panel.load(conversation.id, conversation.system_prompt, conversation.sampling)
-        page.picker.set_current(self.model_for(conversation))
+        page.show_model(self.model_for(conversation))
         self._set_current(conversation.id)
         page.banner.hide()
         error = self.errors.get(conversation.id)
@@ -176,10 +168,6 @@ class ActiveChat(QObject):
         if conversation_id == self.current_id and pictures:
             self.page.view.show_pictures(pictures)
 
-    def _show_picture(self, picture: Picture) -> None:
-        if self.waiting_images is not None:
-            self.waiting_images.show_picture(picture)
-
     def _check_missing_model(self) -> None:
         conversation = self.conversation
         if conversation is None or not conversation.model_id or not self.models.models:
@@ -189,7 +177,7 @@ class ActiveChat(QObject):
 
     def _models_changed(self) -> None:
         self.page.picker.set_models(self.models.models, self.models.plans, self.models.base_models)
-        self.page.picker.set_current(self.model_for(self.conversation))
+        self.page.show_model(self.model_for(self.conversation))
         self._check_missing_model()
 
     def _showing(self, conversation_id: int) -> bool:
@@ -203,7 +191,7 @@ class ActiveChat(QObject):
         if self._showing(conversation.id):
             self.conversation = conversation
             self.page.title_label.setText(conversation.title or "New chat")
-            self.page.picker.set_current(self.model_for(conversation))
+            self.page.show_model(self.model_for(conversation))
 
     def listed(self, conversations: list[Conversation]) -> None:
         """Take the fresher copy from the sidebar's list (the first message names the chat)."""
@@ -220,18 +208,19 @@ class ActiveChat(QObject):
     def _begin_answer(self, model_id: str | None) -> None:
         self.page.banner.hide()
         self.page.view.begin_answer(model_id or "")
-        self.page.composer.set_streaming(True)
+        self.page.set_streaming(True)
 
-    def send(self, text: str) -> None:
+    def can_send(self, text: str) -> bool:
+        """Whether ``text`` would go now: not blank, and no answer streaming in this chat."""
+        return bool(text.strip()) and not self._busy()
+
+    def send(self, text: str, images: list[ImageInput] | None = None, pictures: list[Picture] | None = None) -> None:
+        """Send ``text`` (with ``images``, shown as ``pictures``) to the chat on screen; what
+        the next message carries is gathered by controllers/next_message.py."""
         text = text.strip()
-        if not text or self._busy():
+        if not self.can_send(text):
             return
-        waiting = self.waiting_images
-        if waiting is not None and not waiting.ready_to_send():
-            self.page.composer.set_text(text)  # kept: the note under the images says why it did not go
-            return
-        pictures = waiting.pictures() if waiting is not None else []
-        images = waiting.take() if waiting is not None else []
+        images, pictures = images or [], pictures or []
         self.page.panel.flush()
         if self.current_id is None or self.conversation is None:
             self._create_then_send(text, images, pictures)
@@ -245,7 +234,7 @@ class ActiveChat(QObject):
         panel's system prompt, sampling and tool switches, and the picked assistant's tools
         and documents (read here, on the GUI thread)."""
         page, chats, assistant = self.page, self.engine.chats, self.draft_assistant
-        model = page.picker.current if page.picker.current != self.models.default_model else None
+        model = page.shown_model() if page.shown_model() != self.models.default_model else None
         prompt = page.panel.system_prompt.toPlainText().strip() or None
         sampling = page.panel.sampling()
         servers = self.tools_box.chosen()  # switched on before the chat existed
@@ -282,7 +271,7 @@ class ActiveChat(QObject):
         page = self.page
         create = self.conversation_maker()
         page.view.add_pending_user(text).set_pictures(pictures or [])
-        self._begin_answer(page.picker.current)
+        self._begin_answer(page.shown_model())
 
         def created(conversation: Conversation) -> None:
             self.draft_assistant = None
@@ -295,8 +284,8 @@ class ActiveChat(QObject):
 
         def failed(exc: BaseException) -> None:
             page.view.clear()
-            page.composer.set_streaming(False)
-            page.composer.set_text(text)
+            page.set_streaming(False)
+            page.set_message_text(text)
             self.show_error(exc)
 
         self.workers.disk.run(create, created, failed)
@@ -370,7 +359,7 @@ class ActiveChat(QObject):
         self.errors.pop(conversation_id, None)
         if conversation_id == self.current_id:
             self.page.view.finish_answer(message)
-            self.page.composer.set_streaming(False)
+            self.page.set_streaming(False)
 
     # == tool calls =====================================================================
 
@@ -413,7 +402,7 @@ class ActiveChat(QObject):
     def _answer_failed(self, conversation_id: int, exc: BaseException) -> None:
         self.errors[conversation_id] = exc
         if conversation_id == self.current_id:
-            self.page.composer.set_streaming(False)
+            self.page.set_streaming(False)
             self.reload()  # the user's message was saved, and any partial answer too
 
     # == the conversation's model and settings ==========================================

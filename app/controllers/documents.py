@@ -86,7 +86,7 @@ class Attachments(QObject):
     offer_changed = Signal()  # the encoder line was shown, changed or hidden
 
     def __init__(self, engine: Engine, workers: Workers, bar: AttachmentBar, active: ActiveChat,
-                 parent: QObject | None = None) -> None:
+                 on_images: Callable[[list[Path]], None] | None = None, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.engine = engine
         self.workers = workers
@@ -95,7 +95,7 @@ class Attachments(QObject):
         self.documents: list[Document] = []
         self.preview: DocumentPreview | None = None
         # Where image files go (the composer's waiting images); None: read as documents.
-        self.on_images: Callable[[list[Path]], None] | None = None
+        self.on_images = on_images
         # Each load or attach is numbered; only the latest one's result is drawn, so a slow
         # load of the chat cannot redraw the bar over an attach that finished after it.
         self._latest = 0

@@ -17,7 +17,8 @@ from PySide6.QtCore import QObject, Signal
 
 from inglenook.engine import Engine, ImageInput, decode_image, read_image_file
 
-from inglenook.app.controllers.active_chat import ActiveChat
+from inglenook.app.pages.chat.page import ChatPage
+from inglenook.app.services.errors import explain
 from inglenook.app.pages.chat.attachment_bar import AttachmentBar
 from inglenook.app.widgets.image_viewer import ImageViewer, Picture, picture_of_input
 from inglenook.app.controllers.model_list import ModelList
@@ -38,14 +39,16 @@ class WaitingImages(QObject):
 
     changed = Signal()  # chips or the model's note were redrawn (tests wait for it)
     models_wanted = Signal()  # "Models…" on the note: the window shows the Models page
+    send_wanted = Signal(str)  # "Send without images": the message box's text, to send as it is
+    model_switched = Signal(str)  # a vision model offered on the note was chosen for the chat
 
-    def __init__(self, engine: Engine, workers: Workers, bar: AttachmentBar, active: ActiveChat, models: ModelList,
+    def __init__(self, engine: Engine, workers: Workers, bar: AttachmentBar, page: ChatPage, models: ModelList,
                  parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.engine = engine
         self.workers = workers
         self.bar = bar
-        self.active = active
+        self.page = page
         self.models = models
         self.images: list[tuple[ImageInput, Picture]] = []
         self.problem: str | None = None  # why the chat's model cannot read them (None: it can, or unknown)
@@ -56,9 +59,8 @@ class WaitingImages(QObject):
         bar.model_offered.connect(self._switch)
         bar.send_without_images.connect(self.send_without)
         bar.models_wanted.connect(self.models_wanted)
-        active.current_changed.connect(lambda _cid: self.check_model())
-        active.page.picker.model_chosen.connect(lambda _m: self.check_model())
-        active.page.composer.input.image_pasted.connect(lambda data: self.add_bytes([(data, "the pasted image")]))
+        page.model_chosen.connect(lambda _m: self.check_model())
+        page.image_pasted.connect(lambda data: self.add_bytes([(data, "the pasted image")]))
 
     # -- adding and removing -------------------------------------------------------------
 
@@ -115,14 +117,13 @@ class WaitingImages(QObject):
         """Drop the waiting images and send what the message box holds."""
         self.take()
         self.bar.show_status("")
-        composer = self.active.page.composer
-        text = composer.input.toPlainText()
+        text = self.page.message_text()
         if text.strip():
-            composer.set_text("")
-            self.active.send(text)
+            self.page.set_message_text("")
+            self.send_wanted.emit(text)
 
     def check_model(self, force: bool = False) -> None:
-        model = self.active.page.picker.current  # the chat's model as shown (switches show here first)
+        model = self.page.shown_model()  # the chat's model as shown (switches show here first)
         if not self.images:
             self._checked_model = None
             self._note(None, [])
@@ -160,8 +161,8 @@ class WaitingImages(QObject):
         self.changed.emit()
 
     def _switch(self, model_id: str) -> None:
-        self.active.page.picker.set_current(model_id)
-        self.active.choose_model(model_id)
+        self.page.show_model(model_id)
+        self.model_switched.emit(model_id)
         self.check_model(force=True)
 
     # -- showing -------------------------------------------------------------------------
@@ -186,5 +187,5 @@ class WaitingImages(QObject):
 
     def _failed(self, exc: BaseException) -> None:
         log.info("an image could not be attached: %s", exc)
-        self.bar.show_status(str(exc))
+        self.bar.show_status(explain(exc).text)
         self.changed.emit()

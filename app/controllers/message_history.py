@@ -66,7 +66,7 @@ class MessageHistory(QObject):
         view.remove_from(len(view.widgets) - 1)
         active.page.banner.hide()
         view.begin_answer(active.model_for(active.conversation) or "", start=start)
-        active.page.composer.set_streaming(True)
+        active.page.set_streaming(True)
         active.chat.continue_answer(cid)
 
     def edit_text(self, message_id: int) -> None:

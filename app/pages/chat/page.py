@@ -9,7 +9,7 @@ first, then the title shortens with "…".
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QResizeEvent, QTextCursor
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QProgressBar, QToolButton, QVBoxLayout, QWidget
 
@@ -30,6 +30,20 @@ PICKER_MAX_WIDTH = 340
 
 
 class ChatPage(QWidget):
+    # What the page's children say, said again by the page: controllers connect here and never
+    # reach through the page to its composer, view, picker or panel.
+    send_requested = Signal(str)  # the composer's Enter or Send
+    stop_requested = Signal()
+    image_pasted = Signal(bytes)  # a pasted image, as PNG bytes
+    regenerate_requested = Signal()
+    edit_submitted = Signal(int, str)  # (message id, new text)
+    suggestion_chosen = Signal(str)  # a suggestion on the empty chat
+    picture_clicked = Signal(object)  # a Picture in a message, to see larger
+    model_chosen = Signal(str)  # the header's picker
+    settings_changed = Signal(int, object, object)  # the panel: (conversation id, system prompt, sampling)
+    model_wanted = Signal(str)  # an assistant that names its model was picked
+    assistant_applied = Signal(object)  # the Assistant picked in the panel
+
     def __init__(self, hub: ModelStateHub, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("ChatPage")
@@ -54,6 +68,8 @@ class ChatPage(QWidget):
         banner_row.addWidget(self.banner)
         middle.addLayout(banner_row)
         self.composer = Composer(self)
+        # The chips of the next message's documents and images, which their controllers fill.
+        self.attachment_bar = self.composer.attachments
         middle.addWidget(self.composer)
         self._row.addLayout(middle, 1)
         self.panel = ChatSettingsPanel(self)
@@ -63,6 +79,45 @@ class ChatPage(QWidget):
         self.settings_toggle.toggled.connect(self._toggle_panel)
         self.picker.base_model_shown.connect(self._base_model_shown)
         self.composer.input.recall_requested.connect(self._recall_question)
+        self._say_again()
+
+    def _say_again(self) -> None:
+        """Relay the children's signals as the page's own."""
+        composer, view, panel = self.composer, self.view, self.panel
+        composer.send_requested.connect(self.send_requested)
+        composer.stop_requested.connect(self.stop_requested)
+        composer.input.image_pasted.connect(self.image_pasted)
+        view.regenerate_requested.connect(self.regenerate_requested)
+        view.edit_submitted.connect(self.edit_submitted)
+        view.suggestion_chosen.connect(self.suggestion_chosen)
+        view.picture_clicked.connect(self.picture_clicked)
+        self.picker.model_chosen.connect(self.model_chosen)
+        panel.changed.connect(self.settings_changed)
+        panel.model_wanted.connect(self.model_wanted)
+        panel.assistant_applied.connect(self.assistant_applied)
+
+    # -- what controllers may ask of the page ----------------------------------------------
+
+    def shown_model(self) -> str | None:
+        """The chat's model as the header's picker shows it (a switch shows here first)."""
+        return self.picker.current
+
+    def show_model(self, model_id: str | None) -> None:
+        self.picker.set_current(model_id)
+
+    def message_text(self) -> str:
+        """What the message box holds."""
+        return self.composer.input.toPlainText()
+
+    def set_message_text(self, text: str) -> None:
+        self.composer.set_text(text)
+
+    def focus_input(self) -> None:
+        self.composer.input.setFocus()
+
+    def set_streaming(self, streaming: bool) -> None:
+        """Send or Stop in the composer, as an answer streams or not."""
+        self.composer.set_streaming(streaming)
 
     def _header(self, hub: ModelStateHub) -> QFrame:
         header = QFrame(self)
