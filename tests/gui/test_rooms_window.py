@@ -11,10 +11,13 @@ from PySide6.QtCore import QBuffer, QByteArray, QIODevice
 from PySide6.QtGui import QColor, QImage
 
 from inglenook.app.controllers.conversations import ConversationList
+from inglenook.app.controllers.message_history import MessageHistory
 from inglenook.app.controllers.documents import Attachments
 from inglenook.app.controllers.images import WaitingImages
 from inglenook.app.controllers.model_list import ModelList
 from inglenook.app.controllers.next_message import NextMessage
+from inglenook.app.desktop import install_tray
+from inglenook.app.pages.chat.assistant_picker import AssistantPicker, describe
 from inglenook.app.pages.chat.composer import Composer
 from inglenook.app.pages.chat.page import ChatPage
 from inglenook.app.pages.chat.settings_panel import ChatSettingsPanel
@@ -32,10 +35,11 @@ from inglenook.app.pages.usage.prices import CostEditor
 from inglenook.app.services.app_settings import SettingsSaver
 from inglenook.app.services.errors import explain
 from inglenook.app.services.model_state import ModelStateHub
+from inglenook.app.services.tray import TrayController
 from inglenook.app.widgets.help_menu import AppMenus
 from inglenook.app.widgets.status_line import StatusLine
-from inglenook.engine import Endpoint, InglenookError, decode_image
-from tests.gui.conftest import new_chat
+from inglenook.engine import Assistant, Endpoint, InglenookError, decode_image
+from tests.gui.conftest import new_chat, type_and_send, wait_answer
 
 pytestmark = pytest.mark.gui
 WAIT_MS = 30_000
@@ -184,3 +188,33 @@ def test_the_models_and_usage_pages_are_in_the_window(qtbot, window) -> None:
     dialog = menus.show_shortcuts()
     assert "New chat" in dialog.body.text()
     dialog.close()
+
+
+def test_message_history_deletes_an_answer_and_shows_the_chat_again(qtbot, window) -> None:
+    history = window.history
+    assert isinstance(history, MessageHistory)
+    conversation_id = new_chat(qtbot, window, max_tokens=4)
+    type_and_send(qtbot, window, "Say hi.")
+    wait_answer(qtbot, window, conversation_id)
+    answer = window.engine.messages(conversation_id)[-1]
+    assert answer.role == "assistant"
+    history.delete(answer.id)
+    qtbot.waitUntil(lambda: [m.role for m in window.engine.messages(conversation_id)] == ["user"], timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: all(w.message is None or w.message.id != answer.id for w in window.view.widgets),
+                    timeout=WAIT_MS)
+
+
+def test_an_assistant_is_described_by_what_it_brings(qtbot, window) -> None:
+    picker = window.chat_page.panel.assistant
+    assert isinstance(picker, AssistantPicker)
+    plain = Assistant("Plain", system_prompt="Be brief.")
+    assert describe(plain) == "Be brief."
+    equipped = Assistant("Helper", description="Helps.", tool_servers=("time",), collections=("lease",))
+    assert describe(equipped) == "Helps.\nTools: time\nDocuments: lease"
+    assert describe(Assistant("Empty")) == "No system prompt"
+
+
+def test_without_a_tray_the_tray_controller_never_hides_the_window(qtbot, window) -> None:
+    tray = install_tray(window)
+    assert isinstance(tray, TrayController)
+    assert not tray.should_hide_on_close()  # offscreen there is no tray to hide in
