@@ -62,7 +62,7 @@ class MainWindow(QMainWindow):
     def __init__(self, engine: Engine, start_api: bool | None = None) -> None:
         super().__init__()
         self.engine = engine
-        engine.chats.client = "window"  # usage counts this window's answers as the window's
+        engine.name_client("window")  # usage counts this window's answers as the window's
         self.setWindowTitle("Inglenook")
         icon = resource_path("inglenook.svg")
         if icon is not None:

@@ -74,7 +74,8 @@ class ActiveChat(QObject):
         page.assistant_applied.connect(self.assistant_picked)
         picker, chats = page.panel.assistant, self.engine.chats
         picker.current_tools = self.tools_box.chosen
-        picker.read_choices = lambda: Choices(tuple(c.name for c in chats.tools.servers.all()),
+        engine = self.engine
+        picker.read_choices = lambda: Choices(tuple(c.name for c in engine.tool_servers()),
                                               tuple(chats.collections()))
         picker.run_read = lambda read, done: self.workers.disk.run(read, done, self.show_error)
         picker.set_library(chats.assistants)

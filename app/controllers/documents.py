@@ -231,7 +231,7 @@ class Attachments(QObject):
 
     def _answered(self, conversation_id: int, _message: object) -> None:
         """After an answer from searched documents, name the passages it was given."""
-        used = self.engine.chats.passages_used.get(conversation_id)
+        used = self.engine.passages_used(conversation_id)
         if used and conversation_id == self.active.current_id:
             self.bar.show_status("Passages used: " + "  ".join(f"[{p.citation()}]" for p in used))
             self.changed.emit()

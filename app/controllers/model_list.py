@@ -48,7 +48,7 @@ class ModelList(QObject):
 
         self.workers.disk.run(read, self._read, self.failed.emit)
         # Remote engines answer over the network, which must not hold up the local list.
-        self.workers.network.run(engine.chats.remotes.records, self._remote_read,
+        self.workers.network.run(engine.remote_models, self._remote_read,
                                  lambda exc: log.warning("remote engines: %s", exc))
 
     def _read(self, result: tuple[list[ModelRecord], str | None, dict[str, LoadPlan], set[str]]) -> None:
