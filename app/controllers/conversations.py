@@ -10,7 +10,6 @@ import logging
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QTimer, Signal
-from PySide6.QtWidgets import QFileDialog
 
 from inglenook.engine import Conversation, ConversationSearch, Engine, atomic_write_bytes, atomic_write_text
 
@@ -151,10 +150,7 @@ class ConversationList(QObject):
         markdown = kind == "markdown"
         if path is None:
             suggested = Path.home() / f"conversation-{conversation_id}{'.md' if markdown else '.json'}"
-            path, _ = QFileDialog.getSaveFileName(
-                self.sidebar.window(), "Export conversation", str(suggested),
-                "Markdown (*.md)" if markdown else "JSON (*.json)",
-            )
+            path = self.sidebar.ask_export_path(suggested, markdown)
             if not path:
                 return
         chats, target = self.engine.chats, Path(path)

@@ -22,7 +22,7 @@ from typing import TypeVar
 
 from PySide6.QtCore import QObject, QUrl, Signal, Slot
 from PySide6.QtGui import QDesktopServices, QDragEnterEvent, QDropEvent
-from PySide6.QtWidgets import QFileDialog, QWidget
+from PySide6.QtWidgets import QWidget
 
 from inglenook.engine import Document, DocumentError, EncoderOffer, Engine, human_size
 
@@ -30,6 +30,7 @@ from inglenook.app.controllers.active_chat import ActiveChat
 from inglenook.app.pages.chat.attachment_bar import CITE_SCHEME, AttachmentBar, DocumentPreview, parse_citation
 from inglenook.app.controllers.images import is_image_path
 from inglenook.app.pages.models.installed import ModelDropFilter
+from inglenook.app.services.errors import explain
 from inglenook.app.services.workers import Workers
 
 log = logging.getLogger(__name__)
@@ -123,11 +124,9 @@ class Attachments(QObject):
         widget.installEventFilter(self._drop_filter)
 
     def choose_files(self) -> None:
-        names, _ = QFileDialog.getOpenFileNames(
-            self.bar, "Attach images or documents", "",
-            "Images and documents (*);;Images (*.png *.jpg *.jpeg *.webp *.gif)")
-        if names:
-            self.attach([Path(n) for n in names])
+        paths = self.bar.ask_files()
+        if paths:
+            self.attach(paths)
 
     def reload(self, conversation_id: int | None = None) -> None:
         conversation_id = self.active.current_id if conversation_id is None else conversation_id
@@ -198,8 +197,7 @@ class Attachments(QObject):
     def show_preview(self, sha256: str) -> None:
         document = next((d for d in self.documents if d.sha256 == sha256), None)
         if document is not None:
-            self.preview = DocumentPreview(document, self.bar.window())
-            self.preview.show()
+            self.preview = self.bar.open_preview(document)
 
     def open_citation(self, url: QUrl) -> None:
         """A citation in an answer was clicked: the open chat's document of that name, in
@@ -211,8 +209,7 @@ class Attachments(QObject):
             return
         if self.preview is not None:
             self.preview.close()
-        self.preview = DocumentPreview(document, self.bar.window())
-        self.preview.show()
+        self.preview = self.bar.open_preview(document)
         self.preview.show_section(where)
 
     def _latest_only(self, callback: Callable[[T], None], stale: Callable[[], None] | None = None) -> Callable[[T], None]:
@@ -304,5 +301,5 @@ class Attachments(QObject):
 
     def _failed(self, exc: BaseException) -> None:
         log.info("attaching documents failed: %s", exc)
-        self.bar.show_status(str(exc))
+        self.bar.show_status(explain(exc).text)
         self.changed.emit()

@@ -169,14 +169,11 @@ class WaitingImages(QObject):
 
     def show_picture(self, picture: Picture) -> None:
         """The viewer for ``picture`` (its whole image read on the disk lane)."""
-        parent = self.bar.window()
-
         def opened(image: object) -> None:
             from PySide6.QtGui import QImage  # noqa: PLC0415 — the lane hands back a QImage
 
             if isinstance(image, QImage) and not image.isNull():
-                self.viewer = ImageViewer(image, picture.label, parent)
-                self.viewer.show()
+                self.viewer = self.bar.open_viewer(image, picture.label)
                 self.changed.emit()
 
         self.workers.disk.run(picture.full, opened, self._failed)

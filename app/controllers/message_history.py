@@ -72,18 +72,17 @@ class MessageHistory(QObject):
     def edit_text(self, message_id: int) -> None:
         if not self._idle():
             return
-        index = self.active.page.view.index_of_message(message_id)
-        if index is None:
-            return
         cid, chats = self.active.current_id, self._chats
         assert cid is not None
+        editor = self.active.page.open_answer_editor(message_id)
+        if editor is None:
+            return
 
         def save(text: str) -> None:
             self._run(lambda: chats.edit_message(message_id, text), lambda _message: self._reload_if_open(cid))
 
-        self.editor = AnswerEditor(self.active.page.view.widgets[index].text, self.active.page)
-        self.editor.edited.connect(save)
-        self.editor.open()
+        self.editor = editor
+        editor.edited.connect(save)
 
     def branch(self, message_id: int) -> None:
         chats = self._chats

@@ -36,12 +36,7 @@ KNOWN_DEBTS: set[tuple[str, str]] = {
     ("controllers.active_chat", "builds Choices"),  # the assistant editor's choices
     ("controllers.active_chat", "builds ToolCallWidget"),  # a tool call's block in the view
     ("controllers.answers", "builds ApprovalBridge"),  # leaves the widget module with issue 41 item 4
-    ("controllers.conversations", "builds QFileDialog"),  # where to export a conversation
-    ("controllers.documents", "builds DocumentPreview"),
     ("controllers.documents", "builds ModelDropFilter"),
-    ("controllers.documents", "builds QFileDialog"),
-    ("controllers.images", "builds ImageViewer"),
-    ("controllers.message_history", "builds AnswerEditor"),
 }
 
 

@@ -18,18 +18,19 @@ the retrieved passages ask for that form); ``markdown.render_markdown`` makes ea
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from urllib.parse import unquote
 
 from PySide6.QtCore import Qt, QUrl, Signal
-from PySide6.QtGui import QColor, QTextCharFormat, QTextCursor, QTextFormat
+from PySide6.QtGui import QColor, QImage, QTextCharFormat, QTextCursor, QTextFormat
 from PySide6.QtWidgets import (
-    QDialog, QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QTextEdit, QToolButton, QVBoxLayout, QWidget,
+    QDialog, QFileDialog, QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QTextEdit, QToolButton, QVBoxLayout, QWidget,
 )
 
 from inglenook.engine import Document, human_count
 
 from inglenook.app.widgets.flow_layout import FlowLayout
-from inglenook.app.widgets.image_viewer import Picture, thumbnail_button
+from inglenook.app.widgets.image_viewer import ImageViewer, Picture, thumbnail_button
 from inglenook.app.text.markdown import CITE_SCHEME as CITE_SCHEME
 
 IMAGE_CHIP = 48  # a waiting image's thumbnail side
@@ -282,6 +283,27 @@ class AttachmentBar(QWidget):
     def show_status(self, text: str) -> None:
         self.status.setText(text)
         self._update_visibility()
+
+    # -- the windows the bar opens for its controllers (which build no widgets) ------------
+
+    def ask_files(self) -> list[Path]:
+        """The files the person picks to attach ([] when cancelled)."""
+        names, _ = QFileDialog.getOpenFileNames(
+            self, "Attach images or documents", "",
+            "Images and documents (*);;Images (*.png *.jpg *.jpeg *.webp *.gif)")
+        return [Path(name) for name in names]
+
+    def open_preview(self, document: Document) -> DocumentPreview:
+        """A document's preview, shown beside the window."""
+        preview = DocumentPreview(document, self.window())
+        preview.show()
+        return preview
+
+    def open_viewer(self, image: QImage, label: str) -> ImageViewer:
+        """A picture at full size, shown beside the window."""
+        viewer = ImageViewer(image, label, self.window())
+        viewer.show()
+        return viewer
 
     def _update_visibility(self) -> None:
         self.setVisible(bool(self._chips) or bool(self.image_chips) or bool(self.status.text()))

@@ -19,6 +19,7 @@ from inglenook.app.pages.chat.settings_panel import ChatSettingsPanel
 from inglenook.app.pages.chat.composer import Composer
 from inglenook.app.widgets.elided import ElidedLabel
 from inglenook.app.text.formatting import BASE_MODEL_NOTE
+from inglenook.app.pages.chat.message_actions import AnswerEditor
 from inglenook.app.pages.chat.message_view import ConversationView
 from inglenook.app.pages.chat.model_picker import ModelPicker
 from inglenook.app.services.model_state import ModelStateHub
@@ -114,6 +115,15 @@ class ChatPage(QWidget):
 
     def focus_input(self) -> None:
         self.composer.input.setFocus()
+
+    def open_answer_editor(self, message_id: int) -> AnswerEditor | None:
+        """Edit text… on an answer shown here: its editor, opened (None: not on the page)."""
+        index = self.view.index_of_message(message_id)
+        if index is None:
+            return None
+        editor = AnswerEditor(self.view.widgets[index].text, self)
+        editor.open()
+        return editor
 
     def set_streaming(self, streaming: bool) -> None:
         """Send or Stop in the composer, as an answer streams or not."""

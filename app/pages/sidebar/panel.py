@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtCore import QPoint, QRect, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QFont, QIcon, QPainter
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QFileDialog,
     QFrame,
     QHBoxLayout,
     QLabel,
@@ -134,6 +137,12 @@ class Sidebar(QFrame):
         self._build_conversations(layout)
         self._build_toast(layout)
         self._build_nav(layout)
+
+    def ask_export_path(self, suggested: Path, markdown: bool) -> str:
+        """Where to export a conversation ("" when cancelled)."""
+        path, _ = QFileDialog.getSaveFileName(self.window(), "Export conversation", str(suggested),
+                                              "Markdown (*.md)" if markdown else "JSON (*.json)")
+        return path
 
     def _brand(self) -> QHBoxLayout:
         brand_row = QHBoxLayout()
