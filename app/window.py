@@ -83,7 +83,7 @@ class MainWindow(QMainWindow):
         self._build()
         self.conversations = ConversationList(engine, self.workers, self.sidebar, self.chat, self)
         self.active = ActiveChat(engine, self.workers, self.chat_page, self.chat, self.model_list, self)
-        self.history = MessageHistory(self.active, self)
+        self.history = MessageHistory(self.active, self.chat_page, self)
         # What the next message carries: the box's text, the chat's documents, the waiting images.
         self.next_message = NextMessage(engine, self.workers, self.chat_page, self.active, self.model_list, self)
         self.attachments, self.images = self.next_message.documents, self.next_message.images

@@ -15,19 +15,20 @@ from inglenook.engine import Conversation, Message
 
 from inglenook.app.controllers.active_chat import ActiveChat
 from inglenook.app.pages.chat.message_actions import AnswerEditor
+from inglenook.app.pages.chat.page import ChatPage
 
 
 class MessageHistory(QObject):
-    def __init__(self, active: ActiveChat, parent: QObject | None = None) -> None:
+    def __init__(self, active: ActiveChat, page: ChatPage, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.active = active
+        self.page = page
         self.editor: AnswerEditor | None = None  # Edit text… on an answer, while open
-        view = active.page.view
-        view.version_chosen.connect(self.show_version)
-        view.continue_requested.connect(self.continue_answer)
-        view.edit_text_requested.connect(self.edit_text)
-        view.branch_requested.connect(self.branch)
-        view.delete_requested.connect(self.delete)
+        page.version_chosen.connect(self.show_version)
+        page.continue_requested.connect(self.continue_answer)
+        page.edit_text_requested.connect(self.edit_text)
+        page.branch_requested.connect(self.branch)
+        page.delete_requested.connect(self.delete)
         active.chat.answer_finished.connect(self._answer_finished)
 
     @property
@@ -39,7 +40,8 @@ class MessageHistory(QObject):
         return self.active.current_id is not None and not self.active.chat.is_streaming(self.active.current_id)
 
     def _run(self, work, done) -> None:  # noqa: ANN001 — callables of the disk lane
-        self.active.workers.disk.run(work, done, self.active.show_error)
+        # A failure goes to the chat page's banner (the chat's Operations say it there).
+        self.active.operations.run("disk", work, done)
 
     def _reload_if_open(self, conversation_id: int) -> None:
         if conversation_id == self.active.current_id:
@@ -58,15 +60,10 @@ class MessageHistory(QObject):
         if not self._idle():
             return
         active = self.active
-        cid, view = active.current_id, active.page.view
+        cid = active.current_id
         assert cid is not None
-        if not view.widgets or view.widgets[-1].role != "assistant":
+        if self.page.reopen_last_answer(active.model_for(active.conversation) or "") is None:
             return
-        start = view.widgets[-1].text
-        view.remove_from(len(view.widgets) - 1)
-        active.page.banner.hide()
-        view.begin_answer(active.model_for(active.conversation) or "", start=start)
-        active.page.set_streaming(True)
         active.chat.continue_answer(cid)
 
     def edit_text(self, message_id: int) -> None:
@@ -74,7 +71,7 @@ class MessageHistory(QObject):
             return
         cid, chats = self.active.current_id, self._chats
         assert cid is not None
-        editor = self.active.page.open_answer_editor(message_id)
+        editor = self.page.open_answer_editor(message_id)
         if editor is None:
             return
 
@@ -113,6 +110,4 @@ class MessageHistory(QObject):
     def _show_versions(self, conversation_id: int, versions: dict[int, list[int]]) -> None:
         if conversation_id != self.active.current_id:
             return
-        for widget in self.active.page.view.widgets:
-            if widget.message is not None:
-                widget.set_versions(versions.get(widget.message.id, []))
+        self.page.show_versions(versions)

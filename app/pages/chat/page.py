@@ -44,6 +44,11 @@ class ChatPage(QWidget):
     settings_changed = Signal(int, object, object)  # the panel: (conversation id, system prompt, sampling)
     model_wanted = Signal(str)  # an assistant that names its model was picked
     assistant_applied = Signal(object)  # the Assistant picked in the panel
+    version_chosen = Signal(int)  # a message's pager: the id of the version to show
+    continue_requested = Signal()  # an answer's ⋯ menu
+    edit_text_requested = Signal(int)  # message id
+    branch_requested = Signal(int)  # message id
+    delete_requested = Signal(int)  # message id
 
     def __init__(self, hub: ModelStateHub, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -92,6 +97,11 @@ class ChatPage(QWidget):
         view.edit_submitted.connect(self.edit_submitted)
         view.suggestion_chosen.connect(self.suggestion_chosen)
         view.picture_clicked.connect(self.picture_clicked)
+        view.version_chosen.connect(self.version_chosen)
+        view.continue_requested.connect(self.continue_requested)
+        view.edit_text_requested.connect(self.edit_text_requested)
+        view.branch_requested.connect(self.branch_requested)
+        view.delete_requested.connect(self.delete_requested)
         self.picker.model_chosen.connect(self.model_chosen)
         panel.changed.connect(self.settings_changed)
         panel.model_wanted.connect(self.model_wanted)
@@ -115,6 +125,25 @@ class ChatPage(QWidget):
 
     def focus_input(self) -> None:
         self.composer.input.setFocus()
+
+    def reopen_last_answer(self, model_id: str) -> str | None:
+        """Continue: the last answer's card streams again from its text, which is returned
+        (None when the chat does not end in an answer)."""
+        view = self.view
+        if not view.widgets or view.widgets[-1].role != "assistant":
+            return None
+        start = view.widgets[-1].text
+        view.remove_from(len(view.widgets) - 1)
+        self.banner.hide()
+        view.begin_answer(model_id, start=start)
+        self.set_streaming(True)
+        return start
+
+    def show_versions(self, versions: dict[int, list[int]]) -> None:
+        """Each message's ‹ n/m › pager, from message id -> the ids of its versions."""
+        for widget in self.view.widgets:
+            if widget.message is not None:
+                widget.set_versions(versions.get(widget.message.id, []))
 
     def open_answer_editor(self, message_id: int) -> AnswerEditor | None:
         """Edit text… on an answer shown here: its editor, opened (None: not on the page)."""
