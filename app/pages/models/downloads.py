@@ -322,7 +322,7 @@ class DownloadsPanel(QWidget):
     def refresh_pending(self) -> None:
         engine = self.engine
         self.operations.run_typed("disk", lambda: group_pending(downloader_for(engine).pending()), self._pending_loaded,
-                              self._side_failed)
+                                  self._side_failed)
 
     def _pending_loaded(self, groups: list[PendingGroup]) -> None:
         self.pending = groups

@@ -13,7 +13,6 @@ a stranger wrote that the model will read, so it is shown in full.
 from __future__ import annotations
 
 import html
-
 import json
 import logging
 import shlex
@@ -266,7 +265,7 @@ class ToolsPage(QWidget):
             return
         manager = self.manager
         self.operations.run("network", lambda: manager.sign_out(name), lambda _: self._done(f"Signed out of {name}."),
-                                 self._show_failure)
+                            self._show_failure)
 
     def _start_selected(self) -> None:
         name = self._selected_server()

@@ -157,7 +157,7 @@ class UsagePage(QWidget):
     def refresh(self) -> None:
         engine, days = self.engine, self.days
         self.operations.run("disk", lambda: engine.usage_summary(days), self.show_summary,
-                              self._show_failure)
+                            self._show_failure)
 
     def show_summary(self, summary: UsageSummary) -> None:
         self.summary = summary
