@@ -5,10 +5,12 @@ models lists, saving settings, the models' load state, the status line and the S
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 from PySide6.QtCore import QBuffer, QByteArray, QIODevice
 from PySide6.QtGui import QColor, QImage
+from PySide6.QtWidgets import QFileDialog
 
 from inglenook.app.controllers.conversations import ConversationList
 from inglenook.app.controllers.message_history import MessageHistory
@@ -218,3 +220,22 @@ def test_without_a_tray_the_tray_controller_never_hides_the_window(qtbot, window
     tray = install_tray(window)
     assert isinstance(tray, TrayController)
     assert not tray.should_hide_on_close()  # offscreen there is no tray to hide in
+
+
+def test_exporting_asks_the_sidebar_where_and_writes_there(qtbot, window, tmp_path, monkeypatch) -> None:
+    conversation_id = new_chat(qtbot, window)
+    target = tmp_path / "exported.md"
+    asked: list[tuple[str, str]] = []
+
+    def pick(_parent, title, suggested, kinds):
+        asked.append((suggested, kinds))
+        return str(target), kinds
+
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", pick)
+    window.conversations.export(conversation_id, "markdown")
+    qtbot.waitUntil(target.exists, timeout=WAIT_MS)
+    assert asked == [(str(Path.home() / f"conversation-{conversation_id}.md"), "Markdown (*.md)")]
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *_a: ("", ""))  # cancelled: nothing written
+    target.unlink()
+    window.conversations.export(conversation_id, "json")
+    assert not target.exists()
