@@ -34,6 +34,7 @@ from inglenook.app.controllers.active_chat import ActiveChat
 from inglenook.app.controllers.message_history import MessageHistory
 from inglenook.app.services.app_settings import API_FIELDS, SettingsSaver
 from inglenook.app.controllers.next_message import NextMessage
+from inglenook.app.pages.chat.tools_box import ChatToolsBox
 from inglenook.app.controllers.answers import ChatController
 from inglenook.app.pages.chat.page import ChatPage
 from inglenook.app.controllers.conversations import ConversationList
@@ -82,7 +83,10 @@ class MainWindow(QMainWindow):
         self.saver = SettingsSaver(engine, self.workers, self)
         self._build()
         self.conversations = ConversationList(engine, self.workers, self.sidebar, self.chat, self)
-        self.active = ActiveChat(engine, self.workers, self.chat_page, self.chat, self.model_list, self)
+        # The chat's tool switches, in its settings panel (Settings → Tools holds the servers).
+        tools_box = ChatToolsBox(engine.chats, self.operations, self.chat_page.panel)
+        self.active = ActiveChat(engine, self.workers, self.chat_page, self.chat, self.model_list, self.operations,
+                                 tools_box, self)
         self.history = MessageHistory(self.active, self.chat_page, self)
         # What the next message carries: the box's text, the chat's documents, the waiting images.
         self.next_message = NextMessage(engine, self.workers, self.chat_page, self.active, self.model_list, self)
@@ -144,6 +148,7 @@ class MainWindow(QMainWindow):
         # The chat page's parts, by the names tests and scripts use.
         page = self.chat_page
         self.view, self.composer, self.banner, self.panel = page.view, page.composer, page.banner, page.panel
+        self.operations.failed.connect(self.banner.show_explanation)  # work nobody else answers for
         self.picker, self.title_label, self.settings_toggle = page.picker, page.title_label, page.settings_toggle
         self.model_status = self.status_line.model_status
 
@@ -165,7 +170,6 @@ class MainWindow(QMainWindow):
         self.panel.context_size_changed.connect(lambda tokens: self.saver.apply({"context_size": tokens}))
         self.panel.set_context_size(self.engine.settings.context_size)
         self.banner.action.connect(self._act)
-        self.operations.failed.connect(self.banner.show_explanation)
         self.hub.changed.connect(self._model_state)
         self.model_list.changed.connect(self._show_models)
         # The chat settings' adapter picker follows imports as the model list does.

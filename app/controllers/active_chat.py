@@ -38,7 +38,7 @@ class ActiveChat(QObject):
     documents_changed = Signal()  # documents were attached to the open chat (an assistant's)
 
     def __init__(self, engine: Engine, workers: Workers, page: ChatPage, chat: ChatController, models: ModelList,
-                 parent: QObject | None = None) -> None:
+                 operations: Operations, tools_box: ChatToolsBox, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.engine = engine
         self.workers = workers
@@ -54,10 +54,9 @@ class ActiveChat(QObject):
         self.errors: dict[int, BaseException] = {}  # the last failure of each conversation
         # The chat's tool switches (Settings → Tools holds the servers), and the blocks of
         # calls in flight by call id (a result finds its block).
-        # The chat's own operations: what nobody handles goes to this chat page's banner.
-        self.operations = Operations(workers, self)
-        self.operations.failed.connect(page.banner.show_explanation)
-        self.tools_box = ChatToolsBox(engine.chats, self.operations, page.panel)
+        # The window's operations: what nobody handles goes to the chat page's banner.
+        self.operations = operations
+        self.tools_box = tools_box  # built by the window, which composes widgets
         page.panel.add_tools_section(self.tools_box)  # the servers' switches, then rounds and tool choice
         self.tools_box.tools_listed.connect(page.panel.set_tool_names)
         self.call_blocks: dict[str, ToolCallWidget] = {}

@@ -32,7 +32,6 @@ WORKERS = f"{APP}.services.workers"
 
 # (module under inglenook.app, what it does that a rule forbids). Each is work left, not a rule.
 KNOWN_DEBTS: set[tuple[str, str]] = {
-    ("controllers.active_chat", "builds ChatToolsBox"),  # the chat panel's tool switches
     ("controllers.active_chat", "builds Choices"),  # the assistant editor's choices
     ("controllers.active_chat", "builds ToolCallWidget"),  # a tool call's block in the view
     ("controllers.answers", "builds ApprovalBridge"),  # leaves the widget module with issue 41 item 4
