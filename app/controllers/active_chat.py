@@ -15,9 +15,10 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QGuiApplication
 
 from inglenook.engine import (
-    Assistant, CallRecord, CallRequest, Conversation, Engine, ImageInput, Message, ModelNotFound, PromptProgress,
+    Assistant, CallRecord, CallRequest, Conversation, ImageInput, Message, ModelNotFound, PromptProgress,
 )
 
+from inglenook.app.services.app_engine import AppEngine
 from inglenook.app.services import errors as actions
 from inglenook.app.pages.chat.assistant_editor import Choices
 from inglenook.app.controllers.answers import ChatController
@@ -37,7 +38,7 @@ class ActiveChat(QObject):
     conversation_changed = Signal()  # created, renamed or re-pointed: the list shows it anew
     documents_changed = Signal()  # documents were attached to the open chat (an assistant's)
 
-    def __init__(self, engine: Engine, workers: Workers, page: ChatPage, chat: ChatController, models: ModelList,
+    def __init__(self, engine: AppEngine, workers: Workers, page: ChatPage, chat: ChatController, models: ModelList,
                  operations: Operations, tools_box: ChatToolsBox, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.engine = engine

@@ -28,9 +28,10 @@ from dataclasses import dataclass, field
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from inglenook.engine import (
-    CallFinished, Engine, ImageInput, Message, PromptProgress, RoundFinished, ToolTurn, ToolTurnEvent, Turn,
+    CallFinished, ImageInput, Message, PromptProgress, RoundFinished, ToolTurn, ToolTurnEvent, Turn,
 )
 
+from inglenook.app.services.app_engine import AppEngine
 from inglenook.app.pages.chat.tool_call_widget import ApprovalBridge
 from inglenook.app.services.workers import Lane, Wakeups
 
@@ -101,7 +102,7 @@ class ChatController(QObject):
     tool_call_done = Signal(int, object)  # (conversation id, CallRecord)
     tool_round_done = Signal(int, object)  # (conversation id, Message | None)
 
-    def __init__(self, engine: Engine, lane: Lane, parent: QObject | None = None) -> None:
+    def __init__(self, engine: AppEngine, lane: Lane, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.engine = engine
         self.lane = lane

@@ -11,8 +11,9 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from inglenook.engine import Conversation, ConversationSearch, Engine, atomic_write_bytes, atomic_write_text
+from inglenook.engine import Conversation, ConversationSearch, atomic_write_bytes, atomic_write_text
 
+from inglenook.app.services.app_engine import AppEngine
 from inglenook.app.text import export
 from inglenook.app.controllers.answers import ChatController
 from inglenook.app.pages.sidebar.panel import Sidebar
@@ -32,7 +33,7 @@ class ConversationList(QObject):
     notice = Signal(str)  # a line for the status bar
     failed = Signal(object)  # an exception, for the banner
 
-    def __init__(self, engine: Engine, workers: Workers, sidebar: Sidebar, chat: ChatController,
+    def __init__(self, engine: AppEngine, workers: Workers, sidebar: Sidebar, chat: ChatController,
                  parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.engine = engine

@@ -24,8 +24,9 @@ from PySide6.QtCore import QObject, QUrl, Signal, Slot
 from PySide6.QtGui import QDesktopServices, QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QWidget
 
-from inglenook.engine import Document, DocumentError, EncoderOffer, Engine, human_size
+from inglenook.engine import Document, DocumentError, EncoderOffer, human_size
 
+from inglenook.app.services.app_engine import AppEngine
 from inglenook.app.controllers.active_chat import ActiveChat
 from inglenook.app.pages.chat.attachment_bar import CITE_SCHEME, AttachmentBar, DocumentPreview, parse_citation
 from inglenook.app.controllers.images import is_image_path
@@ -86,7 +87,7 @@ class Attachments(QObject):
     encoder_download_requested = Signal(object)  # the EncoderOffer to download (the window starts it)
     offer_changed = Signal()  # the encoder line was shown, changed or hidden
 
-    def __init__(self, engine: Engine, workers: Workers, bar: AttachmentBar, active: ActiveChat,
+    def __init__(self, engine: AppEngine, workers: Workers, bar: AttachmentBar, active: ActiveChat,
                  on_images: Callable[[list[Path]], None] | None = None, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.engine = engine

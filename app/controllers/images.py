@@ -15,8 +15,9 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
-from inglenook.engine import Engine, ImageInput, decode_image, read_image_file
+from inglenook.engine import ImageInput, decode_image, read_image_file
 
+from inglenook.app.services.app_engine import AppEngine
 from inglenook.app.pages.chat.page import ChatPage
 from inglenook.app.services.errors import explain
 from inglenook.app.pages.chat.attachment_bar import AttachmentBar
@@ -42,7 +43,7 @@ class WaitingImages(QObject):
     send_wanted = Signal(str)  # "Send without images": the message box's text, to send as it is
     model_switched = Signal(str)  # a vision model offered on the note was chosen for the chat
 
-    def __init__(self, engine: Engine, workers: Workers, bar: AttachmentBar, page: ChatPage, models: ModelList,
+    def __init__(self, engine: AppEngine, workers: Workers, bar: AttachmentBar, page: ChatPage, models: ModelList,
                  parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.engine = engine

@@ -7,8 +7,9 @@ import logging
 
 from PySide6.QtCore import QObject, Signal
 
-from inglenook.engine import REMOTE_SOURCE, Engine, LoadPlan, ModelNotFound, ModelRecord
+from inglenook.engine import REMOTE_SOURCE, LoadPlan, ModelNotFound, ModelRecord
 
+from inglenook.app.services.app_engine import AppEngine
 from inglenook.app.services.workers import Workers
 
 log = logging.getLogger(__name__)
@@ -21,7 +22,7 @@ class ModelList(QObject):
     local_read = Signal()
     failed = Signal(object)  # an exception, for the banner
 
-    def __init__(self, engine: Engine, workers: Workers, parent: QObject | None = None) -> None:
+    def __init__(self, engine: AppEngine, workers: Workers, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.engine = engine
         self.workers = workers

@@ -15,8 +15,8 @@ import logging
 
 from PySide6.QtCore import QObject
 
-from inglenook.engine import Engine
 
+from inglenook.app.services.app_engine import AppEngine
 from inglenook.app.controllers.active_chat import ActiveChat
 from inglenook.app.controllers.documents import Attachments
 from inglenook.app.controllers.images import WaitingImages
@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 class NextMessage(QObject):
     """The next message's text, documents and images, sent as one."""
 
-    def __init__(self, engine: Engine, workers: Workers, page: ChatPage, active: ActiveChat, models: ModelList,
+    def __init__(self, engine: AppEngine, workers: Workers, page: ChatPage, active: ActiveChat, models: ModelList,
                  parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.page = page

@@ -6,8 +6,10 @@ Every ``engine.…`` the window's modules write is a member of this list
 that ``Engine`` satisfies it. Reaching through the engine's objects
 (``engine.chats.remotes.records``, ``engine.chats.tools.servers.all()``, assigning
 ``engine.chats.client``) became methods of the engine's facade: ``remote_models``,
-``tool_servers``, ``passages_used`` and ``name_client``. ``chats`` is still handed out whole;
-the conversation calls on it are the next to earn methods of their own.
+``tool_servers``, ``passages_used`` and ``name_client``. The controllers are typed against
+this protocol, so a controller test can hand them a small fake engine
+(tests/gui/test_controllers_fake_engine.py). ``chats`` is still handed out whole; the
+conversation calls on it are the next to earn methods of their own.
 """
 
 from __future__ import annotations
