@@ -13,10 +13,10 @@ from PySide6.QtGui import QIcon
 
 from inglenook.engine import find_starter_model
 
-from .resources import resource_path
-from .tray import TrayController
-from .welcome import FAILED, LOADING, READY, WelcomeDialog, WelcomeFacts
-from .window import MainWindow
+from inglenook.app.services.resources import resource_path
+from inglenook.app.services.tray import TrayController
+from inglenook.app.widgets.welcome import FAILED, LOADING, READY, WelcomeDialog, WelcomeFacts
+from inglenook.app.window import MainWindow
 
 log = logging.getLogger(__name__)
 

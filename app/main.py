@@ -15,11 +15,11 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 
 from inglenook.engine import CrashGuard, InglenookError, LastCrash, Paths
 
-from . import theme
-from .desktop import bring_forward, install_tray, maybe_welcome, preload_default_model
-from .qt_platform import check_platform_libraries
-from .resources import resource_path
-from .single_instance import Handoff, InstanceServer, hand_over, server_name
+from inglenook.app.widgets import theme
+from inglenook.app.desktop import bring_forward, install_tray, maybe_welcome, preload_default_model
+from inglenook.app.services.qt_platform import check_platform_libraries
+from inglenook.app.services.resources import resource_path
+from inglenook.app.services.single_instance import Handoff, InstanceServer, hand_over, server_name
 
 if TYPE_CHECKING:
     from inglenook.engine import Engine
@@ -52,7 +52,7 @@ def run_app(argv: Sequence[str] | None = None) -> int:
         return started  # another Inglenook has this profile
     engine, guard, instance, opened, last_crashes = started
     theme.apply_theme(app, engine.settings.theme)
-    from .window import MainWindow  # noqa: PLC0415
+    from inglenook.app.window import MainWindow  # noqa: PLC0415
 
     window = MainWindow(engine)
     instance.setParent(window)
@@ -111,8 +111,8 @@ def _start_engine(arguments: list[str]) -> _Started | int:
 def _startup_failed(app: QApplication, exc: InglenookError) -> bool:
     """Say why Inglenook cannot start, and where; True when the person asks to try again
     (after freeing space, say). Also logged and printed, for a launch from a terminal."""
-    from .errors import explain  # noqa: PLC0415 — the one mapping of errors to words
-    from .startup_error import disk_trouble, startup_message  # noqa: PLC0415
+    from inglenook.app.services.errors import explain  # noqa: PLC0415 — the one mapping of errors to words
+    from inglenook.app.services.startup_error import disk_trouble, startup_message  # noqa: PLC0415
 
     log.info("cannot start: %s", exc)  # into the log file; the line below is for the terminal
     paths = Paths.default()

@@ -25,28 +25,32 @@ from PySide6.QtWidgets import QApplication, QHBoxLayout, QMainWindow, QStackedWi
 
 from inglenook.engine import Conversation, EncoderOffer, Engine, LastCrash, ModelRecord
 
-from . import errors as actions
-from . import icons, markdown, shortcuts, theme
-from .active_chat import ActiveChat
-from .message_history import MessageHistory
-from .app_settings import API_FIELDS, SettingsSaver
-from .attachments_controller import Attachments
-from .image_attachments import WaitingImages
-from .chat_controller import ChatController
-from .chat_page import ChatPage
-from .conversations import ConversationList
-from .help_menu import AppMenus
-from .model_list import ModelList
-from .model_state import ModelStateHub
-from .models_installed import ModelDropFilter
-from .models_page import ModelsPage
-from .resources import resource_path
-from .server_control import ServerController
-from .settings_dialog import SettingsDialog
-from .sidebar import Sidebar
-from .status_line import StatusLine
-from .usage_page import UsagePage
-from .workers import Workers
+from inglenook.app.services import errors as actions
+from inglenook.app.widgets import icons
+from inglenook.app.text import markdown
+from inglenook.app.widgets import shortcuts
+from inglenook.app.widgets import theme
+from inglenook.app.controllers.active_chat import ActiveChat
+from inglenook.app.controllers.message_history import MessageHistory
+from inglenook.app.services.app_settings import API_FIELDS, SettingsSaver
+from inglenook.app.controllers.next_message import NextMessage
+from inglenook.app.pages.chat.tools_box import ChatToolsBox
+from inglenook.app.controllers.answers import ChatController
+from inglenook.app.pages.chat.page import ChatPage
+from inglenook.app.controllers.conversations import ConversationList
+from inglenook.app.widgets.help_menu import AppMenus
+from inglenook.app.controllers.model_list import ModelList
+from inglenook.app.services.model_state import ModelStateHub
+from inglenook.app.pages.models.installed import ModelDropFilter
+from inglenook.app.pages.models.page import ModelsPage
+from inglenook.app.services.resources import resource_path
+from inglenook.app.services.server_control import ServerController
+from inglenook.app.pages.settings.dialog import SettingsDialog
+from inglenook.app.pages.sidebar.panel import Sidebar
+from inglenook.app.widgets.status_line import StatusLine
+from inglenook.app.pages.usage.page import UsagePage
+from inglenook.app.services.operations import Operations
+from inglenook.app.services.workers import Workers
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +63,7 @@ class MainWindow(QMainWindow):
     def __init__(self, engine: Engine, start_api: bool | None = None) -> None:
         super().__init__()
         self.engine = engine
-        engine.chats.client = "window"  # usage counts this window's answers as the window's
+        engine.name_client("window")  # usage counts this window's answers as the window's
         self.setWindowTitle("Inglenook")
         icon = resource_path("inglenook.svg")
         if icon is not None:
@@ -70,6 +74,8 @@ class MainWindow(QMainWindow):
         self.closed = False
 
         self.workers = Workers(self)
+        # Background work for the pages: results on the GUI thread, failures nobody handles to the banner.
+        self.operations = Operations(self.workers, self)
         self.hub = ModelStateHub(engine, self)
         self.chat = ChatController(engine, self.workers.answers, self)
         self.server = ServerController(engine, self.workers.server, self)
@@ -77,14 +83,14 @@ class MainWindow(QMainWindow):
         self.saver = SettingsSaver(engine, self.workers, self)
         self._build()
         self.conversations = ConversationList(engine, self.workers, self.sidebar, self.chat, self)
-        self.active = ActiveChat(engine, self.workers, self.chat_page, self.chat, self.model_list, self)
-        self.history = MessageHistory(self.active, self)
-        self.attachments = Attachments(engine, self.workers, self.chat_page.composer.attachments, self.active, self)
-        # Images for the next message: picked or dropped (through the attachments) or pasted.
-        self.images = WaitingImages(engine, self.workers, self.chat_page.composer.attachments, self.active,
-                                    self.model_list, self)
-        self.attachments.on_images = self.images.add_paths
-        self.active.waiting_images = self.images
+        # The chat's tool switches, in its settings panel (Settings → Tools holds the servers).
+        tools_box = ChatToolsBox(engine.chats, self.operations, self.chat_page.panel)
+        self.active = ActiveChat(engine, self.workers, self.chat_page, self.chat, self.model_list, self.operations,
+                                 tools_box, self)
+        self.history = MessageHistory(self.active, self.chat_page, self)
+        # What the next message carries: the box's text, the chat's documents, the waiting images.
+        self.next_message = NextMessage(engine, self.workers, self.chat_page, self.active, self.model_list, self)
+        self.attachments, self.images = self.next_message.documents, self.next_message.images
         self.images.models_wanted.connect(lambda: self.show_page("models"))
         self._connect()
         self._shortcuts()
@@ -134,14 +140,15 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(central)
         self.chat_page = ChatPage(self.hub, self.pages)
         self.pages.addWidget(self.chat_page)
-        self.models_page = ModelsPage(self.engine, self.workers, self.pages)
+        self.models_page = ModelsPage(self.engine, self.operations, self.pages)
         self.pages.addWidget(self.models_page)
-        self.usage_page = UsagePage(self.engine, self.workers, self.pages)
+        self.usage_page = UsagePage(self.engine, self.operations, self.pages)
         self.pages.addWidget(self.usage_page)
         self.status_line = StatusLine(self.statusBar(), self.chat_page.load_bar, self.server)
         # The chat page's parts, by the names tests and scripts use.
         page = self.chat_page
         self.view, self.composer, self.banner, self.panel = page.view, page.composer, page.banner, page.panel
+        self.operations.failed.connect(self.banner.show_explanation)  # work nobody else answers for
         self.picker, self.title_label, self.settings_toggle = page.picker, page.title_label, page.settings_toggle
         self.model_status = self.status_line.model_status
 
@@ -309,7 +316,7 @@ class MainWindow(QMainWindow):
         if self.settings_dialog is not None and self.settings_dialog.isVisible():
             self.settings_dialog.raise_()
             return self.settings_dialog
-        dialog = SettingsDialog(self.engine, self.workers, self.models, (self.server.state, self.server.url), self,
+        dialog = SettingsDialog(self.engine, self.operations, self.models, (self.server.state, self.server.url), self,
                                 api_streams=lambda: self.server.server.active_streams_by_key() if self.server.server else {})
         dialog.saved.connect(self.saver.apply)
         dialog.show_page(page)

@@ -71,7 +71,7 @@ def main() -> int:
     os.environ["INGLENOOK_HOME"] = home
     from PySide6.QtWidgets import QApplication
 
-    from inglenook.app import theme
+    from inglenook.app.widgets import theme
     from inglenook.app.window import MainWindow
     from inglenook.engine.core.engine import Engine
 

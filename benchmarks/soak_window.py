@@ -46,7 +46,7 @@ def qt_bot() -> QtBot:
 
 
 def open_window(engine: Engine) -> tuple[QApplication, MainWindow, QtBot]:
-    from inglenook.app import theme  # after QT_QPA_PLATFORM is set
+    from inglenook.app.widgets import theme  # after QT_QPA_PLATFORM is set
     from inglenook.app.window import MainWindow
 
     app = QApplication.instance() or QApplication([])

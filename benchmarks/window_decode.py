@@ -103,7 +103,7 @@ def main() -> int:
     os.environ["INGLENOOK_HOME"] = tempfile.mkdtemp(prefix="inglenook-window-decode-")
     from PySide6.QtWidgets import QApplication
 
-    from inglenook.app import theme
+    from inglenook.app.widgets import theme
     from inglenook.app.window import MainWindow
     from inglenook.engine import Engine
 

@@ -52,7 +52,7 @@ def main() -> int:
 
     from PySide6.QtWidgets import QApplication
 
-    from inglenook.app import theme
+    from inglenook.app.widgets import theme
     from inglenook.app.window import MainWindow
     from inglenook.engine import Engine, Paths
     from inglenook.engine.models.starter import find_starter_model

@@ -41,7 +41,7 @@ NAMES = ("narrow-light.png", "narrow-dark.png", "narrow-settings.png", "narrow-r
 
 
 def shoot_layout(app: Any, window: Any, out: Path, wait: Any, settle: Any) -> None:
-    from inglenook.app import theme
+    from inglenook.app.widgets import theme
 
     engine = window.engine
     chat = engine.chats.new_conversation(title="Sort book titles by their last word")

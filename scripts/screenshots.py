@@ -74,7 +74,7 @@ def shoot_alone(prefix: str, shoot) -> None:  # noqa: ANN001
     os.environ["INGLENOOK_HOME"] = tempfile.mkdtemp(prefix=prefix)
     from PySide6.QtWidgets import QApplication
 
-    from inglenook.app import theme
+    from inglenook.app.widgets import theme
     from inglenook.app.window import MainWindow
     from inglenook.engine import Engine
 
@@ -103,7 +103,7 @@ def main() -> int:
     from PySide6.QtGui import QPainter
     from PySide6.QtWidgets import QApplication
 
-    from inglenook.app import theme
+    from inglenook.app.widgets import theme
     from inglenook.app.window import MainWindow
     from inglenook.engine import Engine
 

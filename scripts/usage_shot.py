@@ -65,7 +65,7 @@ def main() -> int:
     os.environ["INGLENOOK_HOME"] = tempfile.mkdtemp(prefix="inglenook-usage-shot-")
     from PySide6.QtWidgets import QApplication
 
-    from inglenook.app import theme
+    from inglenook.app.widgets import theme
     from inglenook.app.window import MainWindow
     from inglenook.engine import Engine
     from screenshots import _free_port, settle, wait

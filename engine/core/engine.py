@@ -41,7 +41,9 @@ from ..usage import UsageRecorder, UsageSummary
 from .crashguard import CrashGuard
 
 if TYPE_CHECKING:  # the hub's modules load only when an encoder is offered (not on `inglenook run`'s path)
+    from ..documents import FoundPassage
     from ..models import DownloadProgress, EncoderOffer
+    from ..tools import McpServerConfig
 
 log = logging.getLogger(__name__)
 
@@ -375,6 +377,24 @@ class Engine:
             # A model llama.cpp refused is not a sensible default while another one works.
             return next((m.id for m in models if m.usable), models[0].id)
         raise ModelNotFound("no models are installed; `inglenook pull REPO` downloads one")
+
+    # -- what the window asks instead of reaching through ``chats`` (app/services/app_engine.py) --
+
+    def name_client(self, client: str) -> None:
+        """Whose answers the chats are in the usage table ("window" for the desktop app)."""
+        self.chats.client = client
+
+    def tool_servers(self) -> list[McpServerConfig]:
+        """The MCP tool servers configured (read from the store)."""
+        return self.chats.tools.servers.all()
+
+    def remote_models(self) -> list[ModelRecord]:
+        """The remote engines' models (asks each engine: blocks on the network)."""
+        return self.chats.remotes.records()
+
+    def passages_used(self, conversation_id: int) -> list[FoundPassage] | None:
+        """The document passages the last answer in ``conversation_id`` was given, if any."""
+        return self.chats.passages_used.get(conversation_id)
 
     def close(self) -> None:
         if self._speech is not None:

@@ -27,7 +27,7 @@ def engine(home, smollm2_path):  # home: the per-test INGLENOOK_HOME
 
 @pytest.fixture
 def window(qtbot, qapp, engine) -> Iterator[object]:
-    from inglenook.app import theme
+    from inglenook.app.widgets import theme
     from inglenook.app.window import MainWindow
 
     theme.apply_theme(qapp, "light")

@@ -128,7 +128,7 @@ def test_an_open_chat_takes_a_picked_assistants_tools_and_documents(qtbot, windo
 
 
 def test_the_editor_changes_an_assistants_tools_and_documents(qtbot, window, tmp_path) -> None:
-    from inglenook.app.assistant_editor import NOT_HERE
+    from inglenook.app.pages.chat.assistant_editor import NOT_HERE
 
     _handyman(window, tmp_path)
     window.new_chat()

@@ -83,7 +83,7 @@ def test_documents_too_long_are_searched_and_the_passages_named(qtbot, window, t
 def test_a_citation_in_an_answer_opens_the_preview_at_its_page(qtbot, window, tmp_path: Path) -> None:
     from PySide6.QtCore import QPoint, Qt
 
-    from inglenook.app.markdown_view import RichText
+    from inglenook.app.widgets.markdown_view import RichText
 
     conversation_id = new_chat(qtbot, window, max_tokens=4)
     bar = window.composer.attachments
@@ -127,6 +127,6 @@ def test_a_citation_in_an_answer_opens_the_preview_at_its_page(qtbot, window, tm
 
 
 def test_a_chip_counts_one_page_as_one_page() -> None:
-    from inglenook.app.attachments import pages_text
+    from inglenook.app.pages.chat.attachment_bar import pages_text
 
     assert pages_text(1) == " · 1 page" and pages_text(3) == " · 3 pages" and pages_text(0) == ""

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from inglenook.app.formatting import BASE_MODEL
-from inglenook.app.model_picker import BASE_ROLE, RECORD_ROLE
+from inglenook.app.text.formatting import BASE_MODEL
+from inglenook.app.pages.chat.model_picker import BASE_ROLE, RECORD_ROLE
 
 pytestmark = pytest.mark.gui
 

@@ -8,9 +8,9 @@ import httpx
 import pytest
 from PySide6.QtWidgets import QApplication
 
-from inglenook.app import errors as app_errors
-from inglenook.app.models_hub import DISCOVER_NOTE
-from inglenook.app.welcome import NETWORK_PROMISE
+from inglenook.app.services import errors as app_errors
+from inglenook.app.pages.models.hub import DISCOVER_NOTE
+from inglenook.app.widgets.welcome import NETWORK_PROMISE
 from inglenook.engine import DownloadError
 from inglenook.engine.models.hub import hub_errors
 from tests.downloads.conftest import hub, served_files  # noqa: F401 — fixtures: a local Hugging Face hub

@@ -14,7 +14,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QFrame, QHBoxLayout, QPushButton, QWidget
 
-from inglenook.app.markdown_view import RichText
+from inglenook.app.widgets.markdown_view import RichText
 
 from .layout_check import problems
 

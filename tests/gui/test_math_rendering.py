@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from inglenook.app.markdown_view import CodeBlock, RichText
+from inglenook.app.widgets.markdown_view import CodeBlock, RichText
 
 pytestmark = pytest.mark.gui
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from inglenook.app.message_widget import stats_text
+from inglenook.app.pages.chat.message_widget import stats_text
 from inglenook.engine import Message
 
 

@@ -84,7 +84,7 @@ def test_branch_from_here_opens_a_new_chat_and_delete_removes_one_message(qtbot,
 def test_edit_text_opens_a_roomy_wrapping_editor_and_copy_says_copied(qtbot, window) -> None:
     from PySide6.QtWidgets import QPlainTextEdit
 
-    from inglenook.app.message_widget import STARTING
+    from inglenook.app.pages.chat.message_widget import STARTING
 
     cid = new_chat(qtbot, window)
     store = window.engine.store

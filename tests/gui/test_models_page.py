@@ -262,7 +262,7 @@ def test_download_errors_are_titled_by_their_cause() -> None:
     import errno
 
     import httpx
-    from inglenook.app import errors as app_errors
+    from inglenook.app.services import errors as app_errors
     from inglenook.engine import DownloadError
 
     def caused(cause: BaseException) -> DownloadError:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from inglenook.app.models_installed import ModelRow
+from inglenook.app.pages.models.installed import ModelRow
 from inglenook.engine.models.registry import ModelRegistry
 from inglenook.engine.store.paths import Paths
 from inglenook.engine.store.store import Store

@@ -35,7 +35,7 @@ def test_sidebar_ages_are_repainted_as_time_passes(window) -> None:
 
 
 def test_the_per_model_context_column_shows_its_whole_text(qtbot, window) -> None:
-    from inglenook.app.model_names_page import ModelNamesPage
+    from inglenook.app.pages.settings.model_names import ModelNamesPage
 
     page = ModelNamesPage(window.engine.settings, window.models)
     qtbot.addWidget(page)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from inglenook.app.message_widget import MessageWidget
+from inglenook.app.pages.chat.message_widget import MessageWidget
 from inglenook.engine import Message
 from PySide6.QtGui import QGuiApplication
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from inglenook.app.sidebar import SUMMARY_ROLE
+from inglenook.app.pages.sidebar.panel import SUMMARY_ROLE
 from inglenook.engine.chat.background import SUMMARY_CLIENT, SUMMARY_MIN_MESSAGES
 from inglenook.engine.usage.usage import usage_report
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from inglenook.app import markdown_view
-from inglenook.app.markdown import split_prose
-from inglenook.app.message_view import ConversationView
+from inglenook.app.widgets import markdown_view
+from inglenook.app.text.markdown import split_prose
+from inglenook.app.pages.chat.message_view import ConversationView
 from inglenook.engine import Message
 
 pytestmark = pytest.mark.gui
@@ -64,7 +64,7 @@ def test_cut_paragraphs_read_as_the_whole_text_does() -> None:
 def test_a_long_question_is_not_laid_out_again_while_the_answer_below_grows(qtbot, monkeypatch) -> None:
     """Fitting a question's bubble lays out all its text: it happens when the width changes,
     never because the answer under it grew a line."""
-    from inglenook.app.message_widget import MessageWidget
+    from inglenook.app.pages.chat.message_widget import MessageWidget
 
     view = ConversationView()
     qtbot.addWidget(view)

@@ -121,7 +121,7 @@ def decide(qtbot, window, cid: int, block, button, state: str) -> None:
 
 
 def test_approve_with_edited_arguments_then_deny(qtbot, window, time_server_command) -> None:  # noqa: F811
-    from inglenook.app.tool_call_widget import ToolCallWidget
+    from inglenook.app.pages.chat.tool_call_widget import ToolCallWidget
 
     chats = window.engine.chats
     cid = time_chat(qtbot, window, time_server_command)
@@ -175,7 +175,7 @@ def test_tool_choice_none_and_one_round_are_kept_per_chat(qtbot, window, time_se
 
 
 def test_a_call_waiting_in_another_chat_is_marked_and_shown_again(qtbot, window, time_server_command) -> None:  # noqa: F811
-    from inglenook.app.sidebar import APPROVAL_ROLE, ID_ROLE
+    from inglenook.app.pages.sidebar.panel import APPROVAL_ROLE, ID_ROLE
 
     cid = time_chat(qtbot, window, time_server_command)
     choose_tool_settings(qtbot, window, cid, "get_current_time", rounds=2)
@@ -204,7 +204,7 @@ def test_a_call_waiting_in_another_chat_is_marked_and_shown_again(qtbot, window,
 
 
 def test_the_needs_approval_badge_keeps_each_row_tooltip(qtbot) -> None:
-    from inglenook.app.sidebar import APPROVAL_ROLE, Sidebar
+    from inglenook.app.pages.sidebar.panel import APPROVAL_ROLE, Sidebar
     from inglenook.engine import Conversation
 
     sidebar = Sidebar()
@@ -296,7 +296,7 @@ def test_a_round_that_only_called_takes_no_empty_row(qtbot) -> None:
     """Around a call's block, no empty answer row repeating the figures of the next."""
     from PySide6.QtWidgets import QLabel
 
-    from inglenook.app.message_view import ConversationView
+    from inglenook.app.pages.chat.message_view import ConversationView
     from inglenook.engine import Message
 
     view = ConversationView()

@@ -9,9 +9,9 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication, QTextTable
 from PySide6.QtWidgets import QApplication
 
-from inglenook.app import errors as app_errors
-from inglenook.app.markdown import split_segments
-from inglenook.app.markdown_view import CodeBlock, Prose, RichText
+from inglenook.app.services import errors as app_errors
+from inglenook.app.text.markdown import split_segments
+from inglenook.app.widgets.markdown_view import CodeBlock, Prose, RichText
 from inglenook.engine import ContextLengthExceeded, ModelLoadError, ModelNotFound, PortInUse
 
 from .conftest import ANSWER_TIMEOUT_MS, new_chat, type_and_send, wait_answer
@@ -253,7 +253,7 @@ def test_settings_dialog_saves_and_switches_theme(qtbot, window) -> None:
     dialog = window.open_settings()
     assert [dialog.nav.item(i).text() for i in range(dialog.nav.count())][-2:] == ["Quantization", "About"]
     dialog.show_page("Quantization")
-    from inglenook.app.lab_page import LabPage
+    from inglenook.app.pages.lab.page import LabPage
 
     assert isinstance(dialog.lab_page, LabPage)
     dialog.show_page("Cache")

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from inglenook.app.workers import Lane, Workers
+from inglenook.app.services.workers import Lane, Workers
 
 pytestmark = pytest.mark.gui
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import Qt
 
-from inglenook.app.lab_page import LabPage
-from inglenook.app.theme import apply_theme
+from inglenook.app.pages.lab.page import LabPage
+from inglenook.app.widgets.theme import apply_theme
 from inglenook.engine.lab.lab import LabReport
 
 from .conftest import SMALL, open_lab_engine

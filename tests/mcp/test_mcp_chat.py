@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from inglenook.app import export
+from inglenook.app.text import export
 from inglenook.engine import Engine
 from inglenook.engine.tools import DENY, IN_CHAT, CallRequest, Decision, McpServerConfig
 

@@ -179,12 +179,13 @@ def test_a_refused_sign_in_says_so(oauth_server: str, store: Store) -> None:
 
 
 def test_settings_tools_shows_needs_sign_in_and_signs_in(qtbot, oauth_server: str, store: Store) -> None:
-    from inglenook.app.tools_page import ToolsPage
-    from inglenook.app.workers import Workers
+    from inglenook.app.pages.settings.tools import ToolsPage
+    from inglenook.app.services.operations import Operations
+    from inglenook.app.services.workers import Workers
 
     McpServers(store).add(McpServerConfig("guarded", "http", url=f"{oauth_server}/mcp"))
     manager, workers = McpManager(store), Workers()
-    page = ToolsPage(manager, workers)
+    page = ToolsPage(manager, Operations(workers))
     qtbot.addWidget(page)
     page.show()
     try:

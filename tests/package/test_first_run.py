@@ -29,7 +29,7 @@ def window(qtbot, qapp, home, smollm2_path) -> Iterator[object]:
 
 def test_the_first_launch_welcomes_then_lands_in_a_new_chat_with_the_composer_focused(qtbot, window) -> None:
     from inglenook.app.desktop import maybe_welcome
-    from inglenook.app.welcome import NETWORK_PROMISE
+    from inglenook.app.widgets.welcome import NETWORK_PROMISE
 
     dialog = maybe_welcome(window)
     assert dialog is not None and dialog.isVisible()
@@ -51,7 +51,7 @@ def test_the_first_launch_welcomes_then_lands_in_a_new_chat_with_the_composer_fo
 
 def test_the_welcome_says_when_the_api_is_off(window) -> None:
     from inglenook.app.desktop import welcome_facts
-    from inglenook.app.welcome import welcome_html
+    from inglenook.app.widgets.welcome import welcome_html
 
     window.engine.settings = window.engine.settings.save(window.engine.store, api_enabled=False)
     assert "API is off" in welcome_html(welcome_facts(window))

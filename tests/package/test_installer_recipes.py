@@ -73,7 +73,7 @@ def test_icons_for_every_platform_hold_real_pngs(tmp_path: Path, qapp) -> None:
 
 
 def test_the_deb_depends_on_every_library_the_launch_check_names() -> None:
-    from inglenook.app.qt_platform import XCB_LIBRARIES
+    from inglenook.app.services.qt_platform import XCB_LIBRARIES
 
     build_deb = load(ROOT / "installer" / "deb" / "build_deb.py", "build_deb")
     control = build_deb.control_text("1.2.3", 1000)
@@ -121,7 +121,7 @@ def test_the_built_deb_declares_every_library_its_bundle_leaves_to_the_system() 
 
 
 def test_a_missing_library_is_named_with_its_package() -> None:
-    from inglenook.app.qt_platform import explain_missing, missing_libraries, uses_xcb
+    from inglenook.app.services.qt_platform import explain_missing, missing_libraries, uses_xcb
 
     missing = missing_libraries({"libc.so.6": "libc6", "libinglenook-absent.so.9": "libinglenook-absent9"})
     assert missing == {"libinglenook-absent.so.9": "libinglenook-absent9"}
@@ -131,7 +131,7 @@ def test_a_missing_library_is_named_with_its_package() -> None:
 
 
 def test_start_at_login_writes_a_valid_xdg_autostart_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from inglenook.app import autostart
+    from inglenook.app.services import autostart
 
     if not os.uname().sysname.startswith("Linux"):
         pytest.skip("the XDG autostart form is the Linux one")

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.gui
 SECOND_LAUNCH = """
 import sys
 from PySide6.QtCore import QCoreApplication
-from inglenook.app.single_instance import hand_over
+from inglenook.app.services.single_instance import hand_over
 app = QCoreApplication([])
 print(hand_over(sys.argv[1], sys.argv[2:], timeout_ms=20000).name)
 """
@@ -30,7 +30,7 @@ def unique_name() -> str:
 
 
 def test_a_second_launch_hands_its_model_paths_to_the_first(qtbot, qapp, tmp_path: Path) -> None:
-    from inglenook.app.single_instance import InstanceServer
+    from inglenook.app.services.single_instance import InstanceServer
 
     server = InstanceServer(unique_name())
     assert server.listen()
@@ -51,7 +51,7 @@ def test_a_second_launch_hands_its_model_paths_to_the_first(qtbot, qapp, tmp_pat
 
 
 def test_nobody_listening_means_this_launch_is_the_first(qapp) -> None:
-    from inglenook.app.single_instance import Handoff, hand_over
+    from inglenook.app.services.single_instance import Handoff, hand_over
 
     assert hand_over(unique_name(), [], timeout_ms=500) is Handoff.NONE_RUNNING
 
@@ -60,7 +60,7 @@ def test_a_hung_first_instance_is_reported_not_waited_on_forever(qapp) -> None:
     """Someone accepts the connection (the kernel does, for a frozen process) but never answers."""
     from PySide6.QtCore import QDir
 
-    from inglenook.app.single_instance import Handoff, hand_over
+    from inglenook.app.services.single_instance import Handoff, hand_over
 
     name = unique_name()
     path = Path(QDir.tempPath()) / name
@@ -77,7 +77,7 @@ def test_a_hung_first_instance_is_reported_not_waited_on_forever(qapp) -> None:
 def test_a_socket_left_by_a_crashed_instance_does_not_block_the_next_start(qapp) -> None:
     from PySide6.QtCore import QDir
 
-    from inglenook.app.single_instance import Handoff, InstanceServer, hand_over
+    from inglenook.app.services.single_instance import Handoff, InstanceServer, hand_over
 
     name = unique_name()
     path = Path(QDir.tempPath()) / name
@@ -94,7 +94,7 @@ def test_a_socket_left_by_a_crashed_instance_does_not_block_the_next_start(qapp)
 
 
 def test_names_differ_per_profile(tmp_path: Path) -> None:
-    from inglenook.app.single_instance import server_name
+    from inglenook.app.services.single_instance import server_name
 
     first, second = server_name(tmp_path / "a"), server_name(tmp_path / "b")
     assert first != second

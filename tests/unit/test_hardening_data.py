@@ -309,7 +309,7 @@ def test_the_cli_reports_a_read_only_database_in_one_line(home: Path, smollm2_pa
 
 
 def test_storage_unavailable_is_a_503_and_a_dialog() -> None:
-    from inglenook.app.errors import explain
+    from inglenook.app.services.errors import explain
     from inglenook.engine.api.shared.errors import error_for
 
     exc = StorageUnavailable("cannot write to the database: the disk is full. Nothing was changed.")

@@ -158,8 +158,8 @@ def test_the_check_catches_each_way_around_the_boundary() -> None:
         "from ..engine import Engine\nfrom .engine.core import Engine": "inglenook.cli",
         "from .. import engine": "inglenook.app.window",
         "from inglenook.engine import importers": "inglenook.cli.hub",  # a module, not a public name
-        "def f():\n    from inglenook.engine.api.server import ApiServer": "inglenook.app.server_control",
-        "import importlib\nimportlib.import_module('inglenook.engine.lab')": "inglenook.app.settings_dialog",
+        "def f():\n    from inglenook.engine.api.server import ApiServer": "inglenook.app.services.server_control",
+        "import importlib\nimportlib.import_module('inglenook.engine.lab')": "inglenook.app.pages.settings.dialog",
     }
     for source, module_name in bad.items():
         assert boundary_violations(source, module_name), source

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from inglenook.app.math_text import math_to_markdown, tex_to_unicode
+from inglenook.app.text.math_text import math_to_markdown, tex_to_unicode
 
 
 @pytest.mark.parametrize(("tex", "shown"), [

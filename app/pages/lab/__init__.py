@@ -1,0 +1,1 @@
+"""The quantization lab (a Settings page): measure a model's variants."""

@@ -1,0 +1,1 @@
+"""The Models page: search Hugging Face, downloads, installed models."""

@@ -1,0 +1,1 @@
+"""The Usage page: tokens per day, prices."""

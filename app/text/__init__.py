@@ -1,0 +1,1 @@
+"""Text for the window: Markdown, TeX math, exports and small number formats (no widgets)."""

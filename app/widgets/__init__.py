@@ -1,0 +1,1 @@
+"""Reusable widgets shared by more than one page. They never import controllers or workers."""
