@@ -14,6 +14,7 @@ from .door import lazy_door as lazy_door
 # the TYPE_CHECKING block below, which is what type checkers read (a test compares them).
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "bounded_files": ("blocks_bounded", "open_bounded", "read_bounded"),
+    "cancel_event": ("CancelEvent",),
     "atomic": (
         "atomic_write_bytes", "atomic_write_text", "atomic_writer", "fsync_directory",
         "remove_stale_temporaries",
@@ -72,6 +73,7 @@ if TYPE_CHECKING:
     from .bounded_files import (
         blocks_bounded as blocks_bounded, open_bounded as open_bounded, read_bounded as read_bounded,
     )
+    from .cancel_event import CancelEvent as CancelEvent
     from .errors import (
         ContextLengthExceeded as ContextLengthExceeded, ConversationNotFound as ConversationNotFound,
         DocumentError as DocumentError, DownloadError as DownloadError, InglenookError as InglenookError, InvalidRequest as InvalidRequest,

@@ -26,7 +26,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from ..base.cancel_event import CancelEvent
+from ..base import CancelEvent
 
 log = logging.getLogger(__name__)
 
