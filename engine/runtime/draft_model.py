@@ -98,7 +98,7 @@ class DraftModel:
         return drafts
 
     def _confident_argmax(self, index: int) -> int | None:
-        logits = self.model._logits_at(index)
+        logits = self.model.decoder.logits_at(index)
         best = int(np.argmax(logits))
         peak = float(logits[best])
         probability = 1.0 / float(np.exp(logits - peak).sum())
@@ -136,9 +136,8 @@ class DraftModel:
     def _decode(self, rows: list[tuple["KvSlot", list[int]]]) -> list[int]:
         """Decode ``rows`` (each: a slot and its next tokens, logits for the last one)."""
         model = self.model
-        indices = model._fill_batch([BatchRow(slot.seq_id, len(slot.kv_tokens), tokens, LAST) for slot, tokens in rows])
-        context = model.context
-        status = context.decode()
+        indices, status = model.decoder.decode([BatchRow(slot.seq_id, len(slot.kv_tokens), tokens, LAST)
+                                                for slot, tokens in rows])
         if status != 0:
             for slot, _ in rows:
                 model.kv.clear(slot)

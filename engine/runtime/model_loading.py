@@ -108,7 +108,7 @@ class LlamaContext:
     ctx: Any
     vocab: Any
     memory: Any
-    batch: Any  # the reusable llama_batch that LoadedModel._fill_batch fills
+    batch: Any  # the reusable llama_batch that decoder.Decoder.fill fills
     batch_capacity: int
     progress_cb: Any  # the ctypes callback the load was given, kept alive with the model
     n_vocab: int

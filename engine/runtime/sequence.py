@@ -190,7 +190,7 @@ class Sequence:
         token = self.sampler.sample(self.model.context.ctx, index)
         if self._want_logprobs:
             self._pending_lp.append(
-                self.model._logprob_entry(self.model._logits_at(index), token, self.sampling.logprobs or 0))
+                self.model.decoder.logprob_at(index, token, self.sampling.logprobs or 0))
         return token
 
     def _take(self, token: int) -> None:
