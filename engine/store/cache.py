@@ -47,17 +47,17 @@ import numpy as np
 
 from ..base import StateFileInvalid
 from .cache_keys import (
-    BLOCK, MIN_PREFIX_TOKENS, CacheEntry, PrefixIndex, common_prefix, conversation_files, conversation_name,
-    conversation_of, is_prefix_name, key_hash, prefix_files, prefix_name,
+    MIN_PREFIX_TOKENS, CacheEntry, PrefixIndex, common_prefix, conversation_files, conversation_name,
+    conversation_of, is_prefix_name, prefix_files, prefix_name,
 )
-from .cache_spare import MIB, SpareBuffer
+from .cache_spare import SpareBuffer
 from .cache_writer import StateWriter
 from .statefile import SUFFIX, StateHeader, read_header, read_state_file, write_state_file
 
-__all__ = ["BLOCK", "MIB", "MIN_PREFIX_TOKENS", "CacheUsage", "CachedSequence", "PrefixCache", "SaveTimings",
-           "held_bytes", "key_hash"]
 
 log = logging.getLogger(__name__)
+
+MIB = 1024 * 1024
 
 
 class _Record(Protocol):

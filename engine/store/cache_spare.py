@@ -12,9 +12,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-MIB = 1024 * 1024
 PAGE_BYTES = 4096
-SPARE_HEADROOM_BYTES = 8 * MIB  # room for the next turn's tokens beyond the last state's size
+SPARE_HEADROOM_BYTES = 8 * 1024 * 1024  # room for the next turn's tokens beyond the last state's size
 
 
 class SpareBuffer:
