@@ -30,12 +30,12 @@ from .chat_documents import DocumentsInChat
 from .document_search import DocumentSearch
 from .images import ChatImages
 from .titles import title_from
-from .tool_turn import CallRecord, ToolTurn, ToolTurnEvent, saved_calls
 from .turn import Turn
 from .versions import MessageVersions
 
 if TYPE_CHECKING:
     from .background import BackgroundWork
+    from .tool_turn import CallRecord, ToolTurn, ToolTurnEvent
 
 log = logging.getLogger(__name__)
 
@@ -243,6 +243,10 @@ class ChatService(DocumentsInChat, MessageVersions):
 
     def tool_calls(self, conversation_id: int) -> list[CallRecord]:
         """Every tool call of a conversation with its result, in order (display, export)."""
+        # Imported when tools are used: tool turns read the API's pydantic shapes, which a
+        # chat without tools (``inglenook run``'s start) never loads.
+        from .tool_turn import saved_calls  # noqa: PLC0415
+
         return saved_calls(self.store, conversation_id)
 
     def send_with_tools(self, conversation_id: int, text: str, approver: Approver, tool_choice: str | None = None,
@@ -316,6 +320,8 @@ class ChatService(DocumentsInChat, MessageVersions):
                    use_cache: bool, on_event: Callable[[ToolTurnEvent], None] | None,
                    sampling_overrides: dict[str, Any]) -> ToolTurn:
         """The tool rounds that answer the question at the conversation's leaf."""
+        from .tool_turn import ToolTurn  # noqa: PLC0415 — see tool_calls
+
         tool_choice, rounds = settings
         return ToolTurn(self, conversation, approver, tool_choice, rounds, use_cache, on_event, sampling_overrides)
 
