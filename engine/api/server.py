@@ -58,9 +58,23 @@ MAX_EMBEDDING_INPUTS = 256
 
 
 def create_app(service: ApiService) -> FastAPI:
+    """The app every family's routes are mounted on, in the order they are matched."""
     app = FastAPI(title="Inglenook", docs_url=None, redoc_url=None, openapi_url="/openapi.json")
-    engine = service.engine
-    names = service.names
+    _add_error_handlers(app)
+    app.include_router(messages_router(service))
+    _add_health(app, service)
+    _add_model_routes(app, service)
+    _add_text_routes(app, service)
+    _add_embeddings(app, service)
+    app.include_router(responses_router(service))  # /v1/responses
+    app.include_router(usage_router(service))  # /v1/usage
+    app.include_router(lora_router(service))  # /lora-adapters
+    app.include_router(audio_router(service))  # /v1/audio/*
+    return app
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    """Every error in the shape of the API it was asked through."""
 
     async def on_error(request: Request, exc: Exception) -> JSONResponse:
         if is_messages_path(request.url.path):  # the Anthropic Messages API has its own error shape
@@ -74,7 +88,11 @@ def create_app(service: ApiService) -> FastAPI:
 
     for kind in (ApiError, InglenookError, ValidationError, RequestValidationError, StarletteHTTPException, Exception):
         app.add_exception_handler(kind, on_error)
-    app.include_router(messages_router(service))
+
+
+def _add_health(app: FastAPI, service: ApiService) -> None:
+    """/health: ok, shutting down, or stuck in one unit of work (503 either way)."""
+    engine = service.engine
 
     @app.get("/health")
     async def health() -> JSONResponse:
@@ -89,10 +107,14 @@ def create_app(service: ApiService) -> FastAPI:
             return JSONResponse(body, status_code=503)
         return JSONResponse(body)
 
-    catalogue = ModelCatalogue(engine)  # model_cards.py: the fields, aliases, unusable models
+
+def _add_model_routes(app: FastAPI, service: ApiService) -> None:
+    """/v1/models: the installed models' cards, and the routing alias when there is one."""
+    names = service.names
+    catalogue = ModelCatalogue(service.engine)  # model_cards.py: the fields, aliases, unusable models
 
     def model_cards() -> list[dict[str, Any]]:
-        cards = catalogue.list_cards() + speech_cards(engine)
+        cards = catalogue.list_cards() + speech_cards(service.engine)
         route = names.router.targets()  # the routing alias "auto", when it has two models to choose from
         if route is not None:
             cards.append(route.card(catalogue.card(route.large)))
@@ -105,6 +127,11 @@ def create_app(service: ApiService) -> FastAPI:
     @app.get("/v1/models/{model_id:path}")
     async def retrieve_model(model_id: str) -> dict:
         return await anyio.to_thread.run_sync(catalogue.card, model_id)
+
+
+def _add_text_routes(app: FastAPI, service: ApiService) -> None:
+    """/v1/chat/completions and /v1/completions, through one handler."""
+    names = service.names
 
     async def generate(request: Request, endpoint: TextEndpoint[TextRequestT]) -> Any:
         """The one handler of /v1/chat/completions and /v1/completions."""
@@ -126,6 +153,11 @@ def create_app(service: ApiService) -> FastAPI:
     @app.post("/v1/completions")
     async def completions(request: Request) -> Any:
         return await generate(request, COMPLETIONS)
+
+
+def _add_embeddings(app: FastAPI, service: ApiService) -> None:
+    """/v1/embeddings: one embedding job per request, stopped if the client goes away."""
+    engine, names = service.engine, service.names
 
     @app.post("/v1/embeddings")
     async def embeddings(request: Request) -> Any:
@@ -149,12 +181,6 @@ def create_app(service: ApiService) -> FastAPI:
         ]
         usage = EmbeddingUsage(prompt_tokens=result.prompt_tokens, total_tokens=result.prompt_tokens)
         return EmbeddingList(data=data, model=result.model_id, usage=usage).model_dump()
-
-    app.include_router(responses_router(service))  # /v1/responses
-    app.include_router(usage_router(service))  # /v1/usage
-    app.include_router(lora_router(service))  # /lora-adapters
-    app.include_router(audio_router(service))  # /v1/audio/*
-    return app
 
 
 def embedding_inputs(value: str | list[str] | list[int] | list[list[int]]) -> list[str]:

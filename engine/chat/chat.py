@@ -9,31 +9,29 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
-from collections.abc import Callable, Iterator
-import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base import (
-    EMPTY, ENDED, NO_LORA, AdapterError, Chunk, ConversationNotFound, Finished, GenerateJob, ImageInput,
-    InglenookError, InvalidRequest, JobHandle, LoraSet, ModelRecord, PromptProgress, SamplingParams,
+    NO_LORA, AdapterError, ConversationNotFound, GenerateJob, ImageInput, InvalidRequest, LoraSet, ModelRecord,
+    SamplingParams,
 )
-from ..documents import (
-    Added, CollectionFile, Document, DocumentLibrary, FoundPassage, PassageIndex, convert_file, with_documents,
-)
+from ..documents import DocumentLibrary, FoundPassage
 from ..models import AdapterRegistry
-from ..remote import SEPARATOR, RemoteAnswer, RemoteCatalogue
+from ..remote import SEPARATOR, RemoteCatalogue
 from ..scheduling import Scheduler
-from ..store import NOMINAL_AUTO_CONTEXT, Conversation, Message, PrefixCache, Store, StoredImage
+from ..store import Conversation, Message, PrefixCache, Store, StoredImage
 from ..tools import DEFAULT_MAX_ROUNDS, Approver, McpManager
 from ..usage import TERMINAL, WINDOW, ReasoningCount, UsageRecorder
 from .assistants import Assistant, AssistantApplied, AssistantLibrary
-from .document_search import DocumentSearch, passages_block
-from .images import ChatImages, message_text
-from .search import MeaningSearch
+from .chat_documents import DocumentsInChat
+from .document_search import DocumentSearch
+from .images import ChatImages
 from .titles import title_from
+from .turn import Turn
+from .versions import MessageVersions
 
 if TYPE_CHECKING:
     from .background import BackgroundWork
@@ -45,10 +43,6 @@ log = logging.getLogger(__name__)
 LORA_KEY = "lora"
 #: Queries shorter than this are searched by their words only (a letter or two means nothing).
 MIN_MEANING_QUERY = 3
-# Documents placed whole: characters per token assumed (cautious), and the context kept free
-# for the conversation and the answer; documents needing more are searched instead.
-CHARS_PER_TOKEN = 3.0
-ROOM_FOR_CHAT_TOKENS = 1024
 
 
 @dataclass(frozen=True)
@@ -57,155 +51,10 @@ class ConversationSearch:
     related: list[Conversation]  # close in meaning, best first, none of them in ``matches``
 
 
-class Turn:
-    """One assistant answer in progress. Iterate it for chunks; the answer is saved at the end.
+class ChatService(DocumentsInChat, MessageVersions):
+    """Conversations and their turns; documents in chats (``chat_documents``) and versions of
+    messages (``versions``) are its too."""
 
-    ``on_progress``, when set before iterating, hears how far the prompt's reading has come
-    (``PromptProgress``), on the iterating thread, until the first chunk: a long prompt is
-    read for minutes on a CPU, and a front end shows it coming instead of "Thinking…".
-
-    An event loop reads a local turn without a thread of its own: ``set_waker``, then ``poll``
-    whenever woken, and ``save`` (a store write) once ``poll`` says the job ended or raised.
-    A remote engine's answer comes from the network, so it is iterated on a thread.
-    """
-
-    def __init__(self, store: Store, conversation: Conversation, handle: JobHandle | RemoteAnswer,
-                 model_id: str, reply_to: int | None, extends: Message | None = None) -> None:
-        self.store = store
-        # A cut-off answer this turn continues: saved as that message, made longer.
-        self.extends = extends
-        # The message this answer replies to, fixed when it started: the answer is saved as
-        # its child (a version beside earlier answers to it) whatever the chosen path is by then.
-        self.reply_to = reply_to
-        self.conversation = conversation
-        self.handle = handle
-        self.model_id = model_id
-        self.finished: Finished | None = None
-        self.message: Message | None = None
-        self.error: InglenookError | None = None
-        self._parts: list[str] = []
-        self._saved = threading.Event()
-        self.reasoning: ReasoningCount | None = None  # counts reasoning tokens for usage
-        self.on_progress: Callable[[PromptProgress], None] | None = None
-
-    @property
-    def text(self) -> str:
-        return "".join(self._parts)
-
-    def cancel(self) -> None:
-        self.handle.cancel()
-
-    def __iter__(self) -> Iterator[Chunk]:
-        try:
-            for event in self.handle.events():
-                chunk = self._take(event)
-                if chunk is not None:
-                    yield chunk
-        except InglenookError as exc:
-            self.error = exc
-            self._save()
-            raise
-        if self.reasoning is not None:
-            self.reasoning.done()
-        self._save()
-
-    def _take(self, event: object) -> Chunk | None:
-        """Note one event of the job; the chunk, when it is one, for the reader."""
-        if isinstance(event, Chunk):
-            self._parts.append(event.text)
-            if self.reasoning is not None:
-                self.reasoning.feed(event)
-            return event
-        if isinstance(event, Finished):
-            self.finished = event
-        elif isinstance(event, PromptProgress) and self.on_progress is not None:
-            self.on_progress(event)
-        return None
-
-    @property
-    def pollable(self) -> bool:
-        """Whether ``poll`` can read this turn: a local job can, a remote answer cannot."""
-        return isinstance(self.handle, JobHandle)
-
-    def set_waker(self, waker: Callable[[], None]) -> None:
-        """Have ``waker()`` called on the scheduler's thread (quick, no waiting) whenever an
-        event arrives; the loop it wakes then reads them with ``poll``."""
-        if not isinstance(self.handle, JobHandle):
-            raise TypeError("a remote answer is read by iterating it on a thread")
-        self.handle.set_waker(waker)
-
-    def poll(self) -> tuple[list[Chunk], bool]:
-        """The chunks that arrived since the last poll, without waiting, and whether the job
-        has ended (``on_progress`` hears progress meanwhile). Re-raises the job's error with
-        ``error`` set. Either way the answer is not saved yet: call ``save``, which writes the
-        store, where a disk write may wait."""
-        if not isinstance(self.handle, JobHandle):
-            raise TypeError("a remote answer is read by iterating it on a thread")
-        chunks: list[Chunk] = []
-        while True:
-            try:
-                event = self.handle.poll()
-            except InglenookError as exc:
-                self.error = exc
-                raise
-            if event is EMPTY:
-                return chunks, False
-            if event is ENDED:
-                if self.reasoning is not None:
-                    self.reasoning.done()
-                return chunks, True
-            chunk = self._take(event)
-            if chunk is not None:
-                chunks.append(chunk)
-
-    def save(self) -> Message | None:
-        """Save the answer as it ended (once: later calls change nothing) and return it;
-        None when there was nothing to keep."""
-        self._save()
-        return self.message
-
-    def wait(self) -> Message | None:
-        """Drain the turn and return the saved answer."""
-        for _ in self:
-            pass
-        return self.message
-
-    def _save(self) -> None:
-        if self._saved.is_set():
-            return
-        self._saved.set()
-        finished = self.finished
-        text = self.text
-        if finished is None and not text:
-            return  # failed before producing anything: there is nothing to keep
-        if finished is not None and finished.finish_reason == "cancelled" and not text:
-            return
-        status = "complete"
-        if self.error is not None:
-            status = "error"
-        elif finished is not None and finished.finish_reason == "cancelled":
-            status = "partial"
-        stats: dict[str, Any] = {"model_id": self.model_id, "status": status}
-        if finished is not None:
-            stats.update(
-                finish_reason=finished.finish_reason,
-                model_id=finished.model_id,
-                prompt_tokens=finished.usage.prompt_tokens,
-                cached_tokens=finished.usage.cached_tokens,
-                completion_tokens=finished.usage.completion_tokens,
-                ttft_ms=round(finished.timings.ttft_s * 1000, 2),
-                tokens_per_s=round(finished.tokens_per_s, 2),
-            )
-        if self.extends is not None:
-            before = self.extends
-            stats["completion_tokens"] = (before.completion_tokens or 0) + (stats.get("completion_tokens") or 0)
-            self.message = self.store.update_message(before.id, content=before.content + text, **stats)
-            return
-        self.message = self.store.add_message(self.conversation.id, "assistant", text, parent_id=self.reply_to,
-                                              **stats)
-
-
-class ChatService:
     def __init__(self, store: Store, scheduler: Scheduler, default_model: Any, cache: PrefixCache | None = None,
                  usage: UsageRecorder | None = None, adapters: AdapterRegistry | None = None,
                  images_folder: Path | None = None) -> None:
@@ -361,93 +210,6 @@ class ChatService:
             self.images.files.collect()
         return self.store.messages(conversation_id)
 
-    def attach_documents(self, conversation_id: int, documents: list[Document]) -> list[Document]:
-        """Attach converted documents to a conversation (each once); returns all it has now."""
-        self.store.get_conversation(conversation_id)  # ConversationNotFound before anything is kept
-        self.documents.attach(conversation_id, documents)
-        return self.documents.for_conversation(conversation_id)
-
-    def attached_documents(self, conversation_id: int) -> list[Document]:
-        return self.documents.for_conversation(conversation_id)
-
-    def detach_document(self, conversation_id: int, sha256: str) -> None:
-        self.documents.detach(conversation_id, sha256)
-
-    def _with_documents(self, conversation: Conversation, model_id: str) -> tuple[list[dict[str, Any]], int]:
-        """The turn's messages with the conversation's documents, and how many lead them.
-
-        Documents that fit (with room for the conversation and the answer) go first, whole, in
-        a block that depends on them alone: every chat with the same documents starts with the
-        same tokens, which the prefix cache keeps once. Documents that do not fit are searched:
-        the passages that best match the last question go first instead (``passages_used``)."""
-        history = self.history(conversation)
-        documents = self.documents.for_conversation(conversation.id)
-        self.passages_used.pop(conversation.id, None)
-        if not documents or self._fits_whole(documents, model_id):
-            return with_documents(history, documents)
-        question = next((message_text(m) for m in reversed(history) if m["role"] == "user"), "")
-        found = self.document_search().find(question, documents)
-        self.passages_used[conversation.id] = found
-        return [{"role": "system", "content": passages_block(found)}, *history], 0
-
-    def document_placement(self, documents: list[Document], model_id: str | None) -> str:
-        """"whole" when ``documents`` go into a chat with ``model_id`` whole, else "searched"."""
-        if not documents or self._fits_whole(documents, model_id or self._default_model()):
-            return "whole"
-        return "searched"
-
-    def _fits_whole(self, documents: list[Document], model_id: str) -> bool:
-        context = self.context_of(model_id)
-        # About 3 characters a token is cautious for prose (4 is usual for English) and
-        # right for code and tables; the rest of the context is the conversation's and the answer's.
-        return sum(len(d.text) for d in documents) / CHARS_PER_TOKEN <= context - ROOM_FOR_CHAT_TOKENS
-
-    def _loaded_context(self, model_id: str) -> int:
-        """The context ``model_id`` answers in: as loaded, else the one it will load with
-        (``planned_context``, which the engine sets): a document asked about before the
-        model is loaded is placed as it will be read, not against a nominal 4,096 tokens."""
-        for model in self.scheduler.loaded_models():
-            if model.record.id == model_id and not model.options.embeddings:
-                return int(model.n_ctx)
-        if self.planned_context is not None:
-            try:
-                return self.planned_context(model_id)
-            except (InglenookError, OSError) as exc:  # not installed, or a header that cannot be read
-                log.info("no planned context for %s: %s", model_id, exc)
-        return NOMINAL_AUTO_CONTEXT
-
-    def document_search(self) -> DocumentSearch:
-        """Passage search over documents, by keywords and by the search model's vectors."""
-        if self._document_search is None:
-            background = self.background
-            if background is not None:
-                self._document_search = DocumentSearch(self.store, background.search, background.search_model,
-                                                       background.embed_now)
-            else:  # no background room (some tests, tools): keywords only
-                self._document_search = DocumentSearch(self.store, MeaningSearch(self.store, lambda _id: True),
-                                                       lambda: None, lambda _id, _texts: [])
-        return self._document_search
-
-    def add_to_collection(self, collection: str, paths: list[Path]) -> list[Added]:
-        """Add files to a named collection (created if new), converting only changed ones."""
-        return self.documents.add_files(collection, paths, convert_file)
-
-    def collections(self) -> dict[str, list[CollectionFile]]:
-        return self.documents.collections()
-
-    def collection_documents(self, collection: str) -> list[Document]:
-        return self.documents.collection_documents(collection)
-
-    def remove_from_collection(self, collection: str, paths: list[Path] | None = None) -> int:
-        """Remove files from a collection, or the whole collection when ``paths`` is empty.
-        Documents in no collection now lose their passages, vectors and saved prompt states
-        (a chat that still has one attached reads it again)."""
-        removed, uncollected = self.documents.remove_collected(collection, paths or [])
-        PassageIndex(self.store).forget(uncollected)
-        if self.cache is not None:
-            self.cache.forget_documents(uncollected)
-        return removed
-
     def history(self, conversation: Conversation) -> list[dict[str, Any]]:
         """The messages a model sees: the system prompt, then every kept message (a user
         message with images as parts: its images, then its text)."""
@@ -481,7 +243,9 @@ class ChatService:
 
     def tool_calls(self, conversation_id: int) -> list[CallRecord]:
         """Every tool call of a conversation with its result, in order (display, export)."""
-        from .tool_turn import saved_calls  # noqa: PLC0415 — tool_turn imports this module
+        # Imported when tools are used: tool turns read the API's pydantic shapes, which a
+        # chat without tools (``inglenook run``'s start) never loads.
+        from .tool_turn import saved_calls  # noqa: PLC0415
 
         return saved_calls(self.store, conversation_id)
 
@@ -556,7 +320,7 @@ class ChatService:
                    use_cache: bool, on_event: Callable[[ToolTurnEvent], None] | None,
                    sampling_overrides: dict[str, Any]) -> ToolTurn:
         """The tool rounds that answer the question at the conversation's leaf."""
-        from .tool_turn import ToolTurn  # noqa: PLC0415
+        from .tool_turn import ToolTurn  # noqa: PLC0415 — see tool_calls
 
         tool_choice, rounds = settings
         return ToolTurn(self, conversation, approver, tool_choice, rounds, use_cache, on_event, sampling_overrides)
@@ -625,23 +389,6 @@ class ChatService:
             raise InvalidRequest("the last answer failed; regenerate it instead of continuing it")
         return self._answer(conversation, sampling_overrides, use_cache, extends=messages[-1])
 
-    def edit_message(self, message_id: int, text: str) -> Message:
-        """Rewrite any message in place, the model's included (no new answer)."""
-        if not text.strip():
-            raise InvalidRequest("the message is empty", param="content")
-        if self.store.get_message(message_id).role == "assistant":
-            # The figures were the generated text's; the person's text has none.
-            return self.store.update_message(message_id, content=text, completion_tokens=None, tokens_per_s=None,
-                                             ttft_ms=None)
-        return self.store.update_message(message_id, content=text)
-
-    def delete_message(self, message_id: int) -> list[Message]:
-        """Delete one message (and none after it); returns the conversation's path."""
-        message = self.store.get_message(message_id)
-        self.store.delete_message(message_id)
-        self.images.files.collect()
-        return self.store.messages(message.conversation_id)
-
     def message_images(self, conversation_id: int) -> dict[int, list[StoredImage]]:
         """Message id → the images sent with it (files in the data folder), for the messages
         of the conversation that have any (the window's thumbnails, export)."""
@@ -655,41 +402,6 @@ class ChatService:
         """Whether ``model_id`` (None: the default model) can be sent images: a local model
         with a paired vision projector beside it, or a remote engine's (its server decides)."""
         return self.images.problem(model_id or self.default_model_id()) is None
-
-    def versions(self, message_id: int) -> list[Message]:
-        """``message_id`` and its other versions (regenerated answers, edited questions)."""
-        return self.store.versions(message_id)
-
-    def version_sets(self, conversation_id: int) -> dict[int, list[int]]:
-        """Message id → the ids of all its versions, for messages that have more than one."""
-        return self.store.version_sets(conversation_id)
-
-    def choose_version(self, message_id: int) -> list[Message]:
-        """Show this version of a message (and the newest branch after it); returns the path."""
-        return self.store.choose_version(message_id)
-
-    def branch(self, message_id: int) -> Conversation:
-        """A new conversation holding this one up to ``message_id``, with its settings; its
-        first answer starts from the saved prompt state of the conversation it came from."""
-        message = self.store.get_message(message_id)
-        source = self.store.get_conversation(message.conversation_id)
-        path = self.store.messages(source.id)
-        upto = next((i for i, m in enumerate(path) if m.id == message_id), None)
-        if upto is None:
-            raise InvalidRequest("only a message on the conversation's chosen path can start a branch")
-        branch = self.store.create_conversation(
-            title=f"{source.title or 'New chat'} (branch)", model_id=source.model_id,
-            system_prompt=source.system_prompt, sampling=source.sampling)
-        for kept in path[:upto + 1]:
-            stats = {k: v for k, v in dataclasses.asdict(kept).items()
-                     if k not in ("id", "conversation_id", "role", "content", "parent_id")}
-            copied = self.store.add_message(branch.id, kept.role, kept.content, **stats)
-            self.images.files.copy(kept.id, copied.id)  # the same files: a branch shows its images
-        if self.cache is not None:
-            self.cache.copy_conversation(source.id, branch.id)
-        # The copies keep their messages' times, which set the chat's own: it is new now, so it
-        # sorts above its source and says so, instead of "1m" below it.
-        return self.store.update_conversation(branch.id, title=branch.title)
 
     def _answer(self, conversation: Conversation, overrides: dict[str, Any], use_cache: bool = True,
                 extends: Message | None = None) -> Turn:

@@ -26,7 +26,7 @@ from ..store import MessageImages, Store, StoredImage, encode_png
 
 if TYPE_CHECKING:
     from ..store import Conversation
-    from .chat import ChatService
+    from .context import ChatContext
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ def note_for(stored: StoredImage) -> str:
 class ChatImages:
     """The images of a chat service's conversations."""
 
-    def __init__(self, store: Store, folder: Path, chats: ChatService) -> None:
+    def __init__(self, store: Store, folder: Path, chats: ChatContext) -> None:
         self.files = MessageImages(store, folder)
         self._chats = chats
         self._decoded: OrderedDict[str, ImageInput] = OrderedDict()

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..base import (
     ChatMessage, FunctionCall, GenerateJob, InvalidRequest, ModelRecord, NamedFunction, NamedToolChoice,
@@ -35,10 +35,8 @@ from ..tools import (
     ALWAYS, ANSWER_ONLY_GRAMMAR, DEFAULT_MAX_ROUNDS, IN_CHAT, Approver, CallRequest, Decision, McpError, McpTool, Permissions, ToolResult,
     error_result,
 )
-from .chat import Turn
-
-if TYPE_CHECKING:
-    from .chat import ChatService
+from .context import ChatContext
+from .turn import Turn
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +101,7 @@ ToolTurnEvent = TextPiece | CallProposed | CallFinished | RoundFinished
 
 @dataclass
 class ToolTurn:
-    service: ChatService
+    service: ChatContext
     conversation: Conversation
     approver: Approver
     tool_choice: str | None = None  # first round: "auto", "required", "none" or a tool's name

@@ -21,7 +21,7 @@ from .batch import LAST, BatchRow
 
 if TYPE_CHECKING:
     # Type names only: the target model imports this module and hands over both models.
-    from .model import LoadedModel
+    from .model_view import ModelView
     from .sequence import Sequence
     from .slots import KvSlot
 
@@ -34,7 +34,7 @@ VOCAB_SIZE_SLACK = 128
 MIN_DRAFT_PROBABILITY = 0.4
 
 
-def vocabulary_mismatch(target: "LoadedModel", draft: "LoadedModel") -> str | None:
+def vocabulary_mismatch(target: "ModelView", draft: "ModelView") -> str | None:
     """Why ``draft`` cannot draft for ``target`` (token ids that mean different text), or None."""
     lib = target.context.lib
     if abs(target.n_vocab - draft.n_vocab) > VOCAB_SIZE_SLACK:
@@ -55,7 +55,7 @@ class DraftVocabularyMismatch(ModelLoadError):
 class DraftModel:
     """Drafts for the sequences of one target model."""
 
-    def __init__(self, target: "LoadedModel", model: "LoadedModel") -> None:
+    def __init__(self, target: "ModelView", model: "ModelView") -> None:
         """Draft for ``target`` with ``model`` (loaded by the target, which this module does
         not import); closes ``model`` and raises if their vocabularies differ."""
         self.target = target
@@ -98,7 +98,7 @@ class DraftModel:
         return drafts
 
     def _confident_argmax(self, index: int) -> int | None:
-        logits = self.model._logits_at(index)
+        logits = self.model.decoder.logits_at(index)
         best = int(np.argmax(logits))
         peak = float(logits[best])
         probability = 1.0 / float(np.exp(logits - peak).sum())
@@ -136,9 +136,8 @@ class DraftModel:
     def _decode(self, rows: list[tuple["KvSlot", list[int]]]) -> list[int]:
         """Decode ``rows`` (each: a slot and its next tokens, logits for the last one)."""
         model = self.model
-        indices = model._fill_batch([BatchRow(slot.seq_id, len(slot.kv_tokens), tokens, LAST) for slot, tokens in rows])
-        context = model.context
-        status = context.decode()
+        indices, status = model.decoder.decode([BatchRow(slot.seq_id, len(slot.kv_tokens), tokens, LAST)
+                                                for slot, tokens in rows])
         if status != 0:
             for slot, _ in rows:
                 model.kv.clear(slot)

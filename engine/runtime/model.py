@@ -5,23 +5,21 @@
 llama.cpp handles and what the load resolved), and on that context stand ``kv_states.KvStates``
 (reusable prefixes, trimming, a sequence's KV state out and back in), ``model_vision.ModelVision``
 (prompts with images) and ``vocabulary.Vocabulary`` (text <-> tokens). Here: opening sequences
-and ``step()``, the one place that fills ``llama_batch``.
+and ``step()``, which decides what each step decodes.
 
 The decode loop talks to llama.cpp's C API directly (through llama-cpp-python's ctypes
 bindings) rather than through ``Llama.create_completion``: one reusable batch, the native
 sampler chain, cached token pieces and no per-token copy of the logits unless logprobs
 are asked for. ``benchmarks/decode.py`` measures the difference.
 
-Why still ~600 lines: opening sequences, the one ``step()`` that fills ``llama_batch``,
-verification of drafts, shared prefills and the outputs (logits, logprobs, embeddings) all
-work on the same batch and context.
+What goes into the batch and what comes out of a decode (logits, log-probabilities,
+embeddings) is ``decoder.Decoder``'s, which the sequences and the draft model use too.
 """
 
 from __future__ import annotations
 
 import ctypes
 import logging
-import math
 import threading
 import time
 from collections.abc import Iterator
@@ -31,11 +29,12 @@ import numpy as np
 
 from ..base import (
     ContextLengthExceeded, GGUFInfo, GenerationEvent, InvalidRequest, LoraSet, ModelLoadError,
-    ModelRecord, SamplingParams, TokenLogprob,
+    ModelRecord, SamplingParams,
 )
 from ..text import ChatTemplate
 from .batch import ALL, LAST, NONE, BatchRow
 from .decode_abort import ABORTED
+from .decoder import Decoder
 from .draft_model import DraftModel, DraftVocabularyMismatch
 from .kv_states import KvStates
 from .model_loading import LoadOptions, ProgressCallback, load_context
@@ -58,6 +57,7 @@ class LoadedModel:
     def __init__(self, record: ModelRecord, options: LoadOptions, progress: ProgressCallback | None = None) -> None:
         self.context = load_context(record, options, progress)
         self.kv = KvStates(self.context)  # the slots' KV entries: reuse, trimming, saved states
+        self.decoder = Decoder(self.context)  # the batch in, logits and embeddings out
         self.vision = ModelVision(self.context)  # prompts with images (the projector loads on the first)
         self._draft: DraftModel | None = None  # the draft model of speculative "draft"
         self._prefilling: list[Sequence] = []  # opened sequences that may lead a shared prefill
@@ -404,8 +404,8 @@ class LoadedModel:
         # rows in admission order (slots 3, 0, 5, …) became up to one micro-batch per row,
         # and a step of 8 answers took 55 ms instead of 32 (seen once slots were reused).
         rows.sort(key=lambda row: row[0].seq_id)
-        logit_rows = self._fill_batch([BatchRow(s.seq_id, len(s.slot.kv_tokens), tokens, logits)
-                                       for s, tokens, logits in rows])
+        logit_rows = self.decoder.fill([BatchRow(s.seq_id, len(s.slot.kv_tokens), tokens, logits)
+                                         for s, tokens, logits in rows])
         started = time.perf_counter()
         context = self.context
         # A prompt chunk is the one long call: Stop ends it mid-call (decode_abort).
@@ -434,7 +434,6 @@ class LoadedModel:
     def _decode_prefill_with_images(self, row: Row, live: list[Sequence]) -> None:
         """A prompt chunk with image positions: its text and image runs in decodes of their
         own, in order; then the sequence takes the result as from any prefill chunk."""
-        context = self.context
         sequence, tokens, logits = row
         position = len(sequence.slot.kv_tokens)
         index = -1
@@ -445,8 +444,8 @@ class LoadedModel:
                 if image:
                     index = self.vision.decode_image_rows(sequence.seq_id, position, run, want)
                 else:
-                    index = self._fill_batch([BatchRow(sequence.seq_id, position, run, want)])[0]
-                    status = context.decode()
+                    indices, status = self.decoder.decode([BatchRow(sequence.seq_id, position, run, want)])
+                    index = indices[0]
                     if status != 0:
                         self._decode_failed([row], status)
             except (InvalidRequest, ModelLoadError):
@@ -507,26 +506,6 @@ class LoadedModel:
             # The rejected draft's KV entries: the next step writes the real tokens there.
             self.context.lib.llama_memory_seq_rm(self.context.memory, slot.seq_id, len(slot.kv_tokens), -1)
 
-    def _fill_batch(self, rows: list[BatchRow]) -> list[int]:
-        """Write ``rows`` into the reusable batch; the batch index of each row's last token.
-        The one place that fills ``llama_batch`` (steps, evaluation and embeddings use it)."""
-        batch = self.context.batch
-        n = 0
-        last_rows = []
-        for row in rows:
-            for i, token in enumerate(row.tokens):
-                batch.token[n] = token
-                batch.pos[n] = row.first_pos + i
-                batch.n_seq_id[n] = 1
-                batch.seq_id[n][0] = row.seq_id
-                batch.logits[n] = 1 if row.logits == ALL else 0
-                n += 1
-            if row.logits == LAST:
-                batch.logits[n - 1] = 1
-            last_rows.append(n - 1 if row.logits != NONE else -1)
-        batch.n_tokens = n
-        return last_rows
-
     def _forget_aborted_chunk(self, sequence: Sequence) -> None:
         """A prompt chunk stopped mid-call: llama.cpp dropped the aborted micro-batch's
         positions but keeps the ones before it, which the slot does not list; drop them too,
@@ -556,31 +535,6 @@ class LoadedModel:
     def slot_view(self, slot: KvSlot) -> SlotView:
         return SlotView(self.kv, slot)
 
-    def _prefill_for_embedding(self, tokens: list[int]) -> None:
-        """Decode ``tokens`` as one batch on sequence 0 (pooling needs them together)."""
-        self._fill_batch([BatchRow(0, 0, tokens, ALL)])
-        context = self.context
-        status = context.decode()
-        if status != 0:
-            self.kv.clear()
-            raise ModelLoadError(f"llama.cpp failed to process the input (status {status})")
-
-    def _logits_at(self, index: int) -> np.ndarray:
-        pointer = self.context.lib.llama_get_logits_ith(self.context.ctx, index)
-        return np.ctypeslib.as_array(pointer, shape=(self.n_vocab,)).astype(np.float32, copy=True)
-
-    def _logprob_entry(self, logits: np.ndarray, token: int, top_n: int) -> TokenLogprob:
-        peak = float(logits.max())
-        log_z = peak + math.log(float(np.exp(logits - peak).sum()))
-        top: list[tuple[str, bytes, float]] = []
-        if top_n:
-            best = np.argpartition(-logits, top_n)[:top_n]
-            for candidate in best[np.argsort(-logits[best])]:
-                raw = self.token_bytes(int(candidate))
-                top.append((raw.decode("utf-8", errors="replace"), raw, float(logits[candidate]) - log_z))
-        raw = self.token_bytes(token)
-        return TokenLogprob(raw.decode("utf-8", errors="replace"), raw, float(logits[token]) - log_z, top)
-
     # -- evaluation -----------------------------------------------------------------
 
     def logits_for(self, tokens: list[int], cancel: threading.Event | None = None) -> np.ndarray:
@@ -594,24 +548,11 @@ class LoadedModel:
                 f"{len(tokens)} tokens do not fit in the context of {self.n_ctx}",
                 prompt_tokens=len(tokens), context_size=self.n_ctx,
             )
-        context = self.context
-        lib = context.lib
-        out = np.empty((len(tokens), self.n_vocab), dtype=np.float32)
         self.kv.clear()
-        step = self.options.batch_size
         try:
-            for start in range(0, len(tokens), step):
-                if cancel is not None and cancel.is_set():
-                    return out[:0]
-                chunk = tokens[start : start + step]
-                self._fill_batch([BatchRow(0, start, chunk, ALL)])
-                if context.decode() != 0:
-                    raise ModelLoadError(f"llama.cpp failed to evaluate the text with {self.record.id}")
-                pointer = lib.llama_get_logits(context.ctx)
-                out[start : start + len(chunk)] = np.ctypeslib.as_array(pointer, shape=(len(chunk), self.n_vocab))
+            return self.decoder.logits_over(tokens, self.options.batch_size, cancel)
         finally:
             self.kv.clear()
-        return out
 
     # -- embeddings -----------------------------------------------------------------
 
@@ -631,15 +572,9 @@ class LoadedModel:
                 prompt_tokens=len(tokens),
                 context_size=limit,
             )
-        context = self.context
         self.kv.clear()
         try:
-            self._prefill_for_embedding(tokens)
-            pointer = context.lib.llama_get_embeddings_seq(context.ctx, 0)
-            if not pointer:
-                raise ModelLoadError(f"{self.record.id} produced no embedding")
-            n_embd = context.lib.llama_model_n_embd(context.model)
-            vector = np.ctypeslib.as_array(pointer, shape=(n_embd,)).astype(np.float64)
+            vector = self.decoder.pooled_embedding(tokens)
         finally:
             self.kv.clear()
         norm = float(np.linalg.norm(vector)) or 1.0

@@ -109,7 +109,7 @@ class LlamaContext:
     ctx: Any
     vocab: Any
     memory: Any
-    batch: Any  # the reusable llama_batch that LoadedModel._fill_batch fills
+    batch: Any  # the reusable llama_batch that decoder.Decoder.fill fills
     batch_capacity: int
     progress_cb: Any  # the ctypes callback the load was given, kept alive with the model
     n_vocab: int
@@ -272,12 +272,58 @@ def _context_on(lib: Any, record: ModelRecord, info: GGUFInfo, options: LoadOpti
     # Sliding-window attention: layers that only see the last n_swa positions.
     n_swa = int(info.arch_value("attention.sliding_window") or 0)
 
+    plan = _context_plan(lib, record, options, len(slots), gpu_layers, n_ctx_train)
+    ctx_params, batch_capacity = plan.params, plan.batch_capacity
+    ctx_params.no_perf = True
+    ctx = lib.llama_init_from_model(model, ctx_params)
+    if not ctx:
+        handles.free()
+        return f"llama.cpp could not create a context for {record.id} (out of memory?)"
+    handles.ctx = ctx
+    n_ctx = lib.llama_n_ctx(ctx) // len(slots)  # each sequence's own context
+    memory = lib.llama_get_memory(ctx)
+    batch = lib.llama_batch_init(batch_capacity, 0, 1)
+    handles.batch = batch
+    adapters = ContextAdapters(lib, model, ctx, info, record.id)
+    mode = speculative_mode(lib, model, options, record.id)
+    chat_template = ChatTemplate(info.chat_template, bos_token=_special_text(info, "bos"),
+                                 eos_token=_special_text(info, "eos"))
+    return LlamaContext(
+        record=record, options=options, info=info, slots=slots,
+        lib=lib, model=model, ctx=ctx, vocab=vocab, memory=memory, batch=batch, batch_capacity=batch_capacity,
+        progress_cb=progress_cb, n_vocab=n_vocab, n_ctx=n_ctx, n_ctx_train=n_ctx_train, n_layer=n_layer,
+        n_swa=n_swa, threads=plan.threads, gpu_layers=gpu_layers, kv_cache_type=plan.kv_cache_type,
+        flash_attention=plan.flash_attention, canonical_rows=plan.canonical_rows, context_note=plan.context_note,
+        chat_template=chat_template, add_bos=bool(lib.llama_vocab_get_add_bos(vocab)), speculative_mode=mode,
+        vocabulary=vocabulary, adapters=adapters,
+        # An embeddings context pools instead of writing logits rows: nothing to perturb.
+        jitter=None if options.embeddings else LogitJitter.from_environment(n_vocab),
+        abort=DecodeAbort(lib, ctx),
+    )
+
+
+@dataclass
+class _ContextPlan:
+    """A context's llama.cpp parameters, with what they resolved to."""
+
+    params: Any  # llama_context_params
+    batch_capacity: int
+    threads: int
+    kv_cache_type: str
+    flash_attention: bool
+    canonical_rows: int
+    context_note: str
+
+
+def _context_plan(lib: Any, record: ModelRecord, options: LoadOptions, sequences: int, gpu_layers: int,
+                  n_ctx_train: int) -> _ContextPlan:
+    """The parameters of a context of ``sequences`` sequences for ``options``."""
     ctx_params = lib.llama_context_default_params()
     per_sequence, context_note = context_per_sequence(
         options.context_size, n_ctx_train, options.explicit_context, record.id)
-    ctx_params.n_ctx = per_sequence * len(slots)
+    ctx_params.n_ctx = per_sequence * sequences
     # Room for a full prefill chunk plus each sequence's decode token (and draft) in one step.
-    batch_capacity = options.batch_size + len(slots) * (1 + draft_room(options))
+    batch_capacity = options.batch_size + sequences * (1 + draft_room(options))
     n_ubatch = options.batch_size
     if options.embeddings:
         # Pooling needs the whole input in one micro-batch: an embedding may be as long as the
@@ -285,7 +331,7 @@ def _context_on(lib: Any, record: ModelRecord, info: GGUFInfo, options: LoadOpti
         batch_capacity = n_ubatch = max(options.batch_size, ctx_params.n_ctx)
     ctx_params.n_batch = batch_capacity
     ctx_params.n_ubatch = n_ubatch
-    ctx_params.n_seq_max = len(slots)
+    ctx_params.n_seq_max = sequences
     # One KV stream per sequence, each of the full context, rather than llama.cpp's
     # unified pool: in unified mode the same prompt gave different logits depending on
     # which cells its sequence landed in (SmolLM2, first-token logprob -0.152 in one
@@ -314,32 +360,7 @@ def _context_on(lib: Any, record: ModelRecord, info: GGUFInfo, options: LoadOpti
     if options.embeddings:
         ctx_params.pooling_type = (lib.LLAMA_POOLING_TYPE_LAST if options.pooling == "last"
                                    else lib.LLAMA_POOLING_TYPE_MEAN)
-    ctx_params.no_perf = True
-    ctx = lib.llama_init_from_model(model, ctx_params)
-    if not ctx:
-        handles.free()
-        return f"llama.cpp could not create a context for {record.id} (out of memory?)"
-    handles.ctx = ctx
-    n_ctx = lib.llama_n_ctx(ctx) // len(slots)  # each sequence's own context
-    memory = lib.llama_get_memory(ctx)
-    batch = lib.llama_batch_init(batch_capacity, 0, 1)
-    handles.batch = batch
-    adapters = ContextAdapters(lib, model, ctx, info, record.id)
-    mode = speculative_mode(lib, model, options, record.id)
-    chat_template = ChatTemplate(info.chat_template, bos_token=_special_text(info, "bos"),
-                                 eos_token=_special_text(info, "eos"))
-    return LlamaContext(
-        record=record, options=options, info=info, slots=slots,
-        lib=lib, model=model, ctx=ctx, vocab=vocab, memory=memory, batch=batch, batch_capacity=batch_capacity,
-        progress_cb=progress_cb, n_vocab=n_vocab, n_ctx=n_ctx, n_ctx_train=n_ctx_train, n_layer=n_layer,
-        n_swa=n_swa, threads=threads, gpu_layers=gpu_layers, kv_cache_type=kv_cache_type,
-        flash_attention=flash_attention, canonical_rows=rows, context_note=context_note,
-        chat_template=chat_template, add_bos=bool(lib.llama_vocab_get_add_bos(vocab)), speculative_mode=mode,
-        vocabulary=vocabulary, adapters=adapters,
-        # An embeddings context pools instead of writing logits rows: nothing to perturb.
-        jitter=None if options.embeddings else LogitJitter.from_environment(n_vocab),
-        abort=DecodeAbort(lib, ctx),
-    )
+    return _ContextPlan(ctx_params, batch_capacity, threads, kv_cache_type, flash_attention, rows, context_note)
 
 
 def planned_gpu_layers(record: ModelRecord, info: GGUFInfo, options: LoadOptions, sequences: int) -> int:

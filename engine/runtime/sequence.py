@@ -20,15 +20,15 @@ from .speculative import DraftControl, PromptLookup
 
 if TYPE_CHECKING:
     # The types only: the model opens sequences (it imports this module), and each one
-    # reads its model's context and vocabulary.
+    # reads its model's context and vocabulary through ``ModelView``.
     from .kv_states import KvStates
-    from .model import LoadedModel
+    from .model_view import ModelView
 
 
 class Sequence:
     """A job's generation state; created by ``LoadedModel.open_sequence``."""
 
-    def __init__(self, model: "LoadedModel", slot: KvSlot, prompt: list[int], sampling: SamplingParams,
+    def __init__(self, model: "ModelView", slot: KvSlot, prompt: list[int], sampling: SamplingParams,
                  budget: int, cancel: threading.Event, started: float, cached_tokens: int,
                  boundary: int = 0, template_stops: tuple[str, ...] = ()) -> None:
 
@@ -190,7 +190,7 @@ class Sequence:
         token = self.sampler.sample(self.model.context.ctx, index)
         if self._want_logprobs:
             self._pending_lp.append(
-                self.model._logprob_entry(self.model._logits_at(index), token, self.sampling.logprobs or 0))
+                self.model.decoder.logprob_at(index, token, self.sampling.logprobs or 0))
         return token
 
     def _take(self, token: int) -> None:

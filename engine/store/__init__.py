@@ -16,9 +16,10 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "cache": ("CacheUsage", "MIB", "PrefixCache"),
     "message_images": ("MessageImages", "StoredImage", "encode_png"),
     "paths": ("DiskState", "Paths", "disk_state"),
+    "records": ("Conversation", "Message"),
     "settings": ("AUTO_CONTEXT", "NOMINAL_AUTO_CONTEXT", "Settings"),
     "sqlite_tables": ("table_named",),
-    "store": ("Conversation", "Message", "Store"),
+    "store": ("Store",),
 }
 
 __all__, __getattr__, __dir__ = lazy_door(__name__, _EXPORTS)
@@ -33,4 +34,5 @@ if TYPE_CHECKING:
         AUTO_CONTEXT as AUTO_CONTEXT, NOMINAL_AUTO_CONTEXT as NOMINAL_AUTO_CONTEXT, Settings as Settings,
     )
     from .sqlite_tables import table_named as table_named
-    from .store import Conversation as Conversation, Message as Message, Store as Store
+    from .records import Conversation as Conversation, Message as Message
+    from .store import Store as Store

@@ -25,31 +25,39 @@ ids; recency is the file's mtime) rather than in a database table: a file and it
 entry cannot disagree after a crash, Clear is "delete the files", and another process
 (the GUI and a terminal session at once) sees the same cache without sharing a table.
 
-Why one file of ~650 lines: the three tiers and two kinds of entry share one lock, one
-budget accounting and one rule (a restored state is used only for the tokens it provably
-shares); the file format is already its own module (``statefile``).
+Here: the policy (what is restored, what is kept in RAM and on disk, what is evicted),
+under one lock and one budget accounting. The entries' names and the prefix index are
+``cache_keys``'; the thread that writes saved states to disk is ``cache_writer``'s; the file
+format is ``statefile``'s.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
-import queue
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
 from ..base import StateFileInvalid
+from .cache_keys import (
+    MIN_PREFIX_TOKENS, CacheEntry, PrefixIndex, common_prefix, conversation_files, conversation_name,
+    conversation_of, is_prefix_name, prefix_files, prefix_name,
+)
+from .cache_spare import SpareBuffer
+from .cache_writer import StateWriter
 from .statefile import SUFFIX, StateHeader, read_header, read_state_file, write_state_file
 
+
 log = logging.getLogger(__name__)
+
+MIB = 1024 * 1024
 
 
 class _Record(Protocol):
@@ -79,11 +87,6 @@ class CachedSequence(Protocol):
 
     def import_sequence(self, tokens: list[int], payload: Any, keep: int) -> int: ...
 
-BLOCK = 64  # tokens per content-hash block for prefix entries
-MIN_PREFIX_TOKENS = BLOCK  # API prompts shorter than one block are not worth a file
-MIB = 1024 * 1024
-PAGE_BYTES = 4096
-SPARE_HEADROOM_BYTES = 8 * MIB  # room for the next turn's tokens beyond the last state's size
 
 
 @dataclass
@@ -105,51 +108,6 @@ class SaveTimings:
     snapshot_s: float = 0.0  # llama_state_seq_get_data into RAM (on the scheduler thread)
     write_s: float = 0.0  # checksum + write + fsync + rename (on the writer thread)
     bytes: int = 0
-
-
-@dataclass
-class _Entry:
-    name: str
-    header: StateHeader
-    tokens: np.ndarray  # int32, for fast prefix comparison
-    payload: bytearray | np.ndarray | None = None  # present while the entry is in the RAM tier
-    on_disk: bool = False
-    size: int = 0  # RAM the payload holds while in the RAM tier (``held_bytes``)
-
-    @property
-    def conversation_id(self) -> int | None:
-        return self.header.conversation_id
-
-
-@dataclass
-class _KeyIndex:
-    """Prefix entries of one state key, by chained block hash."""
-
-    blocks: dict[bytes, set[str]] = field(default_factory=dict)
-    loaded_from_disk: bool = False
-
-
-def common_prefix(a: np.ndarray, b: np.ndarray) -> int:
-    n = min(len(a), len(b))
-    if n == 0:
-        return 0
-    differ = np.flatnonzero(a[:n] != b[:n])
-    return int(differ[0]) if len(differ) else n
-
-
-def key_hash(state_key: str) -> str:
-    return hashlib.sha256(state_key.encode()).hexdigest()[:16]
-
-
-def block_hashes(state_key: str, tokens: np.ndarray, count: int) -> list[bytes]:
-    """Hashes of tokens[:BLOCK], tokens[:2*BLOCK], … (``count`` of them), each chained on the last."""
-    digest = hashlib.blake2b(state_key.encode(), digest_size=16).digest()
-    out = []
-    for k in range(count):
-        chunk = tokens[k * BLOCK : (k + 1) * BLOCK].astype("<i4", copy=False).tobytes()
-        digest = hashlib.blake2b(digest + chunk, digest_size=16).digest()
-        out.append(digest)
-    return out
 
 
 def held_bytes(payload: bytearray | bytes | np.ndarray) -> int:
@@ -178,22 +136,21 @@ class PrefixCache:
         self._disk_budget = disk_budget_bytes
         self._ram_budget = ram_budget_bytes
         self._lock = threading.RLock()
-        self._entries: dict[str, _Entry] = {}
+        self._entries: dict[str, CacheEntry] = {}
         self._ram: OrderedDict[str, None] = OrderedDict()  # LRU order of entries holding a payload
         self._ram_bytes = 0
-        self._indexes: dict[str, _KeyIndex] = {}
-        self._pending: dict[str, tuple[_Entry, bytearray | np.ndarray]] = {}
-        self._writes: queue.Queue[str | None] = queue.Queue()
-        self._writer: threading.Thread | None = None
+        self._indexes: dict[str, PrefixIndex] = {}
+        self._writer = StateWriter(self._lock, self._path, self._landed, self._written)
         self._closed = False
         self._reserved = 0  # saves announced by the scheduler that have not run yet
         self.last_save = SaveTimings()
-        # A buffer already paged in, for the next save to copy into. Copying a state into
-        # fresh memory costs ~10x the copy itself (first-touch page faults: ~130 ms against
-        # ~10 ms for 44 MB here), and that cost sits between the answer and the next job;
-        # faulting the pages in on a helper thread while the model works moves it off that path.
-        self._spare: np.ndarray | None = None
-        self._preparing_spare = False
+        # A buffer already paged in, for the next save to copy into (``cache_spare``).
+        self._spares = SpareBuffer(self._lock, ram_budget_bytes)
+
+    @property
+    def _spare(self) -> np.ndarray | None:
+        """The buffer paged in for the next save, if one is ready (tests wait for it)."""
+        return self._spares.buffer
 
     # -- the scheduler's side --------------------------------------------------------
 
@@ -212,7 +169,7 @@ class PrefixCache:
         resident = model.reusable_prefix(prompt, shared)
         # How far each candidate may serve: a conversation's own state all of it, a prefix
         # entry seen from a conversation only its shared tokens.
-        candidates: list[tuple[_Entry, int]] = []
+        candidates: list[tuple[CacheEntry, int]] = []
         if conversation_id is not None:
             found = self._conversation_entry(state_key, conversation_id)
             candidates = [(found, len(prompt))] if found is not None else []
@@ -239,7 +196,7 @@ class PrefixCache:
         if kept == 0:
             log.info("saved state %s could not be restored; prefilling the whole prompt", best.name)
             return 0
-        self._prepare_spare(len(payload))  # this turn's save will be about this size
+        self._spares.prepare(len(payload))  # this turn's save will be about this size
         self._touch(best)
         log.debug("restored %d of %d prompt tokens from %s", kept, len(prompt), best.name)
         return kept
@@ -281,12 +238,12 @@ class PrefixCache:
         # The same prompt sent again (regenerate, a retried API call) reuses all but its last
         # two tokens; saving exactly that much means it never has to trim the restored state,
         # which sliding-window models cannot do.
-        exported = model.export_sequence(limit or max(1, prompt_tokens - 2), self._take_spare)
+        exported = model.export_sequence(limit or max(1, prompt_tokens - 2), self._spares.take)
         snapshot_s = time.perf_counter() - started
         if exported is None:
             return
         tokens, payload = exported
-        self._prepare_spare(len(payload))  # for the next save, which is usually a little larger
+        self._spares.prepare(len(payload))  # for the next save, which is usually a little larger
         state_key = model.state_key()
         header = StateHeader(
             state_key=state_key,
@@ -300,10 +257,10 @@ class PrefixCache:
         )
         array = np.asarray(tokens, dtype=np.int32)
         if conversation_id is not None:
-            name = f"conv-{conversation_id}-{key_hash(state_key)}"
+            name = conversation_name(conversation_id, state_key)
         else:
-            name = f"pfx-{key_hash(state_key)}-{hashlib.sha256(array.tobytes()).hexdigest()[:24]}"
-        entry = _Entry(name, header, array, payload=payload, size=held_bytes(payload))
+            name = prefix_name(state_key, array)
+        entry = CacheEntry(name, header, array, payload=payload, size=held_bytes(payload))
         with self._lock:
             self._drop(name, keep_file=True)
             self._entries[name] = entry
@@ -313,9 +270,7 @@ class PrefixCache:
                 self._index_prefix(entry)
                 self._supersede(entry)
             if self._disk_budget() > 0:
-                self._pending[name] = (entry, payload)
-                self._ensure_writer()
-                self._writes.put(name)
+                self._writer.put(entry, payload)
             self._fit_ram()
         self.last_save = SaveTimings(snapshot_s=snapshot_s, bytes=len(payload))
 
@@ -328,44 +283,6 @@ class PrefixCache:
             if common_prefix(entry.tokens, tokens) >= keep:
                 return True
         return False
-
-    # -- the spare buffer ----------------------------------------------------------------
-
-    def _take_spare(self, size: int) -> np.ndarray | None:
-        """The paged-in spare, cut to ``size``, when it is large enough (it is then used up).
-
-        The saved entry keeps the whole spare alive, so a spare more than twice the state is
-        not used: a small state is copied into memory of its own size (a few milliseconds)
-        rather than holding the spare's headroom in the RAM tier for as long as it stays."""
-        with self._lock:
-            spare = self._spare
-            if spare is None or not size <= len(spare) <= 2 * size:
-                return None
-            self._spare = None
-        return spare[:size]
-
-    def _prepare_spare(self, size: int) -> None:
-        """Page in a buffer with room for a state of ``size`` bytes to grow, on a helper thread."""
-        wanted = size + max(size // 4, SPARE_HEADROOM_BYTES)
-        with self._lock:
-            if self._closed or self._preparing_spare or max(0, self._ram_budget()) < wanted:
-                return
-            if self._spare is not None and len(self._spare) >= wanted:
-                return
-            self._preparing_spare = True
-
-        def page_in() -> None:
-            try:
-                buffer = np.empty(wanted, dtype=np.uint8)
-                buffer[::PAGE_BYTES] = 0  # one write per page makes the kernel back it now
-                with self._lock:
-                    if not self._closed and (self._spare is None or len(self._spare) < wanted):
-                        self._spare = buffer
-            finally:
-                with self._lock:
-                    self._preparing_spare = False
-
-        threading.Thread(target=page_in, name="inglenook-cache-spare", daemon=True).start()
 
     # -- management (Settings page, conversation deletion) ---------------------------------
 
@@ -389,7 +306,7 @@ class PrefixCache:
             self._ram.clear()
             self._ram_bytes = 0
             self._indexes.clear()
-            self._pending.clear()
+            self._writer.pending.clear()
             freed = 0
             for path, size, _ in self._disk_files():
                 freed += size if _unlink(path) else 0
@@ -403,7 +320,7 @@ class PrefixCache:
                 self._drop(name, keep_file=True)
             removed = 0
             if self.directory.is_dir():
-                for path in self.directory.glob(f"conv-{int(conversation_id)}-*{SUFFIX}"):
+                for path in self.directory.glob(conversation_files(conversation_id)):
                     removed += _unlink(path)
         return removed
 
@@ -416,7 +333,7 @@ class PrefixCache:
             names = {n for n, e in self._entries.items() if sha256s & set(e.header.documents)}
             for path, _, _ in self._disk_files():
                 name = path.name.removesuffix(SUFFIX)
-                if name.startswith("pfx-") and name not in self._entries:
+                if is_prefix_name(name) and name not in self._entries:
                     try:
                         header = read_header(path)
                     except StateFileInvalid:
@@ -437,14 +354,14 @@ class PrefixCache:
         copied = 0
         if not self.directory.is_dir():
             return 0
-        for path in sorted(self.directory.glob(f"conv-{int(source_id)}-*{SUFFIX}")):
+        for path in sorted(self.directory.glob(conversation_files(source_id))):
             try:
                 header, payload = read_state_file(path)
             except StateFileInvalid as exc:
                 log.warning("not copying a saved prompt state: %s", exc)
                 continue
             header = replace(header, conversation_id=target_id, created_at=time.time())
-            write_state_file(self._path(f"conv-{int(target_id)}-{key_hash(header.state_key)}"), header, payload)
+            write_state_file(self._path(conversation_name(target_id, header.state_key)), header, payload)
             copied += 1
         self.enforce_budget()
         return copied
@@ -454,9 +371,9 @@ class PrefixCache:
         that went straight to the store, or while another process held the cache)."""
         removed = 0
         for path, _, _ in self._disk_files():
-            parts = path.name.split("-")
-            if parts[0] == "conv" and len(parts) >= 3 and parts[1].isdigit() and int(parts[1]) not in existing:
-                removed += self.forget_conversation(int(parts[1]))
+            conversation_id = conversation_of(path.name)
+            if conversation_id is not None and conversation_id not in existing:
+                removed += self.forget_conversation(conversation_id)
         return removed
 
     def enforce_budget(self) -> None:
@@ -483,7 +400,7 @@ class PrefixCache:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             with self._lock:
-                if not self._pending and self._reserved == 0 and self._writes.unfinished_tasks == 0:
+                if self._reserved == 0 and self._writer.idle():
                     return
             time.sleep(0.005)
         log.warning("prompt-cache writes still pending after %.0fs", timeout)
@@ -493,40 +410,31 @@ class PrefixCache:
             return
         self.flush()
         self._closed = True
-        self._spare = None
-        if self._writer is not None:
-            self._writes.put(None)
-            self._writer.join(10)
+        self._spares.close()
+        self._writer.close()
 
     # -- lookups -------------------------------------------------------------------------
 
-    def _conversation_entry(self, state_key: str, conversation_id: int) -> _Entry | None:
-        name = f"conv-{conversation_id}-{key_hash(state_key)}"
+    def _conversation_entry(self, state_key: str, conversation_id: int) -> CacheEntry | None:
+        name = conversation_name(conversation_id, state_key)
         with self._lock:
             entry = self._entries.get(name)
         if entry is not None:
             return entry if entry.header.state_key == state_key else None
         return self._load_header(name, state_key)
 
-    def _prefix_candidates(self, state_key: str, prompt: np.ndarray) -> list[_Entry]:
+    def _prefix_candidates(self, state_key: str, prompt: np.ndarray) -> list[CacheEntry]:
         with self._lock:
-            index = self._index_for(state_key)
-            count = (len(prompt) - 1) // BLOCK
-            if count == 0:
-                return []
-            for k, digest in reversed(list(enumerate(block_hashes(state_key, prompt, count)))):
-                names = index.blocks.get(digest)
-                if names:
-                    return [self._entries[n] for n in names if n in self._entries]
-        return []
+            names = self._index_for(state_key).longest(state_key, prompt)
+            return [self._entries[n] for n in names if n in self._entries]
 
-    def _trimmable(self, model: CachedSequence, entry: _Entry, common: int) -> bool:
+    def _trimmable(self, model: CachedSequence, entry: CacheEntry, common: int) -> bool:
         # A saved state of a sliding-window model holds only the last n_swa positions of its
         # window layers, so it can be extended but not cut back past that window.
         n_swa = model.n_swa
         return not (n_swa and common < entry.header.n_tokens and entry.header.n_tokens > n_swa)
 
-    def _payload(self, entry: _Entry, state_key: str) -> bytearray | np.ndarray | None:
+    def _payload(self, entry: CacheEntry, state_key: str) -> bytearray | np.ndarray | None:
         with self._lock:
             if entry.payload is not None:
                 return entry.payload
@@ -552,7 +460,7 @@ class PrefixCache:
                 self._fit_ram(protect=entry.name)
         return payload
 
-    def _load_header(self, name: str, state_key: str) -> _Entry | None:
+    def _load_header(self, name: str, state_key: str) -> CacheEntry | None:
         path = self._path(name)
         if not path.exists():
             return None
@@ -565,19 +473,19 @@ class PrefixCache:
         if header.state_key != state_key:
             log.info("ignoring %s: saved by another model, KV layout or llama.cpp build", path.name)
             return None
-        entry = _Entry(name, header, np.asarray(header.tokens, dtype=np.int32), on_disk=True, size=header.payload_size)
+        entry = CacheEntry(name, header, np.asarray(header.tokens, dtype=np.int32), on_disk=True, size=header.payload_size)
         with self._lock:
             self._entries.setdefault(name, entry)
             return self._entries[name]
 
-    def _index_for(self, state_key: str) -> _KeyIndex:
+    def _index_for(self, state_key: str) -> PrefixIndex:
         index = self._indexes.get(state_key)
         if index is None:
-            index = self._indexes[state_key] = _KeyIndex()
+            index = self._indexes[state_key] = PrefixIndex()
         if not index.loaded_from_disk:
             index.loaded_from_disk = True
             if self.directory.is_dir():
-                for path in self.directory.glob(f"pfx-{key_hash(state_key)}-*{SUFFIX}"):
+                for path in self.directory.glob(prefix_files(state_key)):
                     name = path.name.removesuffix(SUFFIX)
                     if name in self._entries:
                         continue
@@ -586,30 +494,19 @@ class PrefixCache:
                         self._index_prefix(entry)
         return index
 
-    def _index_prefix(self, entry: _Entry) -> None:
-        index = self._indexes.setdefault(entry.header.state_key, _KeyIndex())
-        for digest in block_hashes(entry.header.state_key, entry.tokens, len(entry.tokens) // BLOCK):
-            index.blocks.setdefault(digest, set()).add(entry.name)
+    def _index_prefix(self, entry: CacheEntry) -> None:
+        self._indexes.setdefault(entry.header.state_key, PrefixIndex()).add(entry)
 
-    def _unindex(self, entry: _Entry) -> None:
+    def _unindex(self, entry: CacheEntry) -> None:
         index = self._indexes.get(entry.header.state_key)
-        if index is None or entry.header.kind != "prefix":
-            return
-        for digest in block_hashes(entry.header.state_key, entry.tokens, len(entry.tokens) // BLOCK):
-            names = index.blocks.get(digest)
-            if names is not None:
-                names.discard(entry.name)
-                if not names:
-                    del index.blocks[digest]
+        if index is not None and entry.header.kind == "prefix":
+            index.remove(entry)
 
-    def _supersede(self, new: _Entry) -> None:
+    def _supersede(self, new: CacheEntry) -> None:
         """Drop older prefix entries whose whole prompt the new entry also covers: any prompt
         that shared their prompt shares at least as much with the new one."""
         index = self._index_for(new.header.state_key)
-        if len(new.tokens) < BLOCK:
-            return
-        first = block_hashes(new.header.state_key, new.tokens, 1)[0]
-        for name in list(index.blocks.get(first, ())):
+        for name in list(index.starting_with(new)):
             old = self._entries.get(name)
             if old is None or old is new:
                 continue
@@ -620,7 +517,7 @@ class PrefixCache:
 
     def _drop(self, name: str, keep_file: bool = False) -> None:
         entry = self._entries.pop(name, None)
-        self._pending.pop(name, None)
+        self._writer.pending.pop(name, None)
         if entry is not None:
             self._unindex(entry)
             if name in self._ram:
@@ -641,10 +538,10 @@ class PrefixCache:
             del self._ram[name]
             self._ram_bytes -= entry.size
             entry.payload = None
-            if not entry.on_disk and name not in self._pending:
+            if not entry.on_disk and name not in self._writer.pending:
                 self._drop(name, keep_file=True)
 
-    def _touch(self, entry: _Entry) -> None:
+    def _touch(self, entry: CacheEntry) -> None:
         with self._lock:
             if entry.name in self._ram:
                 self._ram.move_to_end(entry.name)
@@ -671,49 +568,17 @@ class PrefixCache:
                     found.append((Path(item.path), stat.st_size, stat.st_mtime))
         return found
 
-    # -- the writer thread -----------------------------------------------------------------------
+    # -- the writer thread's news (``cache_writer``) -------------------------------------
 
-    def _ensure_writer(self) -> None:
-        if self._writer is None or not self._writer.is_alive():
-            self._writer = threading.Thread(target=self._write_loop, name="inglenook-cache-writer", daemon=True)
-            self._writer.start()
+    def _landed(self, name: str, entry: CacheEntry, path: Path) -> None:
+        """``entry`` is on disk (called with the lock held)."""
+        if self._entries.get(name) is entry:
+            entry.on_disk = True
+        elif name not in self._writer.pending:
+            _unlink(path)  # forgotten or cleared while it was being written
 
-    def _write_loop(self) -> None:
-        while True:
-            name = self._writes.get()
-            try:
-                if name is None:
-                    return
-                self._write_one(name)
-            except Exception:  # a failed write costs a prefill later, never the engine
-                log.exception("writing a prompt-cache state failed")
-            finally:
-                self._writes.task_done()
-
-    def _write_one(self, name: str) -> None:
-        with self._lock:
-            pending = self._pending.get(name)
-        if pending is None:
-            return  # dropped or replaced before we got to it
-        entry, payload = pending
-        started = time.perf_counter()
-        path = self._path(name)
-        try:
-            write_state_file(path, entry.header, payload)
-        except OSError as exc:
-            log.warning("could not save a prompt-cache state: %s", exc.strerror or exc)
-            with self._lock:
-                if self._pending.get(name) is pending:
-                    del self._pending[name]
-            return
-        with self._lock:
-            if self._pending.get(name) is pending:
-                del self._pending[name]
-            if self._entries.get(name) is entry:
-                entry.on_disk = True
-            elif name not in self._pending:
-                _unlink(path)  # forgotten or cleared while it was being written
-        self.last_save.write_s = time.perf_counter() - started
+    def _written(self, seconds: float) -> None:
+        self.last_save.write_s = seconds
         self.enforce_budget()
 
 

@@ -26,7 +26,6 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,7 @@ import sqlite_utils
 
 from ..base import ConversationNotFound, StorageUnavailable, StoreError
 from .migrations import MIGRATIONS
+from .records import Conversation, Message
 from .salvage import salvage_into
 from .schema_check import missing_schema
 from .sqlite_tables import inserted_id, table_named
@@ -42,51 +42,6 @@ log = logging.getLogger(__name__)
 
 LEAF = object()  # add_message's default parent: the end of the conversation's chosen path
 EMPTY_PATH = 0  # conversations.leaf_id when the chosen path is empty (no message id is 0)
-
-
-@dataclass
-class Conversation:
-    id: int
-    title: str
-    model_id: str | None
-    system_prompt: str | None
-    sampling: dict[str, Any]
-    created_at: float
-    updated_at: float
-
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> "Conversation":
-        return cls(
-            id=row["id"],
-            title=row["title"] or "",
-            model_id=row["model_id"],
-            system_prompt=row["system_prompt"],
-            sampling=json.loads(row["sampling"] or "{}"),
-            created_at=row["created_at"],
-            updated_at=row["updated_at"],
-        )
-
-
-@dataclass
-class Message:
-    id: int
-    conversation_id: int
-    role: str
-    content: str
-    status: str = "complete"
-    finish_reason: str | None = None
-    model_id: str | None = None
-    prompt_tokens: int | None = None
-    cached_tokens: int | None = None
-    completion_tokens: int | None = None
-    ttft_ms: float | None = None
-    tokens_per_s: float | None = None
-    created_at: float = field(default_factory=time.time)
-    parent_id: int | None = None  # the message this one follows; None for a first message
-
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> "Message":
-        return cls(**{k: row[k] for k in cls.__dataclass_fields__})
 
 
 # SQLite's primary result codes (the low byte of an extended code).

@@ -10,7 +10,7 @@ from inglenook.engine.base.generation_events import Usage
 from inglenook.engine.core.engine import Engine
 from inglenook.engine.documents import Document, convert_file, documents_block
 from inglenook.engine.runtime.slots import FA_TILE_ROWS, PREFILL_ALIGN
-from inglenook.engine.store.cache import BLOCK
+from inglenook.engine.store.cache_keys import BLOCK
 from inglenook.engine.store.statefile import SUFFIX
 
 from ..document_files import report_pdf

@@ -221,10 +221,10 @@ def test_a_sliding_window_model_drafts_and_its_cache_survives_rejected_drafts(ge
         # comes from a prefill), against a fresh full prefill of the same tokens.
         slot = model.slots[0]
         assert slot.kv_tokens == prompt + tokens[:-1]
-        model._fill_batch([BatchRow(slot.seq_id, len(slot.kv_tokens), [tokens[-1]], LAST)])
+        model.decoder.fill([BatchRow(slot.seq_id, len(slot.kv_tokens), [tokens[-1]], LAST)])
         assert model.context.lib.llama_decode(model.context.ctx, model.context.batch) == 0
         log_softmax = NumpyBackend().log_softmax
-        cached = log_softmax(model._logits_at(0))
+        cached = log_softmax(model.decoder.logits_at(0))
         full = log_softmax(model.logits_for(prompt + tokens)[-1])
         top = np.argsort(-full)[:5]
         assert int(cached.argmax()) == int(full.argmax())

@@ -68,7 +68,7 @@ def greedy(model: LoadedModel, prompt: list[int], slot_index: int) -> list[int]:
 def test_a_set_cancel_event_ends_the_decode_and_leaves_no_kv(model: LoadedModel) -> None:
     tokens = model.tokenize(PROMPT)
     model.kv.clear(model.slots[0])
-    model._fill_batch([BatchRow(model.slots[0].seq_id, 0, tokens, NONE)])
+    model.decoder.fill([BatchRow(model.slots[0].seq_id, 0, tokens, NONE)])
     cancel = CancelEvent()
     cancel.set()
     assert model.context.decode(cancel=cancel) == ABORTED

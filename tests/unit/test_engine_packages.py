@@ -195,6 +195,31 @@ def test_no_cycle_between_packages() -> None:
     assert cycles({(a, b) for a, targets in ALLOWED.items() for b in targets}) == []
 
 
+def module_edges() -> set[tuple[str, str]]:
+    """Imports between the modules of one package (the package's own door apart), counted
+    wherever they stand: a type imported under ``TYPE_CHECKING`` is a dependency too."""
+    files = engine_files()
+    edges: set[tuple[str, str]] = set()
+    for name, (path, is_package) in files.items():
+        if is_package:
+            continue
+        package = name.rsplit(".", 1)[0]
+        for _, target in imported_modules(path.read_text(encoding="utf-8"), name, False, set(files)):
+            if target in files and not files[target][1] and target != name and target.rsplit(".", 1)[0] == package:
+                edges.add((name.removeprefix(ENGINE + "."), target.removeprefix(ENGINE + ".")))
+    return edges
+
+
+def test_no_cycle_between_modules_of_a_package() -> None:
+    """Inside a package too each module stands on those below it: the chat service on its
+    turn and the context protocol its helpers take, the model on its decoder and the view
+    its sequences take, never the other way round."""
+    edges = module_edges()
+    assert cycles(edges) == []
+    assert ("chat.tool_turn", "chat.turn") in edges and ("chat.chat", "chat.tool_turn") in edges
+    assert ("runtime.sequence", "runtime.model_view") in edges and ("runtime.model", "runtime.decoder") in edges
+
+
 def test_the_table_names_every_package_and_only_them() -> None:
     assert set(ALLOWED) == packages_of(engine_files())
 

@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from inglenook.engine.base.errors import StateFileInvalid
-from inglenook.engine.store.cache import BLOCK, MIB, PrefixCache, key_hash
+from inglenook.engine.store.cache import MIB, PrefixCache
+from inglenook.engine.store.cache_keys import BLOCK, key_hash
 from inglenook.engine.store.statefile import (
     FORMAT_VERSION, MAGIC, SUFFIX, StateHeader, read_header, read_state_file, write_state_file,
 )

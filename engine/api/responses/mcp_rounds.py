@@ -23,12 +23,14 @@ import functools
 import logging
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import anyio
 from fastapi import Request
 
-from ...base import ChatCompletionRequest, ChatMessage, FunctionCall, GenerateJob, ToolCall, Usage
+from ...base import (
+    ChatCompletionRequest, ChatMessage, FunctionCall, GenerateJob, ResponseToolCall, ToolCall, Usage,
+)
 from ...text import AnswerPiece, AnswerSplitter
 from ...tools import ANSWER_ONLY_GRAMMAR, DEFAULT_MAX_ROUNDS
 from ..shared import ApiError, ApiService, chat_plan, error_for, keepalive, run_plan
@@ -60,15 +62,49 @@ class McpAnswer:
     approved: list[dict[str, object]]  # approval requests the client approved now
 
 
+@dataclass
+class _Progress:
+    """What the rounds have come to so far: tokens, calls still allowed, how the response ends."""
+
+    calls_left: int
+    usage: Usage = field(default_factory=Usage)
+    status: Status = "completed"
+    waiting: bool = False  # a call waits for the client's approval: the response ends
+
+
+@dataclass
+class _Round:
+    """One model round's outcome: its text and the calls it made."""
+
+    text: str = ""
+    calls: list[ResponseToolCall] = field(default_factory=list)
+
+
 async def mcp_events(answer: McpAnswer, streams: OutputStreams) -> AsyncIterator[str | ResponseObject]:
     """The response's events, then the response; errors are raised (``mcp_stream`` reports
     them in the stream)."""
-    meta, mcp, chat = answer.meta, answer.mcp, answer.chat
+    async for framed in _opening(answer, streams):
+        yield framed
+    async for framed in _approved_calls(answer, streams):
+        yield framed
+    progress = _Progress(calls_left=chat_calls_limit(answer))
+    async for framed in _rounds(answer, streams, progress):
+        yield framed
+    for framed in streams.finish(progress.status):
+        yield framed
+    usage = progress.usage
+    yield answer.meta.snapshot(progress.status, streams.items, ResponseUsage(
+        input_tokens=usage.prompt_tokens, input_tokens_details=InputTokensDetails(cached_tokens=usage.cached_tokens),
+        output_tokens=usage.completion_tokens, total_tokens=usage.prompt_tokens + usage.completion_tokens))
+
+
+async def _opening(answer: McpAnswer, streams: OutputStreams) -> AsyncIterator[str]:
+    """The response opens, with an ``mcp_list_tools`` item per server not listed before."""
     event = streams.event
-    opening = meta.snapshot("in_progress", []).model_dump(mode="json")
+    opening = answer.meta.snapshot("in_progress", []).model_dump(mode="json")
     yield event("response.created", response=opening)
     yield event("response.in_progress", response=opening)
-    for listing in mcp.listing_items():
+    for listing in answer.mcp.listing_items():
         where = {"item_id": listing.id, "output_index": len(streams.items)}
         yield event("response.output_item.added", output_index=where["output_index"],
                     item=listing.model_copy(update={"tools": []}).model_dump())
@@ -76,79 +112,101 @@ async def mcp_events(answer: McpAnswer, streams: OutputStreams) -> AsyncIterator
         yield event("response.mcp_list_tools.completed", **where)
         yield event("response.output_item.done", output_index=where["output_index"], item=listing.model_dump())
         streams.items.append(listing)
+
+
+async def _approved_calls(answer: McpAnswer, streams: OutputStreams) -> AsyncIterator[str]:
+    """Run the calls the client approved in this request, before any round."""
+    mcp = answer.mcp
     for asked in answer.approved:
         label, name, arguments = str(asked.get("server_label")), str(asked.get("name")), str(asked.get("arguments"))
         use = mcp.server_of(label, f"the approval of {asked.get('id')!r}")
         if name not in {t.name for t in use.tools}:
             raise ApiError(400, f"the approved call names {label}/{name}, which this request does not offer "
                            "(allowed_tools, or the tool was switched off)", code="invalid_value", param="input")
-        async for framed in _call(answer, streams, event, label, name, arguments, str(asked.get("id"))):
+        async for framed in _call(answer, streams, streams.event, label, name, arguments, str(asked.get("id"))):
             yield framed
-    usage = Usage()
-    calls_left = chat_calls_limit(answer)
-    status: Status = "completed"
+
+
+async def _rounds(answer: McpAnswer, streams: OutputStreams, progress: _Progress) -> AsyncIterator[str]:
+    """Model rounds, each followed by its calls, until the model answers, the client must
+    act (its own function, an approval), the budget is spent or the rounds run out."""
+    chat, mcp = answer.chat, answer.mcp
     budget = chat.max_tokens  # the response's max_output_tokens, for all rounds together
     for index in range(DEFAULT_MAX_ROUNDS):
         if (index > 0 or answer.approved) and chat.tool_choice != "none":
             chat.tool_choice = "auto"  # a forced tool is the first round's only (an approved call was one)
         if budget is not None:
-            left = budget - usage.completion_tokens
+            left = budget - progress.usage.completion_tokens
             if left <= 0:
-                status = "incomplete"
+                progress.status = "incomplete"
                 break
             chat.max_tokens = left
-        plan = await anyio.to_thread.run_sync(chat_plan, chat, answer.service.names)
-        last_round = calls_left <= 0 or index == DEFAULT_MAX_ROUNDS - 1
-        if last_round:
-            words_only(plan.jobs)
-        run = (await run_plan(answer.request, answer.service, plan, True))[0]
-        splitter = AnswerSplitter(plan.tools, chat.parallel_tool_calls is not False, plan.reasoning_inside)
-        text = ""
-        try:
-            async for progress in run.reading():
-                yield keepalive(progress)
-            async for chunk in run.chunks():
-                piece = splitter.feed(chunk.text)
-                piece, text = _after_blank(piece, text)
-                for framed in streams.piece(piece, []):
-                    yield framed
-            last, text = _after_blank(splitter.finish(), text)
-            for framed in streams.piece(last, []):
-                yield framed
-        finally:
-            run.close()
-        usage = Usage(usage.prompt_tokens + run.usage.prompt_tokens, usage.cached_tokens + run.usage.cached_tokens,
-                      usage.completion_tokens + run.usage.completion_tokens)
-        status = "incomplete" if run.finish_reason == "length" else "completed"
-        for framed in streams.close_open("completed"):
+        last_round = progress.calls_left <= 0 or index == DEFAULT_MAX_ROUNDS - 1
+        outcome = _Round()
+        async for framed in _model_round(answer, streams, progress, last_round, outcome):
             yield framed
-        ours = [c for c in splitter.calls if c.function.name in mcp.by_name]
-        theirs = [c for c in splitter.calls if c.function.name not in mcp.by_name]
-        if not ours or theirs or status == "incomplete" or last_round:
+        ours = [c for c in outcome.calls if c.function.name in mcp.by_name]
+        theirs = [c for c in outcome.calls if c.function.name not in mcp.by_name]
+        if not ours or theirs or progress.status == "incomplete" or last_round:
             break  # an answer, or a call of the client's own functions: the client's turn
-        chat.messages.append(ChatMessage(role="assistant", content=text.strip() or None))
-        waiting = False
-        for call in ours:
-            tool = mcp.by_name[call.function.name]
-            arguments = call.function.arguments or "{}"
-            if calls_left > 0 and mcp.runs_unasked(tool):
-                calls_left -= 1
-                async for framed in _call(answer, streams, event, tool.server, tool.name, arguments, None,
-                                          call_id=call.id, shown_as=call.function.name):
-                    yield framed
-            else:
-                waits = mcp.approval_request(tool, arguments)
-                yield event("response.output_item.added", output_index=len(streams.items), item=waits.model_dump())
-                yield event("response.output_item.done", output_index=len(streams.items), item=waits.model_dump())
-                streams.items.append(waits)
-                waiting = True
-        if waiting:
+        chat.messages.append(ChatMessage(role="assistant", content=outcome.text.strip() or None))
+        async for framed in _round_calls(answer, streams, progress, ours):
+            yield framed
+        if progress.waiting:
             break
-    for framed in streams.finish(status):
+
+
+async def _model_round(answer: McpAnswer, streams: OutputStreams, progress: _Progress, last_round: bool,
+                       outcome: _Round) -> AsyncIterator[str]:
+    """One round of the model, streamed; its text and calls go into ``outcome``."""
+    chat = answer.chat
+    plan = await anyio.to_thread.run_sync(chat_plan, chat, answer.service.names)
+    if last_round:
+        words_only(plan.jobs)
+    run = (await run_plan(answer.request, answer.service, plan, True))[0]
+    splitter = AnswerSplitter(plan.tools, chat.parallel_tool_calls is not False, plan.reasoning_inside)
+    text = ""
+    try:
+        async for reading in run.reading():
+            yield keepalive(reading)
+        async for chunk in run.chunks():
+            piece = splitter.feed(chunk.text)
+            piece, text = _after_blank(piece, text)
+            for framed in streams.piece(piece, []):
+                yield framed
+        last, text = _after_blank(splitter.finish(), text)
+        for framed in streams.piece(last, []):
+            yield framed
+    finally:
+        run.close()
+    usage = progress.usage
+    progress.usage = Usage(usage.prompt_tokens + run.usage.prompt_tokens, usage.cached_tokens + run.usage.cached_tokens,
+                           usage.completion_tokens + run.usage.completion_tokens)
+    progress.status = "incomplete" if run.finish_reason == "length" else "completed"
+    for framed in streams.close_open("completed"):
         yield framed
-    yield meta.snapshot(status, streams.items, ResponseUsage(
-        input_tokens=usage.prompt_tokens, input_tokens_details=InputTokensDetails(cached_tokens=usage.cached_tokens),
-        output_tokens=usage.completion_tokens, total_tokens=usage.prompt_tokens + usage.completion_tokens))
+    outcome.text, outcome.calls = text, list(splitter.calls)
+
+
+async def _round_calls(answer: McpAnswer, streams: OutputStreams, progress: _Progress,
+                       calls: list[ResponseToolCall]) -> AsyncIterator[str]:
+    """Run a round's calls of MCP tools that may run unasked (within ``max_tool_calls``);
+    the others become approval requests, and the response waits for the client."""
+    mcp, event = answer.mcp, streams.event
+    for call in calls:
+        tool = mcp.by_name[call.function.name]
+        arguments = call.function.arguments or "{}"
+        if progress.calls_left > 0 and mcp.runs_unasked(tool):
+            progress.calls_left -= 1
+            async for framed in _call(answer, streams, event, tool.server, tool.name, arguments, None,
+                                      call_id=call.id, shown_as=call.function.name):
+                yield framed
+        else:
+            waits = mcp.approval_request(tool, arguments)
+            yield event("response.output_item.added", output_index=len(streams.items), item=waits.model_dump())
+            yield event("response.output_item.done", output_index=len(streams.items), item=waits.model_dump())
+            streams.items.append(waits)
+            progress.waiting = True
 
 
 def words_only(jobs: list[GenerateJob]) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Literal
 
 import anyio
@@ -55,44 +55,55 @@ def not_found(response_id: str) -> ApiError:
     return ApiError(404, f"no response with id {response_id!r} is stored here", code="not_found", param="response_id")
 
 
+async def _finish(stored: ResponseStore, response: ResponseObject, input_items: list[dict[str, Any]]) -> None:
+    """Log the usage (agents' cached share shows here) and store the response if asked."""
+    usage = response.usage
+    if usage is not None:
+        log.info(
+            "responses: %s %s: %d input tokens (%d cached), %d output", response.id, response.status,
+            usage.input_tokens, usage.input_tokens_details.cached_tokens, usage.output_tokens,
+        )
+    if not response.store:
+        return
+    try:
+        await anyio.to_thread.run_sync(stored.save, response.model_dump(mode="json"), input_items)
+    except StoreError:
+        # The client has its answer; only a later previous_response_id will miss it.
+        log.exception("could not store response %s", response.id)
+
+
+async def _with_mcp_tools(service: "ApiService", body: ResponseCreateRequest, translated: Translated,
+                          history: list[dict[str, Any]]) -> McpRequest | None:
+    """The request's MCP servers (started, listed), their tools added to the chat request
+    and a ``tool_choice`` naming one of them narrowed to it; None when it names none."""
+    engine = service.engine
+    mcp = await anyio.to_thread.run_sync(mcp_request, body.tools, history, engine.tools, engine.store)
+    if mcp is None:
+        if approved_calls(translated.input_items, history):
+            raise ApiError(400, "this request approves an MCP call but names no mcp tool: send the same mcp "
+                           "tool (server_label) again with the approval", code="invalid_value", param="tools")
+        return None
+    chat = translated.chat
+    chat.tools = [*(chat.tools or []), *mcp.functions({t.function.name for t in chat.tools or []})] or None
+    if isinstance(body.tool_choice, dict) and body.tool_choice.get("type") == "mcp":
+        chat.tool_choice = mcp.choice(body.tool_choice)
+    return mcp
+
+
+async def _answer_with_mcp(answer: McpAnswer, stream: bool, finish: Callable[[ResponseObject], Awaitable[None]]) -> Any:
+    """Rounds of model and calls, each planned and run in turn: streamed, or the whole response."""
+    if stream:
+        return event_stream(mcp_stream(answer, finish))
+    response = await mcp_whole(answer)
+    await finish(response)
+    return response.model_dump(mode="json")
+
+
 def responses_router(service: "ApiService") -> APIRouter:
     """The routes, bound to ``service`` (the server's engine, model names and runs)."""
 
     router = APIRouter()
     stored = ResponseStore(service.engine.store)
-
-    async def finish(response: ResponseObject, input_items: list[dict[str, Any]]) -> None:
-        """Log the usage (agents' cached share shows here) and store the response if asked."""
-        usage = response.usage
-        if usage is not None:
-            log.info(
-                "responses: %s %s: %d input tokens (%d cached), %d output", response.id, response.status,
-                usage.input_tokens, usage.input_tokens_details.cached_tokens, usage.output_tokens,
-            )
-        if not response.store:
-            return
-        try:
-            await anyio.to_thread.run_sync(stored.save, response.model_dump(mode="json"), input_items)
-        except StoreError:
-            # The client has its answer; only a later previous_response_id will miss it.
-            log.exception("could not store response %s", response.id)
-
-    async def with_mcp_tools(body: ResponseCreateRequest, translated: Translated,
-                             history: list[dict[str, Any]]) -> McpRequest | None:
-        """The request's MCP servers (started, listed), their tools added to the chat request
-        and a ``tool_choice`` naming one of them narrowed to it; None when it names none."""
-        engine = service.engine
-        mcp = await anyio.to_thread.run_sync(mcp_request, body.tools, history, engine.tools, engine.store)
-        if mcp is None:
-            if approved_calls(translated.input_items, history):
-                raise ApiError(400, "this request approves an MCP call but names no mcp tool: send the same mcp "
-                               "tool (server_label) again with the approval", code="invalid_value", param="tools")
-            return None
-        chat = translated.chat
-        chat.tools = [*(chat.tools or []), *mcp.functions({t.function.name for t in chat.tools or []})] or None
-        if isinstance(body.tool_choice, dict) and body.tool_choice.get("type") == "mcp":
-            chat.tool_choice = mcp.choice(body.tool_choice)
-        return mcp
 
     @router.post("/v1/responses")
     async def create_response(request: Request) -> Any:
@@ -103,28 +114,22 @@ def responses_router(service: "ApiService") -> APIRouter:
             if body.previous_response_id:
                 history = await anyio.to_thread.run_sync(stored.history, body.previous_response_id)
             translated = await anyio.to_thread.run_sync(translate, body, history, stored.find_item)
-            mcp = await with_mcp_tools(body, translated, history)
+            mcp = await _with_mcp_tools(service, body, translated, history)
             plan = await anyio.to_thread.run_sync(chat_plan, translated.chat, service.names)
-            if mcp is not None:  # rounds of model and calls, each planned and run in turn
+
+            async def on_done(final: ResponseObject) -> None:
+                await _finish(stored, final, translated.input_items)
+
+            if mcp is not None:
                 answer = McpAnswer(request, service, ResponseMeta(body, plan.record.id), translated.chat, mcp,
                                    approved_calls(translated.input_items, history))
-                if body.stream:
-                    async def on_mcp_done(final: ResponseObject) -> None:
-                        await finish(final, translated.input_items)
-
-                    return event_stream(mcp_stream(answer, on_mcp_done))
-                response = await mcp_whole(answer)
-                await finish(response, translated.input_items)
-                return response.model_dump(mode="json")
+                return await _answer_with_mcp(answer, body.stream, on_done)
             runs = await run_plan(request, service, plan, body.stream)
         meta = ResponseMeta(body, plan.record.id)
         if body.stream:
-            async def on_done(final: ResponseObject) -> None:
-                await finish(final, translated.input_items)
-
             return event_stream(response_stream(meta, runs[0], plan.tools, on_done, plan.reasoning_inside))
         response = whole_response(meta, runs[0], plan.tools, plan.reasoning_inside)
-        await finish(response, translated.input_items)
+        await on_done(response)
         return response.model_dump(mode="json")
 
     @router.get("/v1/responses/{response_id}")
