@@ -56,87 +56,104 @@ def audio_router(service: ApiService) -> APIRouter:
 
     @router.post("/v1/audio/transcriptions")
     async def transcriptions(request: Request) -> Any:
+        service.ensure_open()
         return await _transcribe(request, speech(), translate=False)
 
     @router.post("/v1/audio/translations")
     async def translations(request: Request) -> Any:
+        service.ensure_open()
         return await _transcribe(request, speech(), translate=True)
 
     @router.post("/v1/audio/speech")
     async def create_speech(request: Request) -> Any:
         service.ensure_open()
-        request.state.prompt_param = "input"
-        body = await read_request(request, SpeechRequest)
-        fmt = body.response_format
-        if fmt not in SPEECH_FORMATS:
-            raise InvalidRequest(f"response_format must be one of {', '.join(SPEECH_FORMATS)}", param="response_format")
-        if body.stream_format not in ("audio", "sse"):
-            raise InvalidRequest("stream_format must be audio or sse", param="stream_format")
-        voice = body.voice if isinstance(body.voice, str) else str(body.voice.get("id", ""))
-        try:
-            rate, pcm = await anyio.to_thread.run_sync(
-                lambda: speech().speak(body.input, voice=voice, model=body.model, speed=body.speed))
-        except VoiceUnavailable as exc:
-            raise ApiError(400, str(exc), code="voice_unavailable", param="voice") from None
-        if body.stream_format == "sse":
-            return event_stream(_speech_events(pcm, rate, fmt, len(body.input)))
-        if fmt in ("wav", "pcm"):
-            # Each sentence goes out as Piper finishes it: the first audio does not wait for the last.
-            return StreamingResponse(_pcm_stream(pcm, rate, fmt), media_type=MEDIA_TYPES[fmt])
-        whole = await anyio.to_thread.run_sync(lambda: b"".join(pcm))
-        encoded = await anyio.to_thread.run_sync(encode_pcm, whole, rate, fmt)
-        return Response(encoded, media_type=MEDIA_TYPES[fmt])
-
-    async def _transcribe(request: Request, room: Speech, *, translate: bool) -> Any:
-        service.ensure_open()
-        request.state.prompt_param = "file"
-        form = await request.form(max_files=1, max_fields=32)
-        try:
-            upload = form.get("file")
-            if not isinstance(upload, UploadFile):
-                raise InvalidRequest("a file is required (multipart/form-data field 'file')", param="file")
-            fields = {name: form.get(name) for name in _TEXT_FIELDS}
-            if any(value is not None and not isinstance(value, str) for value in fields.values()):
-                raise InvalidRequest("only 'file' may be a file", param="file")
-            granularities = [str(v) for v in form.getlist("timestamp_granularities[]") + form.getlist(
-                "timestamp_granularities")]
-            data = await upload.read()
-        finally:
-            await form.close()
-        fmt = str(fields["response_format"] or "json")
-        if fmt not in TRANSCRIPT_FORMATS:
-            raise InvalidRequest(f"response_format must be one of {', '.join(TRANSCRIPT_FORMATS)}",
-                                 param="response_format")
-        if any(g not in ("word", "segment") for g in granularities):
-            raise InvalidRequest("timestamp_granularities may hold word and segment", param="timestamp_granularities")
-        if granularities and fmt != "verbose_json":
-            raise InvalidRequest("timestamp_granularities needs response_format verbose_json",
-                                 param="timestamp_granularities")
-        options = TranscriptionOptions(
-            language=(str(fields["language"]) or None) if fields["language"] else None,
-            prompt=str(fields["prompt"]) if fields["prompt"] else None,
-            temperature=_number(fields["temperature"], "temperature", 0.0, 1.0),
-            words="word" in granularities, translate=translate,
-        )
-        stream = str(fields["stream"] or "false").lower() == "true"
-        model = str(fields["model"]) if fields["model"] else None
-        if not data:
-            raise InvalidRequest("the audio file is empty", param="file")
-        if stream:
-            return event_stream(_transcript_events(request, room, data, options, model))
-        stop = False
-        future = room.transcribe(data, options, model=model, cancelled=lambda: stop)
-        try:
-            transcript = await _wait(request, future)
-        finally:
-            stop = True  # a client that left stops the work at the next segment
-        rendered = render_transcript(transcript, fmt, words=options.words,
-                                     segments=not granularities or "segment" in granularities)
-        if isinstance(rendered, dict):
-            return JSONResponse(rendered)
-        return PlainTextResponse(rendered, media_type="text/vtt" if fmt == "vtt" else "text/plain")
+        return await _speak(request, speech())
 
     return router
+
+
+async def _speak(request: Request, room: Speech) -> Any:
+    request.state.prompt_param = "input"
+    body = await read_request(request, SpeechRequest)
+    fmt = body.response_format
+    if fmt not in SPEECH_FORMATS:
+        raise InvalidRequest(f"response_format must be one of {', '.join(SPEECH_FORMATS)}", param="response_format")
+    if body.stream_format not in ("audio", "sse"):
+        raise InvalidRequest("stream_format must be audio or sse", param="stream_format")
+    voice = body.voice if isinstance(body.voice, str) else str(body.voice.get("id", ""))
+    try:
+        rate, pcm = await anyio.to_thread.run_sync(
+            lambda: room.speak(body.input, voice=voice, model=body.model, speed=body.speed))
+    except VoiceUnavailable as exc:
+        raise ApiError(400, str(exc), code="voice_unavailable", param="voice") from None
+    if body.stream_format == "sse":
+        return event_stream(_speech_events(pcm, rate, fmt, len(body.input)))
+    if fmt in ("wav", "pcm"):
+        # Each sentence goes out as Piper finishes it: the first audio does not wait for the last.
+        return StreamingResponse(_pcm_stream(pcm, rate, fmt), media_type=MEDIA_TYPES[fmt])
+    whole = await anyio.to_thread.run_sync(lambda: b"".join(pcm))
+    encoded = await anyio.to_thread.run_sync(encode_pcm, whole, rate, fmt)
+    return Response(encoded, media_type=MEDIA_TYPES[fmt])
+
+
+async def _transcription_form(request: Request) -> tuple[bytes, dict[str, Any], list[str]]:
+    """The multipart body's file, its text fields and its timestamp granularities."""
+    form = await request.form(max_files=1, max_fields=32)
+    try:
+        upload = form.get("file")
+        if not isinstance(upload, UploadFile):
+            raise InvalidRequest("a file is required (multipart/form-data field 'file')", param="file")
+        fields = {name: form.get(name) for name in _TEXT_FIELDS}
+        if any(value is not None and not isinstance(value, str) for value in fields.values()):
+            raise InvalidRequest("only 'file' may be a file", param="file")
+        granularities = [str(v) for v in form.getlist("timestamp_granularities[]") + form.getlist(
+            "timestamp_granularities")]
+        data = await upload.read()
+    finally:
+        await form.close()
+    return data, fields, granularities
+
+
+def _transcription_options(fields: dict[str, Any], fmt: str, granularities: list[str],
+                           translate: bool) -> TranscriptionOptions:
+    if fmt not in TRANSCRIPT_FORMATS:
+        raise InvalidRequest(f"response_format must be one of {', '.join(TRANSCRIPT_FORMATS)}",
+                             param="response_format")
+    if any(g not in ("word", "segment") for g in granularities):
+        raise InvalidRequest("timestamp_granularities may hold word and segment", param="timestamp_granularities")
+    if granularities and fmt != "verbose_json":
+        raise InvalidRequest("timestamp_granularities needs response_format verbose_json",
+                             param="timestamp_granularities")
+    return TranscriptionOptions(
+        language=(str(fields["language"]) or None) if fields["language"] else None,
+        prompt=str(fields["prompt"]) if fields["prompt"] else None,
+        temperature=_number(fields["temperature"], "temperature", 0.0, 1.0),
+        words="word" in granularities, translate=translate,
+    )
+
+
+async def _transcribe(request: Request, room: Speech, *, translate: bool) -> Any:
+    request.state.prompt_param = "file"
+    data, fields, granularities = await _transcription_form(request)
+    fmt = str(fields["response_format"] or "json")
+    options = _transcription_options(fields, fmt, granularities, translate)
+    stream = str(fields["stream"] or "false").lower() == "true"
+    model = str(fields["model"]) if fields["model"] else None
+    if not data:
+        raise InvalidRequest("the audio file is empty", param="file")
+    if stream:
+        return event_stream(_transcript_events(request, room, data, options, model))
+    stop = False
+    future = room.transcribe(data, options, model=model, cancelled=lambda: stop)
+    try:
+        transcript = await _wait(request, future)
+    finally:
+        stop = True  # a client that left stops the work at the next segment
+    rendered = render_transcript(transcript, fmt, words=options.words,
+                                 segments=not granularities or "segment" in granularities)
+    if isinstance(rendered, dict):
+        return JSONResponse(rendered)
+    return PlainTextResponse(rendered, media_type="text/vtt" if fmt == "vtt" else "text/plain")
 
 
 async def _wait(request: Request, future: Future[Transcript]) -> Transcript:
