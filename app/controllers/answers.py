@@ -28,11 +28,12 @@ from dataclasses import dataclass, field
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from inglenook.engine import (
-    CallFinished, ImageInput, Message, PromptProgress, RoundFinished, ToolTurn, ToolTurnEvent, Turn,
+    CallFinished, CallRequest, Decision, ImageInput, Message, PromptProgress, RoundFinished, ToolTurn, ToolTurnEvent,
+    Turn,
 )
 
 from inglenook.app.services.app_engine import AppEngine
-from inglenook.app.pages.chat.tool_call_widget import ApprovalBridge
+from inglenook.app.controllers.approvals import ApprovalBridge, refusal
 from inglenook.app.services.workers import Lane, Wakeups
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,10 @@ class AnswerControl:
             if self._turn is not None:
                 self._turn.cancel()
             return self._turn
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
 
     def attach(self, turn: Turn | ToolTurn) -> bool:
         """Hold ``turn``; True when the answer was stopped before it (it is cancelled now)."""
@@ -147,16 +152,18 @@ class ChatController(QObject):
                              message_id, text, approver, tool_choice=choice, max_rounds=rounds))
 
     def _ask(self, conversation_id: int, plain: Callable[[], Turn],
-             with_tools: Callable[[ApprovalBridge, str | None, int | None], ToolTurn]) -> bool:
+             with_tools: Callable[[Callable[[CallRequest], Decision], str | None, int | None], ToolTurn]) -> bool:
         """The one way a question is answered, whether sent, regenerated or edited and resent:
         in tool rounds when the chat has tools switched on (read on the lane: a store read),
         else as a plain answer."""
-        chats, approvals = self.engine.chats, self.approvals
+        chats = self.engine.chats
         choice, rounds = self.tool_choice, self.tool_rounds
 
         def start() -> Turn | ToolTurn:
             if chats.chat_tools(conversation_id):
-                return with_tools(approvals, choice, rounds)
+                # The turn is driven by ``advance`` (_tools_on_lane), which asks the bridge; the
+                # blocking approver is asked only by ``run``, i.e. a turn stopped before it began.
+                return with_tools(_refuse_in_place, choice, rounds)
             return plain()
 
         return self._start(conversation_id, start)
@@ -171,8 +178,9 @@ class ChatController(QObject):
 
     def stop_all(self) -> None:
         """Stop every answer, and have lane threads read what is left of each and save it:
-        at shutdown the GUI thread waits for the lanes and reads no more events itself."""
-        self.approvals.cancel()
+        at shutdown the GUI thread waits for the lanes and reads no more events itself. A tool
+        turn waiting for the person is denied and so resumed on a lane, stopped: it saves its
+        calls and ends there."""
         for state in list(self.streams.values()):
             turn = state.control.cancel()
             if turn is None or isinstance(turn, ToolTurn) or state.phase not in (Phase.STARTING, Phase.POLLING):
@@ -181,6 +189,7 @@ class ChatController(QObject):
             cid = state.conversation_id
             self.lane.run(turn.wait, functools.partial(self._on_finished, cid),
                           functools.partial(self._on_failed, cid))
+        self.approvals.cancel()  # after the turns are stopped: a denied turn resumes only to end
 
     def is_streaming(self, conversation_id: int) -> bool:
         return conversation_id in self.streams
@@ -252,12 +261,30 @@ class ChatController(QObject):
         self.lane.run(stream, functools.partial(self._on_finished, cid), functools.partial(self._on_failed, cid))
 
     def _tools_on_lane(self, state: StreamState, turn: ToolTurn) -> None:
-        """A turn with tools runs its rounds on a lane thread (it waits for the person between
-        them); its events come back to the GUI thread as queued calls."""
-        cid = state.conversation_id
-        turn.on_event = self.lane.relay(functools.partial(self._on_tool_event, cid))
+        """A turn with tools runs its rounds on a lane thread up to each call put to the person,
+        and ends that lane job there: no thread waits for the decision, which resumes the turn
+        on the lane (``_advance``). Its events come back to the GUI thread as queued calls."""
+        turn.on_event = self.lane.relay(functools.partial(self._on_tool_event, state.conversation_id))
         state.phase = Phase.HANDED_OFF
-        self.lane.run(turn.run, functools.partial(self._on_finished, cid), functools.partial(self._on_failed, cid))
+        self._advance(state, turn, None)
+
+    def _advance(self, state: StreamState, turn: ToolTurn, decision: Decision | None) -> None:
+        """Queue the turn's next stretch on the lane (from any thread: ``Lane.run`` is safe)."""
+        cid = state.conversation_id
+
+        def stretch() -> CallRequest | None:
+            request = turn.advance(decision)
+            if request is not None:
+                pending = self.approvals.ask(request, functools.partial(self._advance, state, turn))
+                if turn.cancelled:  # Stop came between the turn's question and the bridge's keeping it
+                    pending.answer(refusal())
+            return request
+
+        def done(request: CallRequest | None) -> None:
+            if request is None:
+                self._on_finished(cid, turn.message)
+
+        self.lane.run(stretch, done, functools.partial(self._on_failed, cid))
 
     def _on_tool_event(self, conversation_id: int, event: ToolTurnEvent) -> None:
         state = self.streams.get(conversation_id)
@@ -347,6 +374,13 @@ class ChatController(QObject):
         self.streams.pop(conversation_id, None)
         self.streams_changed.emit()
         self.answer_failed.emit(conversation_id, exc)
+
+
+def _refuse_in_place(request: CallRequest) -> Decision:
+    """The approver of a window's tool turn run to its end in place (stopped before it began:
+    it puts no call to anyone, so this is not asked in practice)."""
+    log.debug("tool call %s refused: the answer was stopped", request.call_id)
+    return refusal()
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,11 @@ for the next round. Calls approved together run concurrently. A denied call goes
 refusal, a failed one as an error the model reads. The last of several rounds offers the same
 tools (a stable prompt prefix) but must answer in words. ``cancel`` stops the model or the calls.
 
+The rounds are a generator (``steps``) that stops at each call put to the person, so a turn
+can wait for its approval without holding a thread: ``advance`` runs it (on a worker thread)
+to the next question or to its end, and ``advance(decision)`` resumes it later, on any thread.
+``run`` is the blocking way, asking ``approver`` in place (the API, the CLI, tests).
+
 Everything is saved as it happens: the assistant message that called (its visible text), one
 ``tool`` message per result, and a row per call in ``mcp_tool_calls``.
 """
@@ -16,11 +21,12 @@ Everything is saved as it happens: the assistant message that called (its visibl
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,8 +120,11 @@ class ToolTurn:
     message: Message | None = None  # the last answer
     tool_seconds: float = 0.0  # time in tools, shown apart from the model's
     then_choice: str = "auto"  # the rounds after the first (but the last, which answers in words)
+    waiting: CallRequest | None = None  # the call put to the person that ``advance`` returned
+    done: bool = False
     _cancel: threading.Event = field(default_factory=threading.Event)
     _turn: Turn | None = None
+    _steps: Generator[CallRequest, Decision, Message | None] | None = None
 
     def cancel(self) -> None:
         self._cancel.set()
@@ -131,7 +140,33 @@ class ToolTurn:
         return self.run()
 
     def run(self) -> Message | None:
-        """Run every round (blocking: a worker thread's job); the final answer, saved."""
+        """Run every round (blocking: a worker thread's job), asking ``approver`` in place;
+        the final answer, saved."""
+        request = self.advance()
+        while request is not None:
+            request = self.advance(self.approver(request))
+        return self.message
+
+    def advance(self, decision: Decision | None = None) -> CallRequest | None:
+        """Run to the next call put to the person (returned, and kept as ``waiting``) or to the
+        end (None; ``message`` is the answer). Blocking while the model writes or tools run,
+        never while the person decides: resume with that call's ``decision``. One caller at a time."""
+        if self._steps is None:
+            self._steps = self.steps()
+            resume: Callable[[], CallRequest] = functools.partial(next, self._steps)
+        elif self.waiting is None or decision is None:
+            raise RuntimeError("this tool turn is not waiting for a decision")
+        else:
+            resume = functools.partial(self._steps.send, decision)
+        self.waiting = None
+        try:
+            self.waiting = resume()
+        except StopIteration:
+            self.done = True
+        return self.waiting
+
+    def steps(self) -> Generator[CallRequest, Decision, Message | None]:
+        """Every round, yielding each call the person must decide and taking the decision back."""
         service, conversation = self.service, self.conversation
         tools = service.tools
         toolset = tools.tools_for(tools.servers.chat_servers(conversation.id))
@@ -165,7 +200,7 @@ class ToolTurn:
             message = turn.message
             if message is not None and calls and visible != message.content:
                 message = service.store.update_message(message.id, content=visible.strip())
-            records = self._calls(calls, toolset.tools, message, run=True) if calls and message else []
+            records = (yield from self._calls(calls, toolset.tools, message)) if calls and message else []
             finished = turn.finished
             stats = RoundStats(index + 1, finished.usage.prompt_tokens if finished else 0,
                                finished.usage.cached_tokens if finished else 0,
@@ -213,14 +248,15 @@ class ToolTurn:
 
     # -- calls -----------------------------------------------------------------------------
 
-    def _calls(self, calls: list[ResponseToolCall], offered: dict[str, McpTool], message: Message,
-               run: bool) -> list[CallRecord]:
-        """Put each call to the person, run the approved ones together, save every outcome."""
+    def _calls(self, calls: list[ResponseToolCall], offered: dict[str, McpTool],
+               message: Message) -> Generator[CallRequest, Decision, list[CallRecord]]:
+        """Put each call to the person (yielded; the decision is sent back), run the approved
+        ones together, save every outcome."""
         permissions = Permissions(self.service.store)
         decided: list[tuple[ResponseToolCall, McpTool | None, Decision | None]] = []
         for call in calls:
             tool = offered.get(call.function.name)
-            if tool is None or not run or self.cancelled:
+            if tool is None or self.cancelled:
                 decided.append((call, tool, None))
                 continue
             request = CallRequest(call.id, tool.server, tool.name, _arguments(call.function.arguments),
@@ -229,7 +265,7 @@ class ToolTurn:
             if permissions.allowed(tool.server, tool.name, self.conversation.id):
                 decision = Decision()
             else:
-                decision = self.approver(request)
+                decision = yield request
                 if decision.approved and decision.remember in (IN_CHAT, ALWAYS):
                     permissions.remember(tool.server, tool.name, self.conversation.id, decision.remember)
             decided.append((call, tool, decision))

@@ -196,7 +196,7 @@ def test_a_break_of_each_rule_is_seen(name: str, source: str, phrase: str) -> No
     ("controllers.images", "from inglenook.app.widgets.image_viewer import picture_of_input\npicture_of_input(1)"),
     ("controllers.images", "from inglenook.app.pages.chat.attachment_bar import CITE_SCHEME\nprint(CITE_SCHEME)"),
     ("controllers.active_chat", "from inglenook.app.pages.chat.assistant_editor import Choices\nChoices((), ())"),
-    ("controllers.answers", "from inglenook.app.pages.chat.tool_call_widget import ApprovalBridge\nApprovalBridge()"),
+    ("controllers.answers", "from inglenook.app.controllers.approvals import ApprovalBridge\nApprovalBridge()"),
     ("main", "from inglenook.app.window import MainWindow"),
 ])
 def test_what_the_rules_allow_is_not_a_break(name: str, source: str) -> None:

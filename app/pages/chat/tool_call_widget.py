@@ -2,9 +2,7 @@
 its arguments (pretty JSON, editable while the call waits), Approve / Deny, then the result
 (text, pictures, links).
 
-``ApprovalBridge`` is the ``Approver`` a tool turn calls on its lane thread: it posts the
-request to the GUI thread (a queued signal) and waits there for the person's decision, or
-for Stop, which denies.
+The calls waiting for a decision are kept by ``controllers.approvals.ApprovalBridge``.
 """
 
 from __future__ import annotations
@@ -12,9 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import threading
-from collections.abc import Callable
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QPixmap
 from PySide6.QtWidgets import (
     QComboBox,
@@ -174,65 +170,3 @@ class ToolCallWidget(QFrame):
             self.links.setText(" · ".join(f'<a href="{uri}">{name}</a>' for name, uri in record.result.links))
             self.links.show()
         self.toggle.setChecked(record.status != "ran")  # a finished call folds away; a problem stays open
-
-
-class ApprovalBridge(QObject):
-    """The approver a tool turn calls on its lane thread; the GUI thread answers. It keeps the
-    calls still waiting, so a chat reopened later shows its block again and the sidebar can
-    mark the chats that wait for the person."""
-
-    asked = Signal(object, object)  # (CallRequest, Pending): show it, then call pending.answer
-    waiting_changed = Signal(object)  # the set of conversation ids with a call waiting
-
-    def __init__(self, parent: QObject | None = None) -> None:
-        super().__init__(parent)
-        self._pending: list[Pending] = []
-        self._lock = threading.Lock()
-
-    def __call__(self, request: CallRequest) -> Decision:
-        pending = Pending(request, self._settled)
-        with self._lock:
-            self._pending.append(pending)
-        self.asked.emit(request, pending)  # queued to the GUI thread: this is a lane thread
-        self.waiting_changed.emit(self.waiting_conversations())
-        pending.event.wait()
-        with self._lock:
-            self._pending.remove(pending)
-        return pending.decision
-
-    def waiting(self, conversation_id: int) -> list[Pending]:
-        """The calls of one conversation still waiting for the person, oldest first."""
-        with self._lock:
-            return [p for p in self._pending if p.conversation_id == conversation_id and not p.event.is_set()]
-
-    def waiting_conversations(self) -> set[int]:
-        with self._lock:
-            return {p.conversation_id for p in self._pending if not p.event.is_set()}
-
-    def cancel(self, conversation_id: int | None = None) -> None:
-        """Stop: the calls still waiting (in one conversation, or all) are denied."""
-        with self._lock:
-            waiting = [p for p in self._pending if conversation_id in (None, p.conversation_id)]
-        for pending in waiting:
-            pending.answer(Decision(verdict="deny", reason="the person stopped the answer"))
-
-    def _settled(self) -> None:
-        self.waiting_changed.emit(self.waiting_conversations())
-
-
-class Pending:
-    """One call waiting for the person: answered once, by a block or by Stop."""
-
-    def __init__(self, request: CallRequest, on_settled: Callable[[], None]) -> None:
-        self.request = request
-        self.conversation_id = request.conversation_id
-        self.event = threading.Event()
-        self.decision = Decision(verdict="deny")
-        self.draft = ""  # the arguments as the person edited them, kept when the block leaves the view
-        self._on_settled = on_settled
-
-    def answer(self, decision: Decision) -> None:
-        if not self.event.is_set():
-            self.decision = decision
-            self.event.set()
-            self._on_settled()
