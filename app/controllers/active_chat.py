@@ -145,7 +145,7 @@ class ActiveChat(QObject):
         self.conversation = conversation
         page.title_label.setText(conversation.title or "New chat")
         answered = {call.result_message_id: call for call in calls}
-        page.view.set_messages(messages, versions, lambda m: _saved_block(answered.get(m.id)))
+        page.show_messages(messages, versions, answered)
         self.call_blocks.clear()  # the view's blocks are gone; the calls still waiting get new ones
         for pending in self.chat.approvals.waiting(conversation.id):
             self._show_waiting(pending.request, pending)
@@ -372,25 +372,17 @@ class ActiveChat(QObject):
             log.info("a tool call waits for approval in conversation %d", conversation_id)
 
     def _show_waiting(self, request: CallRequest, pending: Any) -> None:
-        block = ToolCallWidget(request)
-        if pending.draft:  # shown again: with the person's edits of the arguments
-            block.arguments.setPlainText(pending.draft)
-        block.arguments.textChanged.connect(lambda: setattr(pending, "draft", block.arguments.toPlainText()))
-        block.decided.connect(pending.answer)
-        self.call_blocks[request.call_id] = block
-        self.page.view.add_tool_call(block)
+        self.call_blocks[request.call_id] = self.page.show_waiting_call(
+            request, pending.draft, lambda text: setattr(pending, "draft", text), pending.answer)
 
     def _tool_call_done(self, conversation_id: int, record: CallRecord) -> None:
         block = self.call_blocks.pop(record.call_id, None)
         if conversation_id != self.current_id:
             return  # its block went with the view when another chat was opened
         if block is None:
-            block = _saved_block(record)  # not asked (allowed before): shown as it ran
-            if block is not None:
-                self.page.view.add_tool_call(block)
+            self.page.show_finished_call(record)  # not asked (allowed before): shown as it ran
             return
-        if block is not None:
-            block.show_result(record)
+        block.show_result(record)
 
     def _tool_round_done(self, conversation_id: int, message: Message | None) -> None:
         """The round that called is saved; the next round's answer streams into a new bubble."""
@@ -442,11 +434,3 @@ class ActiveChat(QObject):
         if self.current_id is not None:
             self.errors.pop(self.current_id, None)
 
-
-def _saved_block(record: CallRecord | None) -> ToolCallWidget | None:
-    """A finished call's block, as a saved conversation shows it."""
-    if record is None:
-        return None
-    block = ToolCallWidget(CallRequest(record.call_id, record.server, record.tool, record.arguments, "", 0))
-    block.show_result(record)
-    return block

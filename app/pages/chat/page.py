@@ -9,6 +9,8 @@ first, then the title shortens with "…".
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QResizeEvent, QTextCursor
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QProgressBar, QToolButton, QVBoxLayout, QWidget
@@ -22,7 +24,9 @@ from inglenook.app.text.formatting import BASE_MODEL_NOTE
 from inglenook.app.pages.chat.message_actions import AnswerEditor
 from inglenook.app.pages.chat.message_view import ConversationView
 from inglenook.app.pages.chat.model_picker import ModelPicker
+from inglenook.app.pages.chat.tool_call_widget import ToolCallWidget, finished_call_block
 from inglenook.app.services.model_state import ModelStateHub
+from inglenook.engine import CallRecord, CallRequest, Decision, Message
 
 MIN_CHAT_WIDTH = 520  # narrower than this, the settings panel floats over the chat instead
 COMPACT_HEADER_WIDTH = 640  # narrower than this, the settings button shows its icon alone
@@ -200,6 +204,32 @@ class ChatPage(QWidget):
         self.panel.setVisible(shown)
         if shown and self.overlay:
             self.panel.raise_()
+
+    # -- the conversation's messages and tool calls: the page builds their blocks ----------
+
+    def show_messages(self, messages: list[Message], versions: dict[int, list[int]],
+                      calls: dict[int, CallRecord]) -> None:
+        """A conversation's messages; a tool message shows its call (``calls`` by its message
+        id) as it ran."""
+        self.view.set_messages(messages, versions, lambda m: finished_call_block(calls.get(m.id)))
+
+    def show_waiting_call(self, request: CallRequest, draft: str, on_draft: Callable[[str], None],
+                          on_decided: Callable[[Decision], None]) -> ToolCallWidget:
+        """A call waiting for the person, with Approve / Deny; ``draft``: their earlier edits
+        of its arguments. The block, so its result can be shown in it later."""
+        block = ToolCallWidget(request)
+        if draft:
+            block.arguments.setPlainText(draft)
+        block.arguments.textChanged.connect(lambda: on_draft(block.arguments.toPlainText()))
+        block.decided.connect(on_decided)
+        self.view.add_tool_call(block)
+        return block
+
+    def show_finished_call(self, record: CallRecord) -> None:
+        """A call that ran without asking (allowed before), shown as it ran."""
+        block = finished_call_block(record)
+        if block is not None:
+            self.view.add_tool_call(block)
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802
         super().resizeEvent(event)

@@ -170,3 +170,12 @@ class ToolCallWidget(QFrame):
             self.links.setText(" · ".join(f'<a href="{uri}">{name}</a>' for name, uri in record.result.links))
             self.links.show()
         self.toggle.setChecked(record.status != "ran")  # a finished call folds away; a problem stays open
+
+
+def finished_call_block(record: CallRecord | None) -> ToolCallWidget | None:
+    """A finished call's block, as a saved conversation shows it."""
+    if record is None:
+        return None
+    block = ToolCallWidget(CallRequest(record.call_id, record.server, record.tool, record.arguments, "", 0))
+    block.show_result(record)
+    return block
