@@ -70,9 +70,12 @@ def title_source(text: str) -> str:
     and its tail (where a question after a paste is), cut on whitespace."""
     if len(text) <= SOURCE_CHARS:
         return text
-    head = text[:SOURCE_HEAD_CHARS].rsplit(None, 1)[0]
-    tail = text[-(SOURCE_CHARS - SOURCE_HEAD_CHARS):].split(None, 1)[-1]
-    return f"{head}\n…\n{tail}"
+    head = text[:SOURCE_HEAD_CHARS].rsplit(None, 1)[0] if text[:SOURCE_HEAD_CHARS].strip() else ""
+    tail = text[-(SOURCE_CHARS - SOURCE_HEAD_CHARS):]
+    if not tail[:1].isspace():  # cut inside a word: drop its end
+        tail = tail.split(None, 1)[-1] if len(tail.split(None, 1)) > 1 else ""
+    tail = tail.strip()
+    return f"{head}\n…\n{tail}".strip()
 
 
 def asked_after_paste(text: str) -> str:

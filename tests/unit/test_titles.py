@@ -85,6 +85,9 @@ def test_a_long_paste_is_titled_from_its_head_and_the_question_after_it() -> Non
     assert source.startswith("Traceback (most recent call last):")
     assert source.endswith("Why does my order service crash with this KeyError?")
     assert title_source("Explain monads?") == "Explain monads?"
+    assert title_source(" " * 3000 + "Why?") == "…\nWhy?"  # whitespace only around it: no error
+    assert title_source("x" * 1500 + " " + "y" * 499).endswith("…\n" + "y" * 499)  # a cut on a space keeps the word
+    assert title_source("x" * 1500 + " yy" + "z" * 498).endswith("…")  # a tail that is one cut word: dropped
 
 
 def test_a_long_paste_falls_back_to_the_question_asked_below_it() -> None:
