@@ -5,7 +5,6 @@ text chat stream that keeps flowing while a transcription runs."""
 from __future__ import annotations
 
 import base64
-import contextlib
 import io
 import json
 import threading
@@ -19,6 +18,7 @@ import pytest
 from inglenook.engine.api.server import ApiServer
 from inglenook.engine.core.engine import Engine
 
+from ..api.conftest import serving
 from .conftest import MAX_WER, SENTENCES, word_error_rate
 
 # Not marked `api`: that mark means "runs llama.cpp" to tests/conftest.py, and only the last
@@ -30,16 +30,6 @@ def engine(home) -> Iterator[Engine]:  # `home` sets INGLENOOK_HOME
     engine = Engine(scan=False)
     yield engine
     engine.close()
-
-
-@contextlib.contextmanager
-def serving(engine: Engine, **options) -> Iterator[ApiServer]:
-    server = ApiServer(engine, port=0, **options)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture
