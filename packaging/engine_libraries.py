@@ -41,7 +41,10 @@ _DYLIB_ONE_VERSION = re.compile(r".+\.\d+\.dylib$")
 # What the app needs from native code, as the bundle must hold it (paths under _internal, glob
 # patterns). The engine: llama.cpp, ggml with every CPU variant the recipe builds (x86-64; an
 # arm64 build has its own), the RPC module and server, libmtmd for images. Documents: PDFium
-# (pypdfium2_raw). Voice, when it lands, adds its libraries here.
+# (pypdfium2_raw). Voice: CTranslate2 (Whisper), ONNX Runtime (faster-whisper's voice-activity
+# model) and the FFmpeg libraries PyAV carries (decoding recordings, encoding speech); each wheel
+# keeps them in its own place (auditwheel's ``<pkg>.libs``, delocate's ``.dylibs``, or beside the
+# package on Windows).
 NATIVE_PARTS: dict[str, list[str]] = {
     "linux": [
         "llama_cpp/lib/libllama.so", "llama_cpp/lib/libllama.so.0",
@@ -52,16 +55,22 @@ NATIVE_PARTS: dict[str, list[str]] = {
         "llama_cpp/lib/libmtmd.so", "llama_cpp/lib/libmtmd.so.0",
         "llama_cpp/lib/libggml-rpc.so", "llama_cpp/lib/rpc-server",
         "pypdfium2_raw/libpdfium.so",
+        "ctranslate2.libs/libctranslate2-*.so*", "onnxruntime/capi/libonnxruntime.so*",
+        "av.libs/libavcodec-*.so*", "av.libs/libavformat-*.so*",
     ],
     "win32": [
         "llama_cpp/lib/llama.dll", "llama_cpp/lib/ggml.dll", "llama_cpp/lib/ggml-base.dll",
         "llama_cpp/lib/ggml-cpu-*.dll", "llama_cpp/lib/mtmd.dll",
         "pypdfium2_raw/pdfium.dll",
+        "ctranslate2/ctranslate2.dll", "onnxruntime/capi/onnxruntime.dll",
+        "av.libs/avcodec-*.dll", "av.libs/avformat-*.dll",
     ],
     "darwin": [
         "llama_cpp/lib/libllama*.dylib", "llama_cpp/lib/libggml*.dylib", "llama_cpp/lib/libggml-base*.dylib",
         "llama_cpp/lib/libmtmd*.dylib",
         "pypdfium2_raw/libpdfium.dylib",
+        "ctranslate2/.dylibs/libctranslate2*.dylib", "onnxruntime/capi/onnxruntime_pybind11_state.so",
+        "av/.dylibs/libavcodec*.dylib", "av/.dylibs/libavformat*.dylib",
     ],
 }
 

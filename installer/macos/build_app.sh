@@ -10,8 +10,9 @@
 # to give it to others, sign with a Developer ID and notarize (xcrun notarytool), which needs an
 # Apple developer account. Not run yet: this Linux machine has neither hdiutil nor codesign.
 # The spec stops unless the bundle holds the native parts packaging/engine_libraries.py names for
-# darwin: libllama, libggml, libggml-base, libmtmd (images) and libpdfium (PDFs) as .dylib files;
-# voice's libraries when they land.
+# darwin: libllama, libggml, libggml-base, libmtmd (images) and libpdfium (PDFs) as .dylib files,
+# and voice's: libctranslate2 (Whisper), ONNX Runtime (its voice-activity model, built into the
+# extension module on macOS), PyAV's FFmpeg (libavcodec, libavformat in av/.dylibs).
 set -eu
 
 cd "$(dirname "$0")/../.."

@@ -9,7 +9,8 @@
 ; Start menu shortcut, "Open with" for .gguf files, an entry in Settings -> Apps with an uninstaller.
 ; The payload must hold the native parts packaging/engine_libraries.py names for win32 (the spec
 ; stops otherwise): llama.cpp's llama.dll, ggml.dll, ggml-base.dll and its ggml-cpu-*.dll variants,
-; mtmd.dll (images), pdfium.dll (PDFs, from pypdfium2_raw); voice's libraries when they land.
+; mtmd.dll (images), pdfium.dll (PDFs, from pypdfium2_raw), and voice's: ctranslate2.dll (Whisper),
+; onnxruntime.dll (its voice-activity model), PyAV's FFmpeg (av.libs\avcodec-*.dll, avformat-*.dll).
 ; No RPC server on Windows yet (scripts/llama_build.py builds it for Linux).
 ; Checked on Linux by compiling it with Debian's makensis against a dummy payload
 ; (tests/package/test_installer_recipes.py); not yet run on Windows.

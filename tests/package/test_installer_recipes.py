@@ -223,7 +223,8 @@ def test_every_platform_recipe_names_the_native_parts_and_a_missing_one_is_repor
     engine_libraries = load(PACKAGING / "engine_libraries.py", "engine_libraries")
     for platform in ("linux", "win32", "darwin"):
         named = " ".join(engine_libraries.NATIVE_PARTS[platform])
-        assert all(part in named for part in ("llama", "ggml", "mtmd", "pdfium")), platform
+        assert all(part in named for part in ("llama", "ggml", "mtmd", "pdfium", "ctranslate2", "onnxruntime",
+                                              "avcodec")), platform
     internal = tmp_path / "_internal"
     (internal / "llama_cpp" / "lib").mkdir(parents=True)
     (internal / "llama_cpp" / "lib" / "libmtmd.so.0").write_bytes(b"x")
