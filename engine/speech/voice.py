@@ -22,6 +22,10 @@ from ..base import InglenookError
 log = logging.getLogger(__name__)
 
 HELPER = Path(__file__).with_name("piper_helper.py")
+# The packaged app carries the helper as a program of its own beside the main one
+# (packaging/inglenook.spec): piper and espeak-ng are GPL-3.0, so they ship as a separate
+# executable with its own archive of Python modules, never inside Inglenook's.
+BUNDLED_HELPER = "inglenook-voice.exe" if sys.platform == "win32" else "inglenook-voice"
 
 
 class VoiceUnavailable(InglenookError):
@@ -31,12 +35,30 @@ class VoiceUnavailable(InglenookError):
     code = "voice_unavailable"
 
 
+def bundled_helper() -> Path | None:
+    """The packaged app's voice program, where this is the packaged app and it has one."""
+    if not getattr(sys, "frozen", False):
+        return None
+    program = Path(sys.executable).with_name(BUNDLED_HELPER)
+    return program if program.is_file() else None
+
+
 def piper_installed() -> bool:
-    """Whether ``piper-tts`` is installed, found without importing it into this process."""
+    """Whether Piper can run: the packaged app's voice program, or ``piper-tts`` installed
+    beside this Python (found without importing it into this process)."""
+    if getattr(sys, "frozen", False):
+        return bundled_helper() is not None
     try:
         return importlib.util.find_spec("piper") is not None
     except (ImportError, ValueError):
         return False
+
+
+def helper_command(python: str) -> list[str]:
+    """How the helper is started: the bundled program, or ``python piper_helper.py`` — run
+    by path, not as a module of ours, since it imports piper and nothing of Inglenook."""
+    program = bundled_helper()
+    return [str(program)] if program is not None else [python, str(HELPER)]
 
 
 class VoiceProcess:
@@ -56,9 +78,8 @@ class VoiceProcess:
             return process
         if not piper_installed():
             raise VoiceUnavailable("text to speech needs piper-tts: pip install 'inglenook[voice]'")
-        # The helper is run by path, not as a module of ours: it imports piper and nothing of Inglenook.
         process = subprocess.Popen(
-            [self.python, str(HELPER), "--model", str(self.model), "--threads", str(self.threads)],
+            [*helper_command(self.python), "--model", str(self.model), "--threads", str(self.threads)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
         )
         assert process.stdout is not None

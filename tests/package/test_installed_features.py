@@ -193,10 +193,11 @@ def test_the_search_model_embeds_through_the_installed_api(program: Path, user_h
 
 
 
-def test_a_recording_is_transcribed_and_speaking_says_what_it_needs(program: Path, user_home: Path,
-                                                                    tmp_path: Path) -> None:
-    """Whisper (CTranslate2, PyAV, the VAD model, the starter model) works from the bundle; the
-    bundle carries no piper (GPL-3.0), so `say` explains instead of failing."""
+def test_a_recording_is_transcribed_and_the_starter_voice_speaks(program: Path, user_home: Path,
+                                                                  tmp_path: Path) -> None:
+    """Whisper (CTranslate2, PyAV, the VAD model, the starter model) works from the bundle, and
+    so does Piper: its separate program `inglenook-voice` (GPL-3.0, never inside Inglenook's
+    own archive) speaks with the bundled starter voice, and what it says is heard back."""
     from inglenook.engine import Speech, encode_pcm
 
     from ..voice.conftest import MAX_WER, SENTENCES, word_error_rate
@@ -213,5 +214,10 @@ def test_a_recording_is_transcribed_and_speaking_says_what_it_needs(program: Pat
     heard = cli(program, user_home, "transcribe", str(recording))
     assert heard.returncode == 0, heard.stderr
     assert word_error_rate([SENTENCES[0]], [heard.stdout]) <= MAX_WER, heard.stdout
-    said = cli(program, user_home, "say", "hello", "-o", str(tmp_path / "hello.wav"))
-    assert said.returncode == 1 and "piper-tts" in said.stderr and "Traceback" not in said.stderr
+    assert (program.resolve().parent / "inglenook-voice").is_file()
+    spoken = tmp_path / "spoken.wav"
+    said = cli(program, user_home, "say", SENTENCES[1], "-o", str(spoken))
+    assert said.returncode == 0 and "Traceback" not in said.stderr, said.stderr
+    heard_back = cli(program, user_home, "transcribe", str(spoken))
+    assert heard_back.returncode == 0, heard_back.stderr
+    assert word_error_rate([SENTENCES[1]], [heard_back.stdout]) <= MAX_WER, heard_back.stdout
