@@ -31,7 +31,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "ConversationSearch", "RoundFinished", "RoundStats", "ToolTurn", "ToolTurnEvent", "Turn", "title_from",
     ),
     "scheduling": ("LoadPlan", "Scheduler"),
-    "documents": ("Added", "CollectionFile", "Document", "Limits", "convert_bytes_safely", "convert_file"),
+    "documents": ("AUDIO_KIND", "Added", "CollectionFile", "Document", "Limits", "Recordings", "convert_bytes_safely",
+                  "convert_file", "is_recording_name", "parse_clock", "read_recording"),
     "base": (
         "AdapterError", "Chunk", "ContextLengthExceeded", "ConversationNotFound", "DocumentError", "DownloadError",
         "EmbedJob", "Embeddings", "ExclusiveJob", "Finished", "GGUFInfo", "GenerateJob", "GenerationEvent",
@@ -127,8 +128,10 @@ if TYPE_CHECKING:
         open_engine as open_engine, start_rpc_host as start_rpc_host,
     )
     from .documents import (
-        Added as Added, CollectionFile as CollectionFile, Document as Document, Limits as Limits,
-        convert_bytes_safely as convert_bytes_safely, convert_file as convert_file,
+        AUDIO_KIND as AUDIO_KIND, Added as Added, CollectionFile as CollectionFile, Document as Document,
+        Limits as Limits, Recordings as Recordings, convert_bytes_safely as convert_bytes_safely,
+        convert_file as convert_file, is_recording_name as is_recording_name, parse_clock as parse_clock,
+        read_recording as read_recording,
     )
     from .lab import (
         EvalText as EvalText, LabProgress as LabProgress, LabReport as LabReport, LabResult as LabResult,
