@@ -34,7 +34,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..base import (
     EmbedJob, EmbeddingData, EmbeddingList, EmbeddingRequest, EmbeddingUsage, InglenookError, InvalidRequest,
-    PortInUse, ServerError,
+    ModelNotFound, PortInUse, ServerError,
 )
 from ..remote import RemoteCatalogue
 from .anthropic import messages_router
@@ -124,9 +124,19 @@ def _add_model_routes(app: FastAPI, service: ApiService) -> None:
     async def list_models() -> dict:
         return {"object": "list", "data": await anyio.to_thread.run_sync(model_cards)}
 
+    def model_card(model_id: str) -> dict[str, Any]:
+        try:
+            return catalogue.card(model_id)
+        except ModelNotFound:
+            # A speech model's id (whisper-tiny.en, a voice): its card; anything else, 404 as before.
+            found = next((card for card in speech_cards(service.engine) if card["id"] == model_id), None)
+            if found is None:
+                raise
+            return found
+
     @app.get("/v1/models/{model_id:path}")
     async def retrieve_model(model_id: str) -> dict:
-        return await anyio.to_thread.run_sync(catalogue.card, model_id)
+        return await anyio.to_thread.run_sync(model_card, model_id)
 
 
 def _add_text_routes(app: FastAPI, service: ApiService) -> None:
