@@ -21,9 +21,10 @@ EXIT_CANCELLED = 130
 
 
 def add_commands(commands: Any) -> None:
-    pull = commands.add_parser("pull", help="download a GGUF model from Hugging Face")
+    pull = commands.add_parser("pull", help="download a GGUF model, a Whisper model or a Piper voice from Hugging Face")
     pull.add_argument("spec", metavar="REPO[:QUANT]",
-                      help="e.g. bartowski/Llama-3.2-3B-Instruct-GGUF:Q4_K_M (default Q4_K_M, else the closest 4-bit file)")
+                      help="e.g. bartowski/Llama-3.2-3B-Instruct-GGUF:Q4_K_M (default Q4_K_M, else the closest 4-bit "
+                      "file); Systran/faster-whisper-base.en (speech to text); rhasspy/piper-voices:en_GB-alan-medium")
     pull.add_argument("--revision", help="branch, tag or commit (default: main)")
     pull.set_defaults(handler=cmd_pull)
 
@@ -66,12 +67,20 @@ def _engine(paths: Paths):  # noqa: ANN202 — deferred import keeps --help fast
 
 
 def cmd_pull(args: argparse.Namespace, paths: Paths) -> int:
-    from inglenook.engine import downloader_for  # noqa: PLC0415
+    from inglenook.engine import VOICES_REPO, downloader_for, whisper_download  # noqa: PLC0415
+
+    from inglenook.cli.speech_pull import find_voice, pull_download  # noqa: PLC0415 — speech repos only
 
     repo, quant = parse_spec(args.spec)
     with _engine(paths) as engine:
         downloader = downloader_for(engine)
+        if repo == VOICES_REPO:  # rhasspy/piper-voices:VOICE — one voice of Piper's repository
+            return pull_download(downloader.hub, find_voice(downloader.hub, quant, args.revision), paths)
         listing = downloader.hub.list_files(repo, revision=args.revision)
+        if not listing.options:  # no GGUF files: a CTranslate2 Whisper model, or nothing we pull
+            whisper = whisper_download(downloader.hub, repo, revision=args.revision)
+            if whisper is not None:
+                return pull_download(downloader.hub, whisper, paths)
         option = listing.pick(quant)
         print(f"pulling {listing.repo}: {option.display_name} ({option.quant}, {human_size(option.size)})",
               file=sys.stderr)

@@ -274,4 +274,4 @@ def _number(value: object, name: str, low: float, high: float) -> float:
 def speech_cards(engine: ApiEngine) -> list[dict[str, Any]]:
     """``/v1/models`` entries for the installed speech models, ``kind`` telling what each does."""
     return [{"id": m.id, "object": "model", "created": 0, "owned_by": "local", "kind": m.kind,
-             "engine": m.engine} for m in engine.speech.models()]
+             "engine": m.engine, **({"licence": m.licence} if m.licence else {})} for m in engine.speech.models()]

@@ -18,7 +18,8 @@ from typing import BinaryIO
 from ..base import InvalidRequest, ModelNotFound
 from .audio import DEFAULT_MAX_SECONDS, decode_audio
 from .lane import SpeechLane, speech_threads
-from .starter import VOICE_ID, WHISPER_ID, find_starter_voice, find_starter_whisper, is_whisper_folder
+from .installed import card_licence, voice_files, whisper_folders
+from .starter import VOICE_ID, WHISPER_ID, find_starter_voice, find_starter_whisper
 from .transcriber import Segment, Transcriber, Transcript, TranscriptionOptions
 from .voice import VoiceProcess, VoiceUnavailable, piper_installed
 
@@ -42,6 +43,7 @@ class SpeechModel:
     kind: str  # SPEECH_TO_TEXT or TEXT_TO_SPEECH
     path: Path
     engine: str  # "faster-whisper" or "piper"
+    licence: str | None = None  # a voice's own licence, from its MODEL_CARD; None: not known
 
 
 class Speech:
@@ -66,16 +68,15 @@ class Speech:
         whisper = find_starter_whisper()
         if whisper is not None:
             found.append(SpeechModel(WHISPER_ID, SPEECH_TO_TEXT, whisper, "faster-whisper"))
-        found.extend(SpeechModel(path.name, SPEECH_TO_TEXT, path, "faster-whisper") for path in self._folders())
+        found.extend(SpeechModel(path.name, SPEECH_TO_TEXT, path, "faster-whisper") for path in whisper_folders(self.folder))
+        if not piper_installed():
+            return found
         voice = find_starter_voice()
-        if voice is not None and piper_installed():
-            found.append(SpeechModel(VOICE_ID, TEXT_TO_SPEECH, voice, "piper"))
+        if voice is not None:
+            found.append(SpeechModel(VOICE_ID, TEXT_TO_SPEECH, voice, "piper", card_licence(voice)))
+        found.extend(SpeechModel(onnx.stem, TEXT_TO_SPEECH, onnx, "piper", card_licence(onnx))
+                     for onnx in voice_files(self.folder) if onnx.stem != VOICE_ID)
         return found
-
-    def _folders(self) -> list[Path]:
-        if self.folder is None or not self.folder.is_dir():
-            return []
-        return sorted(path for path in self.folder.iterdir() if path.name != WHISPER_ID and is_whisper_folder(path))
 
     def transcriber_model(self, name: str | None) -> SpeechModel:
         """The speech-to-text model a request names (OpenAI's names mean the installed one)."""
