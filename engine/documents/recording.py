@@ -150,10 +150,11 @@ class Recordings:
         return removed
 
 
-def read_recording(path: Path, transcribe: Callable[[Path], TimedTranscript], recordings: Recordings,
+def read_recording(path: Path, transcribe: Callable[[Path], TimedTranscript], recordings: Recordings | None,
                    cancelled: Callable[[], bool] = lambda: False) -> Document:
     """Transcribe ``path`` (``transcribe`` runs Whisper, on whatever lane the caller chose),
-    keep a copy of it, and return its document. A transcription stopped part way raises
+    keep a copy of it in ``recordings`` (None: not kept; an API request's file is not played
+    back), and return its document. A transcription stopped part way raises
     ``DocumentError``: half a meeting is not kept as if it were the whole."""
     from .library import file_sha256  # noqa: PLC0415 — library imports the store; this module need not
 
@@ -162,6 +163,7 @@ def read_recording(path: Path, transcribe: Callable[[Path], TimedTranscript], re
     if cancelled():
         raise DocumentError(f"reading {path.name} was stopped")
     document = recording_document(path.name, sha256, path.stat().st_size, transcript)
-    recordings.keep(path, sha256)
+    if recordings is not None:
+        recordings.keep(path, sha256)
     log.info("recording %s: %d characters from %.0f s", path.name, len(document.text), transcript.duration)
     return document
