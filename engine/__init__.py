@@ -56,8 +56,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "disk_state",
     ),
     "models": (
-        "VOICES_REPO", "SpeechDownload", "piper_voices", "pull_speech", "search_whisper", "whisper_download",
-        "AdapterImport", "AdapterRecord", "AdapterRegistry", "DownloadProgress", "Downloader", "EncoderOffer", "FoundModel",
+        "VOICES_REPO", "SpeechDownload", "piper_voices", "pull_speech", "search_whisper", "voice_sample",
+        "whisper_download", "AdapterImport", "AdapterRecord", "AdapterRegistry", "DownloadProgress", "Downloader", "EncoderOffer", "FoundModel",
         "HubClient", "HubModel", "ImportResult", "ModelRegistry", "PendingDownload", "QuantOption",
         "RepoListing", "STARTER_ID", "downloader_for", "find_known_places", "find_starter_model",
         "fit_options", "import_found", "import_path", "pull_adapters", "quant_from_name", "resolve_token",
@@ -141,8 +141,8 @@ if TYPE_CHECKING:
     )
     from .models import (
         VOICES_REPO as VOICES_REPO, SpeechDownload as SpeechDownload, piper_voices as piper_voices,
-        pull_speech as pull_speech, search_whisper as search_whisper, whisper_download as whisper_download,
-        STARTER_ID as STARTER_ID, AdapterImport as AdapterImport, AdapterRecord as AdapterRecord,
+        pull_speech as pull_speech, search_whisper as search_whisper, voice_sample as voice_sample,
+        whisper_download as whisper_download, STARTER_ID as STARTER_ID, AdapterImport as AdapterImport, AdapterRecord as AdapterRecord,
         AdapterRegistry as AdapterRegistry, DownloadProgress as DownloadProgress, Downloader as Downloader,
         EncoderOffer as EncoderOffer, FoundModel as FoundModel, HubClient as HubClient, HubModel as HubModel, ImportResult as ImportResult,
         ModelRegistry as ModelRegistry, PendingDownload as PendingDownload, QuantOption as QuantOption,

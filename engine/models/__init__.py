@@ -32,7 +32,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "lora_registry": ("AdapterImport", "AdapterRecord", "AdapterRegistry"),
     "registry": ("EMBEDDING_ARCHITECTURES", "ModelRegistry"),
     "speech_hub": (
-        "VOICES_REPO", "SpeechDownload", "piper_voices", "pull_speech", "search_whisper", "whisper_download",
+        "VOICES_REPO", "SpeechDownload", "piper_voices", "pull_speech", "search_whisper", "voice_sample",
+        "whisper_download",
     ),
     "starter": ("STARTER_ID", "find_starter_model"),
 }
@@ -68,6 +69,7 @@ if TYPE_CHECKING:
     from .registry import EMBEDDING_ARCHITECTURES as EMBEDDING_ARCHITECTURES, ModelRegistry as ModelRegistry
     from .speech_hub import (
         VOICES_REPO as VOICES_REPO, SpeechDownload as SpeechDownload, piper_voices as piper_voices,
-        pull_speech as pull_speech, search_whisper as search_whisper, whisper_download as whisper_download,
+        pull_speech as pull_speech, search_whisper as search_whisper, voice_sample as voice_sample,
+        whisper_download as whisper_download,
     )
     from .starter import STARTER_ID as STARTER_ID, find_starter_model as find_starter_model

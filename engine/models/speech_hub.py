@@ -59,6 +59,7 @@ class SpeechDownload:
     licence: str | None = None
     language: str = ""  # a voice's language code (en_GB); "" for Whisper
     quality: str = ""  # a voice's quality (x_low, low, medium, high)
+    sample: str = ""  # a voice's recorded sample in the repository (samples/speaker_0.mp3), for Preview
 
     @property
     def size(self) -> int:
@@ -130,8 +131,12 @@ def _voice(repo: str, key: str, entry: Any) -> SpeechDownload | None:
         return None
     language = entry.get("language", {})
     code = str(language.get("code", "")) if isinstance(language, dict) else ""
+    onnx = next(f.path for f in files if f.path.rsplit("/", 1)[-1] == f"{key}.onnx")
+    # Piper's repository keeps a spoken sample beside each voice (not listed in voices.json).
+    sample = f"{onnx.rsplit('/', 1)[0]}/samples/speaker_0.mp3" if "/" in onnx else "samples/speaker_0.mp3"
     return SpeechDownload(repo=repo, name=str(key), kind="text-to-speech", files=tuple(files),
-                          language=code or str(key).split("-", 1)[0], quality=str(entry.get("quality", "")))
+                          language=code or str(key).split("-", 1)[0], quality=str(entry.get("quality", "")),
+                          sample=sample)
 
 
 def pull_speech(client: HubClient, download: SpeechDownload, folder: Path, progress: Progress | None = None,
@@ -168,3 +173,14 @@ def pull_speech(client: HubClient, download: SpeechDownload, folder: Path, progr
     os.replace(staging, target)
     log.info("installed %s %s from %s into %s", download.kind, download.name, download.repo, target)
     return target
+
+
+def voice_sample(client: HubClient, voice: SpeechDownload, folder: Path) -> Path:
+    """A voice's spoken sample (a few seconds of MP3) fetched into ``folder``: Preview before
+    the voice itself (tens of megabytes) is downloaded."""
+    if not voice.sample or not is_safe_remote_path(voice.sample):
+        raise DownloadError(f"{voice.name} has no sample to preview")
+    with client.errors(voice.repo):
+        fetched = hf_hub_download(voice.repo, voice.sample, revision=voice.commit, token=client.token,
+                                  endpoint=client.endpoint, local_dir=folder)
+    return Path(fetched)

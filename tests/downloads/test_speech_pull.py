@@ -42,6 +42,18 @@ def _voices_index(voice_files: list[MockFile]) -> bytes:
     return json.dumps({VOICE_ID: entry, "de_DE-mirror-low": other, "../evil": hostile}).encode()
 
 
+def _spoken_sample() -> bytes:
+    """A voice's sample as Piper's repository keeps one: a sentence as MP3, spoken now."""
+    from inglenook.engine import Speech, encode_pcm
+
+    speech = Speech()
+    try:
+        rate, pcm = speech.speak(SENTENCE)
+        return encode_pcm(b"".join(pcm), rate, "mp3")
+    finally:
+        speech.close()
+
+
 @pytest.fixture
 def speech_hub(home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HubMock]:
     from inglenook.engine.speech.starter import find_starter_voice, find_starter_whisper
@@ -55,10 +67,11 @@ def speech_hub(home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HubMock]
         MockFile(f"{VOICE_DIR}/{VOICE_ID}.onnx.json", voice.with_suffix(".onnx.json"), lfs=False),
         MockFile(f"{VOICE_DIR}/MODEL_CARD", card, lfs=False),
     ]
+    sample = MockFile(f"{VOICE_DIR}/samples/speaker_0.mp3", _spoken_sample())  # not in voices.json, as on the hub
     with HubMock() as hub:
         hub.add(MockRepo(WHISPER_REPO, whisper_files, licence="mit", downloads=50))
         hub.add(MockRepo("rhasspy/piper-voices", [MockFile("voices.json", _voices_index(voice_files), lfs=False),
-                                                  *voice_files], licence="mit"))
+                                                  *voice_files, sample], licence="mit"))
         point_hub_at(monkeypatch, hub.endpoint)
         yield hub
 
@@ -101,7 +114,8 @@ def test_voices_are_listed_by_language_and_quality_and_one_is_pulled(speech_hub:
     voices = piper_voices(HubClient())
     assert [(v.name, v.language, v.quality) for v in voices] == [
         ("de_DE-mirror-low", "de_DE", "low"), (VOICE_ID, "en_GB", "medium")]  # the hostile entry is left out
-    assert voices[1].size == sum(f.size for f in speech_hub.repos["rhasspy/piper-voices"].files[1:])
+    assert voices[1].size == sum(f.size for f in speech_hub.repos["rhasspy/piper-voices"].files[1:4])
+    assert voices[1].sample == f"{VOICE_DIR}/samples/speaker_0.mp3"
 
     assert main(["voices", "en"]) == 0
     lines = capsys.readouterr().out.splitlines()

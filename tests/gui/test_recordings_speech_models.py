@@ -37,8 +37,15 @@ def _rows(tree) -> list[list[str]]:
     return [[tree.topLevelItem(i).text(c) for c in range(tree.columnCount() - 1)] for i in range(tree.topLevelItemCount())]
 
 
-def _button(tree, row: int):
-    return tree.itemWidget(tree.topLevelItem(row), tree.columnCount() - 1)
+def _button(tree, row: int, text: str | None = None):
+    """The row's button (the one named ``text`` where the row has several)."""
+    from PySide6.QtWidgets import QPushButton
+
+    widget = tree.itemWidget(tree.topLevelItem(row), tree.columnCount() - 1)
+    if isinstance(widget, QPushButton):
+        return widget
+    buttons = widget.findChildren(QPushButton)
+    return next(b for b in buttons if text is None or b.text() == text)
 
 
 def test_the_speech_tab_lists_downloads_and_previews(qtbot, speech_page, home: Path) -> None:
@@ -57,17 +64,24 @@ def test_the_speech_tab_lists_downloads_and_previews(qtbot, speech_page, home: P
     speech.language.setCurrentText("en_GB")  # one language
     assert [row[0] for row in _rows(speech.voice_list)] == [VOICE_ID]
 
+    loaded = (QMediaPlayer.MediaStatus.LoadedMedia, QMediaPlayer.MediaStatus.BufferedMedia,
+              QMediaPlayer.MediaStatus.EndOfMedia)
+    # Preview before downloading: the sample Piper's repository keeps beside the voice.
+    with qtbot.waitSignal(speech.preview_ready, timeout=60_000) as sampled:
+        _button(speech.voice_list, 0, "Preview").click()
+    assert sampled.args[0].endswith("speaker_0.mp3")
+    qtbot.waitUntil(lambda: speech.player.mediaStatus() in loaded, timeout=30_000)
+    assert speech.player.duration() > 1000 and VOICE_ID not in speech.installed_ids
+
     with qtbot.waitSignal(speech.installed_changed, timeout=120_000):
-        _button(speech.voice_list, 0).click()  # Download
+        _button(speech.voice_list, 0, "Download").click()
     qtbot.waitUntil(lambda: VOICE_ID in speech.installed_ids, timeout=30_000)
     assert (home / "models" / "speech" / "voices" / VOICE_ID / f"{VOICE_ID}.onnx").is_file()
     assert {row[0]: row for row in _rows(speech.installed)}[VOICE_ID][2] == "CC BY 4.0"
-    preview = _button(speech.voice_list, 0)
-    assert preview.text() == "Preview"
-    with qtbot.waitSignal(speech.preview_ready, timeout=120_000):
-        preview.click()
-    loaded = (QMediaPlayer.MediaStatus.LoadedMedia, QMediaPlayer.MediaStatus.BufferedMedia,
-              QMediaPlayer.MediaStatus.EndOfMedia)
+    assert _button(speech.voice_list, 0, "Installed").isEnabled() is False
+    with qtbot.waitSignal(speech.preview_ready, timeout=120_000) as spoken:
+        _button(speech.voice_list, 0, "Preview").click()
+    assert spoken.args[0].endswith(f"{VOICE_ID}.wav")  # spoken now by the downloaded voice
     qtbot.waitUntil(lambda: speech.player.mediaStatus() in loaded, timeout=30_000)
     assert speech.player.duration() > 1000  # a sentence, spoken by the downloaded voice
 

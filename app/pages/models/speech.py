@@ -4,7 +4,8 @@ on Hugging Face, and Piper's voices listed by language and quality, each downloa
 
 Hub calls run on the network lane, downloads on the downloads lane (``engine.pull_speech``
 into ``<models>/speech``, where the engine's ``Speech`` finds them at once). Preview speaks a
-sentence with an installed voice on the models lane and plays it through QtMultimedia.
+sentence with an installed voice on the models lane, or fetches the sample Piper's repository
+keeps beside a voice not downloaded yet, and plays it through QtMultimedia.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from PySide6.QtWidgets import (
 
 from inglenook.engine import (
     Engine, HubModel, SpeechDownload, SpeechModel, downloader_for, encode_pcm, human_size, piper_voices,
-    pull_speech, search_whisper, whisper_download,
+    pull_speech, search_whisper, voice_sample, whisper_download,
 )
 
 from inglenook.app.services.operations import Operations
@@ -143,10 +144,15 @@ class SpeechModels(QWidget):
             item = QTreeWidgetItem([voice.name, voice.language, voice.quality, human_size(voice.size), ""])
             self.voice_list.addTopLevelItem(item)
             if voice.name in self.installed_ids:
-                button = self._button("Preview", lambda _=False, v=voice.name: self.preview(v))
-            else:
-                button = self._download_button(voice.name, lambda _=False, v=voice: self.download(v))
-            self.voice_list.setItemWidget(item, 4, button)
+                preview = self._button("Preview", lambda _=False, v=voice.name: self.preview(v))
+            else:  # the sample Piper's repository keeps beside the voice: heard before a download
+                preview = self._button("Preview", lambda _=False, v=voice: self.preview_sample(v))
+            buttons = QWidget()
+            row = QHBoxLayout(buttons)
+            row.setContentsMargins(0, 0, 0, 0)
+            row.addWidget(preview)
+            row.addWidget(self._download_button(voice.name, lambda _=False, v=voice: self.download(v)))
+            self.voice_list.setItemWidget(item, 4, buttons)
         self.changed.emit()
 
     def _button(self, text: str, on_click: object) -> QPushButton:
@@ -220,6 +226,13 @@ class SpeechModels(QWidget):
             return target
 
         self.operations.run_typed("models", speak, self._play, self._failed)
+
+    def preview_sample(self, voice: SpeechDownload) -> None:
+        """Play the sample Piper's repository keeps for a voice not downloaded yet (network lane)."""
+        hub = downloader_for(self.engine).hub
+        folder = Path(self._preview_dir.name)
+        self.status.setText(f"Fetching a sample of {voice.name}…")
+        self.operations.run_typed("network", lambda: voice_sample(hub, voice, folder), self._play, self._failed)
 
     def _play(self, path: Path) -> None:
         self.status.setText("")
