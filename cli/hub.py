@@ -32,6 +32,7 @@ def add_commands(commands: Any) -> None:
     search.add_argument("text", metavar="TEXT", nargs="?", default="")
     search.add_argument("--sort", choices=("downloads", "likes", "updated", "trending"), default="downloads")
     search.add_argument("--limit", type=int, default=20)
+    search.add_argument("--speech", action="store_true", help="Whisper models in CTranslate2 format instead")
     search.set_defaults(handler=cmd_search)
 
     files = commands.add_parser("files", help="list a Hugging Face repo's GGUF files and whether each fits here")
@@ -179,9 +180,15 @@ def cmd_search(args: argparse.Namespace, paths: Paths) -> int:
         token = resolve_token(Settings.load(store).hf_token)
     finally:
         store.close()
-    results = HubClient(token=token).search(args.text, sort=args.sort, limit=args.limit)
+    client = HubClient(token=token)
+    if args.speech:
+        from inglenook.engine import search_whisper  # noqa: PLC0415
+
+        results = search_whisper(client, args.text, limit=args.limit)
+    else:
+        results = client.search(args.text, sort=args.sort, limit=args.limit)
     if not results:
-        print(f"No GGUF models found for {args.text!r}.")
+        print(f"No {'Whisper' if args.speech else 'GGUF'} models found for {args.text!r}.")
         return 0
     rows = [("REPO", "DOWNLOADS", "LIKES", "UPDATED", "LICENCE")]
     for model in results:
@@ -208,7 +215,10 @@ def cmd_files(args: argparse.Namespace, paths: Paths) -> int:
         kv_type = engine.settings.kv_cache_type
     listing = hub.list_files(args.repo, revision=args.revision)
     if not listing.options:
-        print(f"{listing.repo} has no GGUF model files.")
+        from inglenook.cli.speech_pull import print_speech_files  # noqa: PLC0415 — speech repos only
+
+        if not print_speech_files(hub, listing.repo, args.revision):
+            print(f"{listing.repo} has no GGUF model files.")
         return 0
     fits: dict[str, Any] = {}
     try:

@@ -17,7 +17,7 @@ from typing import Any
 from inglenook.cli.terminal import print_table
 from inglenook.engine import (
     VOICES_REPO, DownloadError, HubClient, JobCancelled, Paths, Settings, SpeechDownload, Store, human_size,
-    piper_voices, pull_speech, resolve_token,
+    piper_voices, pull_speech, resolve_token, whisper_download,
 )
 
 EXIT_CANCELLED = 130
@@ -85,6 +85,19 @@ def pull_download(client: HubClient, download: SpeechDownload, paths: Paths) -> 
            else f"inglenook transcribe --model {download.name} FILE")
     print(f"ready: {download.name}  (`{use}`)")
     return 0
+
+
+def print_speech_files(client: HubClient, repo: str, revision: str | None) -> bool:
+    """``inglenook files`` for a Whisper repository: its files and sizes (False: not one)."""
+    found = whisper_download(client, repo, revision)
+    if found is None:
+        return False
+    rows = [("FILE", "SIZE")] + [(f.path, human_size(f.size)) for f in found.files]
+    print_table(rows)
+    print(f"\nA Whisper model for speech to text, {human_size(found.size)} in all"
+          + (f" ({found.licence})" if found.licence else "") + f"; `inglenook pull {repo}` installs it as "
+          f"{found.name}.")
+    return True
 
 
 def cmd_voices(args: argparse.Namespace, paths: Paths) -> int:

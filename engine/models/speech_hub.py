@@ -76,11 +76,14 @@ def whisper_name(repo: str) -> str:
 def search_whisper(client: HubClient, text: str = "", limit: int = 30) -> list[HubModel]:
     """Whisper models in CTranslate2 format on the hub (faster-whisper's and distil-whisper's)."""
     with client.errors("search"):
+        # The hub's search matches the text inside repository names: "whisper base" finds nothing in
+        # "faster-whisper-base", so the person's words are searched as they are and the
+        # CTranslate2 repositories kept are those named for Whisper.
         found = client.api.list_models(
-            search=f"whisper {text}".strip() if "whisper" not in text.lower() else text, filter="ctranslate2",
+            search=text.strip() or "whisper", filter="ctranslate2",
             sort="downloads", limit=limit, expand=["downloads", "likes", "lastModified", "tags", "gated"],
         )
-        return [_hub_model(info) for info in found]
+        return [_hub_model(info) for info in found if "whisper" in info.id.lower()]
 
 
 def whisper_download(client: HubClient, repo: str, revision: str | None = None) -> SpeechDownload | None:

@@ -86,6 +86,12 @@ def test_a_whisper_repository_is_sized_pulled_and_used_by_name(speech_hub: HubMo
     assert {f.path for f in found.files} == set(served) and found.size == sum(served.values())
     assert whisper_download(HubClient(), "rhasspy/piper-voices") is None  # not a Whisper repository
 
+    assert main(["search", "mirror", "--speech"]) == 0  # Whisper repositories, not GGUFs
+    assert capsys.readouterr().out.splitlines()[1].split()[:3] == [WHISPER_REPO, "50", "0"]
+    assert main(["files", WHISPER_REPO]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split() == ["FILE", "SIZE"] and "model.bin" in out and "as whisper-mirror.en" in out
+
     assert main(["pull", WHISPER_REPO]) == 0
     assert "ready: whisper-mirror.en" in capsys.readouterr().out
     installed = home / "models" / "speech" / "whisper-mirror.en"
