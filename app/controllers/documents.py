@@ -40,7 +40,7 @@ from inglenook.app.pages.chat.attachment_bar import CITE_SCHEME, AttachmentBar, 
 from inglenook.app.controllers.images import is_image_path
 from inglenook.app.pages.models.installed import ModelDropFilter
 from inglenook.app.services.errors import explain
-from inglenook.app.services.workers import Workers
+from inglenook.app.services.workers import Lane, Workers
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -116,6 +116,7 @@ class Attachments(QObject):
         self.encoder_downloading = False
         # Set by the bar's Stop while a recording is transcribed (a new attach makes a new one).
         self._stop_recording = threading.Event()
+        self._recording_lane: Lane | None = None
         bar.recording_stop_clicked.connect(self._stop_recording_clicked)
         bar.encoder_download_clicked.connect(self._download_encoder)
         bar.encoder_dismissed.connect(self._dismiss_encoder)
@@ -200,17 +201,20 @@ class Attachments(QObject):
                 self._shown((self.documents, "whole", errors))
 
         # Superseded by a later load (the person switched chats meanwhile): read the open chat afresh.
-        self.workers.models.run(convert_and_attach, self._latest_only(done, stale=lambda: self.reload()), self._failed)
+        # A recording waits for Whisper for as long as it lasts: on a lane of its own, so documents
+        # and model scans on the models lane are not held behind an hour of audio.
+        lane = self._recordings_lane() if any(is_recording_name(p) for p in paths) else self.workers.models
+        lane.run(convert_and_attach, self._latest_only(done, stale=lambda: self.reload()), self._failed)
 
     def _read_recording(self, path: Path, stop: threading.Event) -> Document:
-        """A recording into a document, on the models lane: Whisper runs on the engine's speech
+        """A recording into a document, on the recordings lane: Whisper runs on the engine's speech
         lane (never the step loop, so a text stream keeps flowing), each recognised segment
         moves the bar's progress, and Stop ends it between segments."""
         speech = self.engine.speech
         def shown(fraction: float | None) -> None:
             self._transcribing(path.name, fraction)
 
-        progress = self.workers.models.relay(shown)
+        progress = self._recordings_lane().relay(shown)
         length = [0.0]
 
         def decoded(seconds: float) -> None:
@@ -226,6 +230,11 @@ class Attachments(QObject):
 
         progress(None)
         return read_recording(path, transcribe, self.recordings(), stop.is_set)  # type: ignore[arg-type]
+
+    def _recordings_lane(self) -> Lane:
+        if self._recording_lane is None:
+            self._recording_lane = Lane("recordings", 1, self)
+        return self._recording_lane
 
     def recordings(self) -> Recordings:
         """Where the copies of attached recordings are kept (the data folder, beside images)."""
