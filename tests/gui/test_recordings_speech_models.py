@@ -89,3 +89,20 @@ def test_the_speech_tab_lists_downloads_and_previews(qtbot, speech_page, home: P
         _button(speech.whisper_list, 0).click()
     qtbot.waitUntil(lambda: "whisper-mirror.en" in speech.installed_ids, timeout=30_000)
     assert _button(speech.whisper_list, 0).text() == "Installed"
+
+
+@pytest.mark.parametrize("size", ((800, 560), (1280, 800)), ids=lambda s: f"{s[0]}x{s[1]}")
+def test_the_speech_tab_fits(qtbot, speech_page, size) -> None:
+    from .layout_check import problems
+
+    speech = speech_page.speech
+    speech_page.resize(*size)
+    speech_page.show()
+    with qtbot.waitSignal(speech.changed, timeout=60_000, check_params_cb=lambda: bool(speech.voices)):
+        speech_page.show_tab(speech_page.SPEECH)
+    qtbot.waitUntil(lambda: speech.voice_list.topLevelItemCount() == 2 and speech.installed.topLevelItemCount() >= 2)
+    try:
+        qtbot.waitUntil(lambda: not problems(speech_page), timeout=3000)
+    except qtbot.TimeoutError:
+        pass
+    assert not [str(p) for p in problems(speech_page)]
