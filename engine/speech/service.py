@@ -8,6 +8,7 @@ lane and speaks through a Piper helper process per voice.
 from __future__ import annotations
 
 import logging
+import shutil
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
@@ -105,6 +106,24 @@ class Speech:
             if voice == candidate.id:
                 return candidate
         raise InvalidRequest(f"the voice {voice!r} is not installed", param="voice")
+
+    def remove(self, model_id: str) -> SpeechModel:
+        """Delete a pulled Whisper model or voice (its folder under ``folder``); the starter
+        models belong to their packages and are not removed here."""
+        record = next((m for m in self.models() if m.id == model_id), None)
+        if record is None:
+            raise ModelNotFound(f"the speech model {model_id!r} is not installed")
+        home = record.path if record.path.is_dir() else record.path.parent
+        if self.folder is None or self.folder.resolve() not in home.resolve().parents:
+            raise InvalidRequest(f"{model_id} came with a package (pip uninstall it to remove it)", param="model")
+        with self._lock:
+            self._transcribers.pop(model_id, None)
+            voice = self._voices.pop(model_id, None)
+        if voice is not None:
+            voice.close()
+        shutil.rmtree(home)
+        log.info("removed speech model %s (%s)", model_id, home)
+        return record
 
     # -- speech to text ---------------------------------------------------------------------
     def transcribe(

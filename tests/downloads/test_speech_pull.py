@@ -115,7 +115,7 @@ def test_a_whisper_repository_is_sized_pulled_and_used_by_name(speech_hub: HubMo
 def test_voices_are_listed_by_language_and_quality_and_one_is_pulled(speech_hub: HubMock, home: Path,
                                                                       tmp_path: Path,
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    from inglenook.engine import HubClient, Speech, piper_voices
+    from inglenook.engine import HubClient, InvalidRequest, Speech, piper_voices
 
     voices = piper_voices(HubClient())
     assert [(v.name, v.language, v.quality) for v in voices] == [
@@ -140,12 +140,20 @@ def test_voices_are_listed_by_language_and_quality_and_one_is_pulled(speech_hub:
         by_id = {m.id: m for m in speech.models()}
         assert by_id[VOICE_ID].kind == "text-to-speech" and by_id[VOICE_ID].licence == "CC BY 4.0"
         assert by_id["en_US-joe-medium"].licence == "CC0"  # the starter's own card
+        out = tmp_path / "mirror.wav"
+        assert main(["say", SENTENCE, "--voice", VOICE_ID, "-o", str(out)]) == 0
+        with wave.open(str(out)) as audio:
+            assert audio.getnframes() > audio.getframerate()  # more than a second of speech
+
+        speech.speak("Hello.", voice=VOICE_ID)  # its helper process is running now
+        with pytest.raises(InvalidRequest, match="came with a package"):
+            speech.remove("en_US-joe-medium")
+        assert speech.remove(VOICE_ID).id == VOICE_ID and not folder.exists()
+        assert VOICE_ID not in {m.id for m in speech.models()}
+        with pytest.raises(InvalidRequest, match="not installed"):
+            speech.speak("Hello.", voice=VOICE_ID)
     finally:
         speech.close()
-    out = tmp_path / "mirror.wav"
-    assert main(["say", SENTENCE, "--voice", VOICE_ID, "-o", str(out)]) == 0
-    with wave.open(str(out)) as audio:
-        assert audio.getnframes() > audio.getframerate()  # more than a second of speech
 
 
 def test_the_api_lists_and_uses_pulled_speech_models(speech_hub: HubMock, home: Path) -> None:

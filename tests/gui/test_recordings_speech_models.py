@@ -37,6 +37,12 @@ def _rows(tree) -> list[list[str]]:
     return [[tree.topLevelItem(i).text(c) for c in range(tree.columnCount() - 1)] for i in range(tree.topLevelItemCount())]
 
 
+def _buttons(tree, row: int) -> list:
+    from PySide6.QtWidgets import QPushButton
+
+    return tree.itemWidget(tree.topLevelItem(row), tree.columnCount() - 1).findChildren(QPushButton)
+
+
 def _button(tree, row: int, text: str | None = None):
     """The row's button (the one named ``text`` where the row has several)."""
     from PySide6.QtWidgets import QPushButton
@@ -89,6 +95,15 @@ def test_the_speech_tab_lists_downloads_and_previews(qtbot, speech_page, home: P
         _button(speech.whisper_list, 0).click()
     qtbot.waitUntil(lambda: "whisper-mirror.en" in speech.installed_ids, timeout=30_000)
     assert _button(speech.whisper_list, 0).text() == "Installed"
+
+    # Remove: offered for what was downloaded here, not for the starters of their packages.
+    rows = [row[0] for row in _rows(speech.installed)]
+    assert [b.text() for b in _buttons(speech.installed, rows.index("en_US-joe-medium"))] == ["Preview"]
+    remove = next(b for b in _buttons(speech.installed, rows.index(VOICE_ID)) if b.text() == "Remove")
+    with qtbot.waitSignal(speech.installed_changed, timeout=30_000):
+        remove.click()
+    qtbot.waitUntil(lambda: VOICE_ID not in speech.installed_ids, timeout=30_000)
+    assert not (home / "models" / "speech" / "voices" / VOICE_ID).exists()
 
 
 @pytest.mark.parametrize("size", ((800, 560), (1280, 800)), ids=lambda s: f"{s[0]}x{s[1]}")

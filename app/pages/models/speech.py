@@ -59,6 +59,7 @@ class SpeechModels(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(_heading("Installed", self))
         self.installed = _tree(self, ["Model", "Kind", "Licence", ""])
+        self.installed.setColumnWidth(3, 200)
         layout.addWidget(self.installed, 1)
         layout.addWidget(_heading("Whisper models on Hugging Face (speech to text)", self))
         self.whisper_list = _tree(self, ["Repository", "Downloads", "Licence", ""])
@@ -120,8 +121,15 @@ class SpeechModels(QWidget):
             kind = "Speech to text" if model.kind == "speech-to-text" else "Voice"
             item = QTreeWidgetItem([model.id, kind, model.licence or "—", ""])
             self.installed.addTopLevelItem(item)
+            buttons = QWidget()
+            row = QHBoxLayout(buttons)
+            row.setContentsMargins(0, 0, 0, 0)
             if model.kind == "text-to-speech":
-                self.installed.setItemWidget(item, 3, self._button("Preview", lambda _=False, m=model.id: self.preview(m)))
+                row.addWidget(self._button("Preview", lambda _=False, m=model.id: self.preview(m)))
+            if self._pulled(model):
+                row.addWidget(self._button("Remove", lambda _=False, m=model.id: self.remove(m)))
+            row.addStretch(1)
+            self.installed.setItemWidget(item, 3, buttons)
         self._show_whisper()
         self._show_voices()
 
@@ -169,6 +177,21 @@ class SpeechModels(QWidget):
         button = self._button("Downloading…" if name in self.downloading else "Download", on_click)
         button.setEnabled(name not in self.downloading)
         return button
+
+    def _pulled(self, model: SpeechModel) -> bool:
+        """Whether ``model`` was downloaded here (the starters belong to their packages)."""
+        folder = self.engine.speech.folder
+        return folder is not None and folder in model.path.parents
+
+    def remove(self, model_id: str) -> None:
+        speech = self.engine.speech
+
+        def done(_record: SpeechModel) -> None:
+            self.status.setText(f"{model_id} was removed")
+            self.installed_changed.emit()
+            self.refresh_installed()
+
+        self.operations.run_typed("disk", lambda: speech.remove(model_id), done, self._failed)
 
     # -- downloads -------------------------------------------------------------------------
 
