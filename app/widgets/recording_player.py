@@ -40,6 +40,7 @@ class RecordingPlayer(QDialog):
         self.player.setAudioOutput(self.output)
         self.source: Path | None = None
         self._pending: int | None = None  # a position to seek to once the file is loaded
+        self.last_seek: int | None = None  # the last position that took effect (ms)
         self.title = QLabel(self)
         self.play_button = QPushButton("Pause", self)
         self.play_button.clicked.connect(self._toggle)
@@ -79,6 +80,7 @@ class RecordingPlayer(QDialog):
     def _seek(self, position: int) -> None:
         self.player.setPosition(position)
         self.player.play()
+        self.last_seek = position
         self.seeked.emit(position)
 
     def _moved(self, position: int) -> None:
