@@ -93,3 +93,26 @@ def test_clocks_read_and_written() -> None:
     assert clock(751.9) == "12:31" and clock(3723) == "1:02:03" and clock(-1) == "00:00"
     assert parse_clock("12:31") == 751 and parse_clock(" 1:02:03 ") == 3723 and parse_clock("7:05") == 425
     assert parse_clock("page 3") is None and parse_clock("12:61") is None and parse_clock("") is None
+
+
+def test_a_kept_recording_goes_with_the_last_chat_that_holds_it(speech_room, recording: Path, home) -> None:
+    from inglenook.engine import Engine, read_recording
+
+    engine = Engine(scan=False)
+    try:
+        chats = engine.chats
+        kept = chats.documents.recordings
+        assert kept.folder == engine.paths.data / "recordings"  # where the window looks for it
+        document = read_recording(recording, transcribe_with(speech_room), kept)
+        first, second = chats.new_conversation(), chats.new_conversation()
+        chats.attach_documents(first.id, [document])
+        chats.attach_documents(second.id, [document])
+        chats.detach_document(first.id, document.sha256)
+        assert kept.find(document.sha256) is not None  # the second chat still holds it
+        chats.attach_documents(first.id, [document])
+        chats.delete_conversation(second.id)
+        assert kept.find(document.sha256) is not None
+        chats.delete_conversation(first.id)
+        assert kept.find(document.sha256) is None  # deleted with the last chat that held it
+    finally:
+        engine.close()
