@@ -16,6 +16,7 @@ so a cited time can be played back even after the person moves or deletes their 
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
@@ -24,7 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path, PurePath
 from typing import Protocol
 
-from ..base import DocumentError
+from ..base import DocumentError, blocks_bounded, open_bounded
 from .document import Document
 
 log = logging.getLogger(__name__)
@@ -110,6 +111,16 @@ def recording_document(name: str, sha256: str, size: int, transcript: TimedTrans
                     notes=(f"a recording of {clock(transcript.duration)}, transcribed with its times",))
 
 
+def _file_sha256(path: Path) -> str:
+    """The recording's identity, read with the same bounds as a document's (a regular file
+    within ``MAX_RECORDING_BYTES``; a FIFO or a device is refused before a byte is read)."""
+    digest = hashlib.sha256()
+    with open_bounded(path, MAX_RECORDING_BYTES, path.name, error=DocumentError) as (handle, _status):
+        for block in blocks_bounded(handle, MAX_RECORDING_BYTES, path.name, error=DocumentError):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 class Recordings:
     """The recordings attached as documents, one file per recording named by its hash (its
     suffix kept, which players use to pick a demuxer), under the data folder."""
@@ -156,9 +167,7 @@ def read_recording(path: Path, transcribe: Callable[[Path], TimedTranscript], re
     keep a copy of it in ``recordings`` (None: not kept; an API request's file is not played
     back), and return its document. A transcription stopped part way raises
     ``DocumentError``: half a meeting is not kept as if it were the whole."""
-    from .library import file_sha256  # noqa: PLC0415 — library imports the store; this module need not
-
-    sha256 = file_sha256(path, MAX_RECORDING_BYTES)
+    sha256 = _file_sha256(path)
     transcript = transcribe(path)
     if cancelled():
         raise DocumentError(f"reading {path.name} was stopped")
