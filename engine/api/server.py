@@ -38,7 +38,7 @@ from ..base import (
 )
 from ..remote import RemoteCatalogue
 from .anthropic import messages_router
-from .audio_routes import audio_router, speech_cards
+from .audio_routes import audio_router, speech_card, speech_cards
 from .lora_routes import lora_router
 from .openai import CHAT_COMPLETIONS, COMPLETIONS, ModelCatalogue, TextEndpoint, TextRequestT
 from .remote_proxy import RemoteProxy
@@ -128,8 +128,9 @@ def _add_model_routes(app: FastAPI, service: ApiService) -> None:
         try:
             return catalogue.card(model_id)
         except ModelNotFound:
-            # A speech model's id (whisper-tiny.en, a voice): its card; anything else, 404 as before.
-            found = next((card for card in speech_cards(service.engine) if card["id"] == model_id), None)
+            # A speech model's id (whisper-tiny.en, a voice) or OpenAI's name for one (whisper-1):
+            # its card; anything else, 404 as before.
+            found = speech_card(service.engine, model_id)
             if found is None:
                 raise
             return found

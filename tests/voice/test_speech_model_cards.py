@@ -41,6 +41,10 @@ def test_every_card_has_its_kind_and_speech_ids_are_retrieved(engine: Engine) ->
         assert client.models.retrieve("en_US-joe-medium").model_extra["kind"] == "text-to-speech"
         assert client.models.retrieve("writer:f32").model_extra["kind"] == "text-generation"
 
+        one = client.models.retrieve("whisper-1")  # OpenAI's name: the installed model it stands for
+        assert one.id == "whisper-1" and one.model_extra["alias_of"] == "whisper-tiny.en"
+        assert client.models.retrieve("tts-1").model_extra["alias_of"] == "en_US-joe-medium"
+
         with pytest.raises(openai.NotFoundError):
             client.models.retrieve("whisper-huge-nowhere")
         raw = httpx.get(f"{server.url}/models/whisper-huge-nowhere", timeout=30)
