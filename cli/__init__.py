@@ -51,6 +51,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "mcp": ("mcp",),
     "docs": ("docs",),
     "voice": ("transcribe", "say"),
+    "speech_pull": ("voices",),
 }
 
 

@@ -21,9 +21,10 @@ EXIT_CANCELLED = 130
 
 
 def add_commands(commands: Any) -> None:
-    pull = commands.add_parser("pull", help="download a GGUF model from Hugging Face")
+    pull = commands.add_parser("pull", help="download a GGUF model, a Whisper model or a Piper voice from Hugging Face")
     pull.add_argument("spec", metavar="REPO[:QUANT]",
-                      help="e.g. bartowski/Llama-3.2-3B-Instruct-GGUF:Q4_K_M (default Q4_K_M, else the closest 4-bit file)")
+                      help="e.g. bartowski/Llama-3.2-3B-Instruct-GGUF:Q4_K_M (default Q4_K_M, else the closest 4-bit "
+                      "file); Systran/faster-whisper-base.en (speech to text); rhasspy/piper-voices:en_GB-alan-medium")
     pull.add_argument("--revision", help="branch, tag or commit (default: main)")
     pull.set_defaults(handler=cmd_pull)
 
@@ -31,6 +32,7 @@ def add_commands(commands: Any) -> None:
     search.add_argument("text", metavar="TEXT", nargs="?", default="")
     search.add_argument("--sort", choices=("downloads", "likes", "updated", "trending"), default="downloads")
     search.add_argument("--limit", type=int, default=20)
+    search.add_argument("--speech", action="store_true", help="Whisper models in CTranslate2 format instead")
     search.set_defaults(handler=cmd_search)
 
     files = commands.add_parser("files", help="list a Hugging Face repo's GGUF files and whether each fits here")
@@ -66,12 +68,20 @@ def _engine(paths: Paths):  # noqa: ANN202 — deferred import keeps --help fast
 
 
 def cmd_pull(args: argparse.Namespace, paths: Paths) -> int:
-    from inglenook.engine import downloader_for  # noqa: PLC0415
+    from inglenook.engine import VOICES_REPO, downloader_for, whisper_download  # noqa: PLC0415
+
+    from inglenook.cli.speech_pull import find_voice, pull_download  # noqa: PLC0415 — speech repos only
 
     repo, quant = parse_spec(args.spec)
     with _engine(paths) as engine:
         downloader = downloader_for(engine)
+        if repo == VOICES_REPO:  # rhasspy/piper-voices:VOICE — one voice of Piper's repository
+            return pull_download(downloader.hub, find_voice(downloader.hub, quant, args.revision), paths)
         listing = downloader.hub.list_files(repo, revision=args.revision)
+        if not listing.options:  # no GGUF files: a CTranslate2 Whisper model, or nothing we pull
+            whisper = whisper_download(downloader.hub, repo, revision=args.revision)
+            if whisper is not None:
+                return pull_download(downloader.hub, whisper, paths)
         option = listing.pick(quant)
         print(f"pulling {listing.repo}: {option.display_name} ({option.quant}, {human_size(option.size)})",
               file=sys.stderr)
@@ -170,9 +180,15 @@ def cmd_search(args: argparse.Namespace, paths: Paths) -> int:
         token = resolve_token(Settings.load(store).hf_token)
     finally:
         store.close()
-    results = HubClient(token=token).search(args.text, sort=args.sort, limit=args.limit)
+    client = HubClient(token=token)
+    if args.speech:
+        from inglenook.engine import search_whisper  # noqa: PLC0415
+
+        results = search_whisper(client, args.text, limit=args.limit)
+    else:
+        results = client.search(args.text, sort=args.sort, limit=args.limit)
     if not results:
-        print(f"No GGUF models found for {args.text!r}.")
+        print(f"No {'Whisper' if args.speech else 'GGUF'} models found for {args.text!r}.")
         return 0
     rows = [("REPO", "DOWNLOADS", "LIKES", "UPDATED", "LICENCE")]
     for model in results:
@@ -199,7 +215,10 @@ def cmd_files(args: argparse.Namespace, paths: Paths) -> int:
         kv_type = engine.settings.kv_cache_type
     listing = hub.list_files(args.repo, revision=args.revision)
     if not listing.options:
-        print(f"{listing.repo} has no GGUF model files.")
+        from inglenook.cli.speech_pull import print_speech_files  # noqa: PLC0415 — speech repos only
+
+        if not print_speech_files(hub, listing.repo, args.revision):
+            print(f"{listing.repo} has no GGUF model files.")
         return 0
     fits: dict[str, Any] = {}
     try:

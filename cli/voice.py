@@ -45,7 +45,7 @@ def add_commands(commands: Any) -> None:
     say.set_defaults(handler=cmd_say)
 
 
-def cmd_transcribe(args: argparse.Namespace, paths: Paths) -> int:  # noqa: ARG001 — the handlers' signature
+def cmd_transcribe(args: argparse.Namespace, paths: Paths) -> int:
     from inglenook.engine import Speech, TranscriptionOptions, render_transcript  # noqa: PLC0415 — keeps --help fast
 
     source = Path(args.file)
@@ -62,7 +62,7 @@ def cmd_transcribe(args: argparse.Namespace, paths: Paths) -> int:  # noqa: ARG0
         share = min(100, int(100 * segment.end / length[0])) if length[0] else 0
         progress.show(f"transcribing {source.name}: {_clock(segment.end)} of {_clock(length[0])} ({share}%)")
 
-    speech = Speech()
+    speech = Speech(folder=paths.models / "speech")  # the starter models and those pulled
     try:
         options = TranscriptionOptions(language=args.language, prompt=args.prompt, translate=args.translate,
                                        words=args.format == "json")
@@ -81,7 +81,7 @@ def cmd_transcribe(args: argparse.Namespace, paths: Paths) -> int:  # noqa: ARG0
     return 0
 
 
-def cmd_say(args: argparse.Namespace, paths: Paths) -> int:  # noqa: ARG001 — the handlers' signature
+def cmd_say(args: argparse.Namespace, paths: Paths) -> int:
     from inglenook.engine import SPEECH_FORMATS, Speech, atomic_write_bytes, encode_pcm  # noqa: PLC0415
 
     text = sys.stdin.read() if args.text == "-" else args.text
@@ -90,7 +90,7 @@ def cmd_say(args: argparse.Namespace, paths: Paths) -> int:  # noqa: ARG001 — 
     fmt = {"ogg": "opus", "m4a": "aac", "raw": "pcm"}.get(fmt, fmt)
     if fmt not in SPEECH_FORMATS:
         raise InvalidRequest(f"cannot write .{fmt}: use one of {', '.join(SPEECH_FORMATS)}")
-    speech = Speech()
+    speech = Speech(folder=paths.models / "speech")  # the starter models and those pulled
     try:
         rate, pcm = speech.speak(text, voice=args.voice, speed=args.speed)
         audio = b"".join(pcm)

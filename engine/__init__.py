@@ -31,7 +31,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "ConversationSearch", "RoundFinished", "RoundStats", "ToolTurn", "ToolTurnEvent", "Turn", "title_from",
     ),
     "scheduling": ("LoadPlan", "Scheduler"),
-    "documents": ("Added", "CollectionFile", "Document", "Limits", "convert_bytes_safely", "convert_file"),
+    "documents": ("AUDIO_KIND", "Added", "CollectionFile", "Document", "Limits", "Recordings", "convert_bytes_safely",
+                  "convert_file", "is_recording_name", "parse_clock", "read_recording"),
     "base": (
         "AdapterError", "Chunk", "ContextLengthExceeded", "ConversationNotFound", "DocumentError", "DownloadError",
         "EmbedJob", "Embeddings", "ExclusiveJob", "Finished", "GGUFInfo", "GenerateJob", "GenerationEvent",
@@ -55,7 +56,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "disk_state",
     ),
     "models": (
-        "AdapterImport", "AdapterRecord", "AdapterRegistry", "DownloadProgress", "Downloader", "EncoderOffer", "FoundModel",
+        "VOICES_REPO", "SpeechDownload", "piper_voices", "pull_speech", "search_whisper", "voice_sample",
+        "whisper_download", "AdapterImport", "AdapterRecord", "AdapterRegistry", "DownloadProgress", "Downloader", "EncoderOffer", "FoundModel",
         "HubClient", "HubModel", "ImportResult", "ModelRegistry", "PendingDownload", "QuantOption",
         "RepoListing", "STARTER_ID", "downloader_for", "find_known_places", "find_starter_model",
         "fit_options", "import_found", "import_path", "pull_adapters", "quant_from_name", "resolve_token",
@@ -127,8 +129,10 @@ if TYPE_CHECKING:
         open_engine as open_engine, start_rpc_host as start_rpc_host,
     )
     from .documents import (
-        Added as Added, CollectionFile as CollectionFile, Document as Document, Limits as Limits,
-        convert_bytes_safely as convert_bytes_safely, convert_file as convert_file,
+        AUDIO_KIND as AUDIO_KIND, Added as Added, CollectionFile as CollectionFile, Document as Document,
+        Limits as Limits, Recordings as Recordings, convert_bytes_safely as convert_bytes_safely,
+        convert_file as convert_file, is_recording_name as is_recording_name, parse_clock as parse_clock,
+        read_recording as read_recording,
     )
     from .lab import (
         EvalText as EvalText, LabProgress as LabProgress, LabReport as LabReport, LabResult as LabResult,
@@ -136,7 +140,9 @@ if TYPE_CHECKING:
         Recommendation as Recommendation, Variant as Variant, VariantGroup as VariantGroup,
     )
     from .models import (
-        STARTER_ID as STARTER_ID, AdapterImport as AdapterImport, AdapterRecord as AdapterRecord,
+        VOICES_REPO as VOICES_REPO, SpeechDownload as SpeechDownload, piper_voices as piper_voices,
+        pull_speech as pull_speech, search_whisper as search_whisper, voice_sample as voice_sample,
+        whisper_download as whisper_download, STARTER_ID as STARTER_ID, AdapterImport as AdapterImport, AdapterRecord as AdapterRecord,
         AdapterRegistry as AdapterRegistry, DownloadProgress as DownloadProgress, Downloader as Downloader,
         EncoderOffer as EncoderOffer, FoundModel as FoundModel, HubClient as HubClient, HubModel as HubModel, ImportResult as ImportResult,
         ModelRegistry as ModelRegistry, PendingDownload as PendingDownload, QuantOption as QuantOption,

@@ -1,6 +1,10 @@
 """Keeps the composer's attachment chips in step with the open conversation's documents, and
 attaches new ones.
 
+Recordings (wav, mp3, m4a, ogg, flac, webm, mp4) are transcribed by the engine's speech room
+on its own lane, with progress and Stop under the chips, and kept as documents whose text is
+headed by times; a click on a citation with a time plays the kept copy from there.
+
 Conversion runs in the engine's conversion worker (a separate process), called from the
 window's models lane (long work, like a model import), never on the GUI thread; the chips
 come back as queued results. A file attached in a new chat creates the chat first (it then
@@ -16,6 +20,7 @@ holds an encoder the line goes (search picks the smallest installed encoder at e
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -24,7 +29,10 @@ from PySide6.QtCore import QObject, QUrl, Signal, Slot
 from PySide6.QtGui import QDesktopServices, QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QWidget
 
-from inglenook.engine import Document, DocumentError, EncoderOffer, human_size
+from inglenook.engine import (
+    AUDIO_KIND, Document, DocumentError, EncoderOffer, InglenookError, Recordings, human_size, is_recording_name,
+    parse_clock, read_recording,
+)
 
 from inglenook.app.services.app_engine import AppEngine
 from inglenook.app.controllers.active_chat import ActiveChat
@@ -32,7 +40,7 @@ from inglenook.app.pages.chat.attachment_bar import CITE_SCHEME, AttachmentBar, 
 from inglenook.app.controllers.images import is_image_path
 from inglenook.app.pages.models.installed import ModelDropFilter
 from inglenook.app.services.errors import explain
-from inglenook.app.services.workers import Workers
+from inglenook.app.services.workers import Lane, Workers
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -106,6 +114,10 @@ class Attachments(QObject):
         self._offer_asked = False
         self._placement = "whole"
         self.encoder_downloading = False
+        # Set by the bar's Stop while a recording is transcribed (a new attach makes a new one).
+        self._stop_recording = threading.Event()
+        self._recording_lane: Lane | None = None
+        bar.recording_stop_clicked.connect(self._stop_recording_clicked)
         bar.encoder_download_clicked.connect(self._download_encoder)
         bar.encoder_dismissed.connect(self._dismiss_encoder)
         bar.attach_requested.connect(self.choose_files)
@@ -157,6 +169,7 @@ class Attachments(QObject):
         create = self.active.conversation_maker()  # a new chat: as its first message would make it
         names = ", ".join(p.name for p in paths)
         self.bar.show_status(f"Reading {names}…")
+        self._stop_recording = stop = threading.Event()
 
         def convert_and_attach() -> tuple[int, bool, list[Document], str, list[str]]:
             from inglenook.engine import convert_file  # noqa: PLC0415 — the engine's conversion worker
@@ -164,9 +177,11 @@ class Attachments(QObject):
             read, errors = [], []
             for path in paths:
                 try:
-                    read.append(convert_file(path))
+                    read.append(self._read_recording(path, stop) if is_recording_name(path) else convert_file(path))
                 except DocumentError as exc:
                     errors.append(str(exc))
+                except InglenookError as exc:  # a recording: no Whisper model, audio that does not decode
+                    errors.append(f"{path.name}: {exc}")
             created = False
             target = conversation_id
             if target is None and read:
@@ -176,6 +191,7 @@ class Attachments(QObject):
 
         def done(result: tuple[int, bool, list[Document], str, list[str]]) -> None:
             target, created, documents, placement, errors = result
+            self.bar.show_transcribing("")
             if created:
                 self.active.open(target)
                 self.active.conversation_changed.emit()
@@ -185,7 +201,53 @@ class Attachments(QObject):
                 self._shown((self.documents, "whole", errors))
 
         # Superseded by a later load (the person switched chats meanwhile): read the open chat afresh.
-        self.workers.models.run(convert_and_attach, self._latest_only(done, stale=lambda: self.reload()), self._failed)
+        # A recording waits for Whisper for as long as it lasts: on a lane of its own, so documents
+        # and model scans on the models lane are not held behind an hour of audio.
+        lane = self._recordings_lane() if any(is_recording_name(p) for p in paths) else self.workers.models
+        lane.run(convert_and_attach, self._latest_only(done, stale=lambda: self.reload()), self._failed)
+
+    def _read_recording(self, path: Path, stop: threading.Event) -> Document:
+        """A recording into a document, on the recordings lane: Whisper runs on the engine's speech
+        lane (never the step loop, so a text stream keeps flowing), each recognised segment
+        moves the bar's progress, and Stop ends it between segments."""
+        speech = self.engine.speech
+        def shown(fraction: float | None) -> None:
+            self._transcribing(path.name, fraction)
+
+        progress = self._recordings_lane().relay(shown)
+        length = [0.0]
+
+        def decoded(seconds: float) -> None:
+            length[0] = seconds
+            progress(0.0)
+
+        def heard(segment: object) -> None:
+            end = float(getattr(segment, "end", 0.0))
+            progress(end / length[0] if length[0] else None)
+
+        def transcribe(source: Path) -> object:
+            return speech.transcribe(source, on_segment=heard, on_decoded=decoded, cancelled=stop.is_set).result()
+
+        progress(None)
+        return read_recording(path, transcribe, self.recordings(), stop.is_set)  # type: ignore[arg-type]
+
+    def _recordings_lane(self) -> Lane:
+        if self._recording_lane is None:
+            self._recording_lane = Lane("recordings", 1, self)
+        return self._recording_lane
+
+    def recordings(self) -> Recordings:
+        """Where the copies of attached recordings are kept (the data folder, beside images)."""
+        return Recordings(self.engine.paths.data / "recordings")
+
+    def _transcribing(self, name: str, fraction: float | None) -> None:
+        if not self._stop_recording.is_set():
+            self.bar.show_transcribing(f"Transcribing {name}…", fraction)
+
+    def _stop_recording_clicked(self) -> None:
+        self._stop_recording.set()
+        self.bar.show_transcribing("Stopping…", None)
+        self.bar.recording_stop.setEnabled(False)
 
     def remove(self, sha256: str) -> None:
         conversation_id = self.active.current_id
@@ -208,10 +270,28 @@ class Attachments(QObject):
         if document is None:
             self.bar.show_status(f"{name} is not attached to this chat")
             return
+        seconds = parse_clock(where)
+        if document.kind == AUDIO_KIND and seconds is not None:
+            self.play_recording(document, seconds)
+            return
         if self.preview is not None:
             self.preview.close()
         self.preview = self.bar.open_preview(document)
         self.preview.show_section(where)
+
+    def play_recording(self, document: Document, seconds: float) -> None:
+        """Play a recording attached as a document from ``seconds`` (its kept copy, found on
+        the disk lane)."""
+        recordings = self.recordings()
+
+        def found(path: Path | None) -> None:
+            if path is None:
+                self.bar.show_status(f"The recording of {document.name} is no longer kept; attach it again to play it")
+                return
+            self.bar.play_recording(path, seconds, document.name)
+            self.changed.emit()
+
+        self.workers.disk.run(lambda: recordings.find(document.sha256), found, self._failed)
 
     def _latest_only(self, callback: Callable[[T], None], stale: Callable[[], None] | None = None) -> Callable[[T], None]:
         self._latest += 1

@@ -24,7 +24,7 @@ from starlette.datastructures import UploadFile
 
 from ..base import InvalidRequest, RequestModel
 from ..speech import (
-    MEDIA_TYPES, SPEECH_FORMATS, TRANSCRIPT_FORMATS, TranscriptionOptions, VoiceUnavailable, encode_pcm,
+    MEDIA_TYPES, OPENAI_SPEAKERS, OPENAI_TRANSCRIBERS, SPEECH_FORMATS, TRANSCRIPT_FORMATS, TranscriptionOptions, VoiceUnavailable, encode_pcm,
     render_transcript, wav_header,
 )
 from .shared import ApiError, event_stream, read_request
@@ -271,7 +271,19 @@ def _number(value: object, name: str, low: float, high: float) -> float:
     return number
 
 
+def speech_card(engine: ApiEngine, model_id: str) -> dict[str, Any] | None:
+    """``/v1/models/{id}`` for a speech model's id, or for one of OpenAI's model names
+    (``whisper-1``, ``tts-1``…), which answers with the installed model it stands for."""
+    cards = speech_cards(engine)
+    found = next((card for card in cards if card["id"] == model_id), None)
+    if found is not None:
+        return found
+    kind = "speech-to-text" if model_id in OPENAI_TRANSCRIBERS else "text-to-speech" if model_id in OPENAI_SPEAKERS else None
+    served = next((card for card in cards if card["kind"] == kind), None)
+    return None if served is None else {**served, "id": model_id, "alias_of": served["id"]}
+
+
 def speech_cards(engine: ApiEngine) -> list[dict[str, Any]]:
     """``/v1/models`` entries for the installed speech models, ``kind`` telling what each does."""
     return [{"id": m.id, "object": "model", "created": 0, "owned_by": "local", "kind": m.kind,
-             "engine": m.engine} for m in engine.speech.models()]
+             "engine": m.engine, **({"licence": m.licence} if m.licence else {})} for m in engine.speech.models()]

@@ -34,11 +34,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..base import (
     EmbedJob, EmbeddingData, EmbeddingList, EmbeddingRequest, EmbeddingUsage, InglenookError, InvalidRequest,
-    PortInUse, ServerError,
+    ModelNotFound, PortInUse, ServerError,
 )
 from ..remote import RemoteCatalogue
 from .anthropic import messages_router
-from .audio_routes import audio_router, speech_cards
+from .audio_routes import audio_router, speech_card, speech_cards
 from .lora_routes import lora_router
 from .openai import CHAT_COMPLETIONS, COMPLETIONS, ModelCatalogue, TextEndpoint, TextRequestT
 from .remote_proxy import RemoteProxy
@@ -124,9 +124,20 @@ def _add_model_routes(app: FastAPI, service: ApiService) -> None:
     async def list_models() -> dict:
         return {"object": "list", "data": await anyio.to_thread.run_sync(model_cards)}
 
+    def model_card(model_id: str) -> dict[str, Any]:
+        try:
+            return catalogue.card(model_id)
+        except ModelNotFound:
+            # A speech model's id (whisper-tiny.en, a voice) or OpenAI's name for one (whisper-1):
+            # its card; anything else, 404 as before.
+            found = speech_card(service.engine, model_id)
+            if found is None:
+                raise
+            return found
+
     @app.get("/v1/models/{model_id:path}")
     async def retrieve_model(model_id: str) -> dict:
-        return await anyio.to_thread.run_sync(catalogue.card, model_id)
+        return await anyio.to_thread.run_sync(model_card, model_id)
 
 
 def _add_text_routes(app: FastAPI, service: ApiService) -> None:

@@ -145,6 +145,7 @@ class ChatService(DocumentsInChat, MessageVersions):
         if self.cache is not None:
             self.cache.forget_conversation(conversation_id)
         self.images.files.collect()  # its images, unless another message shows them too
+        self.documents.prune_recordings()  # its recordings' copies, unless another chat holds them
 
     def conversations(self, search: str | None = None) -> list[Conversation]:
         """Every conversation, most recent activity first; ``search`` matches titles and messages."""

@@ -1,5 +1,6 @@
 """Documents: files into text for a model (PDF, DOCX, PPTX, XLSX, CSV, HTML, Markdown, text and
-source code, told apart by their bytes), converted in a worker process under limits on
+source code, told apart by their bytes; recordings through a transcription handed in, their
+text headed by times), converted in a worker process under limits on
 time, memory and size, and placed whole before a conversation in a stable block; kept in the
 store by content hash, per conversation and in named collections.
 
@@ -20,6 +21,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "passage_index": ("FoundPassage", "PassageIndex"),
     "passages": ("Passage", "split_passages"),
     "prompt": ("documents_block", "with_documents"),
+    "recording": ("AUDIO_KIND", "Recordings", "clock", "is_recording_name", "parse_clock", "read_recording",
+                  "recording_document"),
     "worker": ("convert_bytes_safely", "convert_file"),
 }
 
@@ -31,4 +34,8 @@ if TYPE_CHECKING:
     from .passage_index import FoundPassage as FoundPassage, PassageIndex as PassageIndex
     from .passages import Passage as Passage, split_passages as split_passages
     from .prompt import documents_block as documents_block, with_documents as with_documents
+    from .recording import (
+        AUDIO_KIND as AUDIO_KIND, Recordings as Recordings, clock as clock, is_recording_name as is_recording_name,
+        parse_clock as parse_clock, read_recording as read_recording, recording_document as recording_document,
+    )
     from .worker import convert_bytes_safely as convert_bytes_safely, convert_file as convert_file

@@ -19,6 +19,7 @@ from pathlib import Path
 from ..base import DocumentError, InvalidRequest, blocks_bounded, open_bounded
 from ..store import Store
 from .document import Document, Limits
+from .recording import Recordings
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,8 @@ def _checked_name(collection: str) -> str:
 class DocumentLibrary:
     def __init__(self, store: Store) -> None:
         self.store = store
+        # Copies of recordings attached as documents, beside the database in the data folder.
+        self.recordings = Recordings(Path(store.path).parent / "recordings")
 
     # -- documents ----------------------------------------------------------------
 
@@ -124,6 +127,15 @@ class DocumentLibrary:
         with self.store.writing() as conn:
             conn.execute("DELETE FROM conversation_documents WHERE conversation_id = ? AND sha256 = ?",
                          (conversation_id, sha256))
+        self.prune_recordings()
+
+    def prune_recordings(self) -> int:
+        """Delete the kept copies of recordings no chat and no collection holds any more (after
+        a detach, a deleted chat, a removed collection); returns how many went."""
+        with self.store.reading() as conn:
+            held = {r[0] for r in conn.execute(
+                "SELECT sha256 FROM conversation_documents UNION SELECT sha256 FROM collection_files")}
+        return self.recordings.prune(held)
 
     def for_conversation(self, conversation_id: int) -> list[Document]:
         with self.store.reading() as conn:
@@ -244,5 +256,7 @@ class DocumentLibrary:
         """Delete documents in no collection and no conversation (their passages, keyword
         entries and vectors follow by trigger); returns how many went."""
         with self.store.writing() as conn:
-            return conn.execute("DELETE FROM documents WHERE sha256 NOT IN (SELECT sha256 FROM collection_files) "
-                                "AND sha256 NOT IN (SELECT sha256 FROM conversation_documents)").rowcount
+            removed = conn.execute("DELETE FROM documents WHERE sha256 NOT IN (SELECT sha256 FROM collection_files) "
+                                   "AND sha256 NOT IN (SELECT sha256 FROM conversation_documents)").rowcount
+        self.prune_recordings()
+        return removed

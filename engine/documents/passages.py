@@ -1,6 +1,7 @@
 """A document cut into passages by its structure, for retrieval when it does not fit whole.
 
-Sections start at the converted text's headings (``## Page 3``, ``## Slide 2``, ``# Clause 7``);
+Sections start at the converted text's headings (``## Page 3``, ``## Slide 2``, ``# Clause 7``,
+a recording's ``## 12:31``);
 a section's paragraphs are joined into passages of at most ``max_chars``, never across a
 section, so a passage belongs to one page or heading and can be cited by it. A paragraph
 longer than a passage is cut at sentence ends where it can be.
@@ -16,6 +17,7 @@ from .document import Document
 MAX_PASSAGE_CHARS = 1200
 _HEADING = re.compile(r"^(#{1,6})\s+(.+)$")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_CLOCK = re.compile(r"(?:\d+:)?\d{1,2}:\d{2}")
 
 
 @dataclass(frozen=True)
@@ -56,8 +58,10 @@ def _sections(text: str) -> list[tuple[str, list[str]]]:
             end_paragraph()
             title = heading.group(2).strip()
             page = re.fullmatch(r"(Page|Slide) (\d+)", title)
+            # A recording's sections are headed by the time they start ("12:31"): a label only.
+            timed = _CLOCK.fullmatch(title)
             sections.append((f"{page.group(1).lower()} {page.group(2)}" if page else title, []))
-            if not page:
+            if not page and not timed:
                 paragraph.append(line.strip())  # a heading is part of what its passage says
         elif not line.strip():
             end_paragraph()

@@ -7,10 +7,14 @@ cache's content-addressed entry for them (saved once, on disk) serves them all.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from .document import Document
+from .recording import AUDIO_KIND
+
+_TIME_HEADING = re.compile(r"^## ((?:\d+:)?\d{2}:\d{2})$", re.MULTILINE)
 
 # Citations in one form for whole and searched documents alike ("[name, page N]"), which the
 # window turns into links to the document's preview (app/markdown.link_citations).
@@ -19,8 +23,18 @@ PREAMBLE = ("The user has attached the documents below. Answer from them, and ci
             "e.g. [report.pdf, page 3].")
 
 
+# Said only when a recording is among the documents (its sections are headed by their times),
+# so the block of documents without one keeps the tokens it always had.
+RECORDING_PREAMBLE = ("A recording's transcript is headed every half minute by the time its words start: cite "
+                      "a recording by its name and that time, e.g. [{name}, {time}].")
+
+
 def documents_block(documents: Sequence[Document]) -> str:
     parts = [PREAMBLE]
+    recording = next((d for d in documents if d.kind == AUDIO_KIND), None)
+    if recording is not None:
+        first = _TIME_HEADING.search(recording.text)
+        parts[0] += " " + RECORDING_PREAMBLE.format(name=recording.name, time=first.group(1) if first else "00:00")
     for document in documents:
         pages = f", {document.page_count} pages" if document.page_count else ""
         parts.append(f'<document name="{document.name}" kind="{document.kind}"{pages}>\n{document.text}\n</document>')

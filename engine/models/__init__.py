@@ -1,6 +1,6 @@
 """Which models there are: the registry of GGUF files, the Hugging Face hub and downloads,
 the embedding model recommended for search, imports from other apps, the starter model,
-aliases, LoRA adapters' registry and hub.
+aliases, LoRA adapters' registry and hub, speech models (Whisper, Piper voices) from the hub.
 
 May import: base, runtime, store.
 """
@@ -31,6 +31,10 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "lora_hub": ("pull_adapters",),
     "lora_registry": ("AdapterImport", "AdapterRecord", "AdapterRegistry"),
     "registry": ("EMBEDDING_ARCHITECTURES", "ModelRegistry"),
+    "speech_hub": (
+        "VOICES_REPO", "SpeechDownload", "piper_voices", "pull_speech", "search_whisper", "voice_sample",
+        "whisper_download",
+    ),
     "starter": ("STARTER_ID", "find_starter_model"),
 }
 
@@ -63,4 +67,9 @@ if TYPE_CHECKING:
         AdapterImport as AdapterImport, AdapterRecord as AdapterRecord, AdapterRegistry as AdapterRegistry,
     )
     from .registry import EMBEDDING_ARCHITECTURES as EMBEDDING_ARCHITECTURES, ModelRegistry as ModelRegistry
+    from .speech_hub import (
+        VOICES_REPO as VOICES_REPO, SpeechDownload as SpeechDownload, piper_voices as piper_voices,
+        pull_speech as pull_speech, search_whisper as search_whisper, voice_sample as voice_sample,
+        whisper_download as whisper_download,
+    )
     from .starter import STARTER_ID as STARTER_ID, find_starter_model as find_starter_model

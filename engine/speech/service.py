@@ -8,6 +8,7 @@ lane and speaks through a Piper helper process per voice.
 from __future__ import annotations
 
 import logging
+import shutil
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
@@ -18,7 +19,8 @@ from typing import BinaryIO
 from ..base import InvalidRequest, ModelNotFound
 from .audio import DEFAULT_MAX_SECONDS, decode_audio
 from .lane import SpeechLane, speech_threads
-from .starter import VOICE_ID, WHISPER_ID, find_starter_voice, find_starter_whisper, is_whisper_folder
+from .installed import card_licence, voice_files, whisper_folders
+from .starter import VOICE_ID, WHISPER_ID, find_starter_voice, find_starter_whisper
 from .transcriber import Segment, Transcriber, Transcript, TranscriptionOptions
 from .voice import VoiceProcess, VoiceUnavailable, piper_installed
 
@@ -42,6 +44,7 @@ class SpeechModel:
     kind: str  # SPEECH_TO_TEXT or TEXT_TO_SPEECH
     path: Path
     engine: str  # "faster-whisper" or "piper"
+    licence: str | None = None  # a voice's own licence, from its MODEL_CARD; None: not known
 
 
 class Speech:
@@ -66,16 +69,15 @@ class Speech:
         whisper = find_starter_whisper()
         if whisper is not None:
             found.append(SpeechModel(WHISPER_ID, SPEECH_TO_TEXT, whisper, "faster-whisper"))
-        found.extend(SpeechModel(path.name, SPEECH_TO_TEXT, path, "faster-whisper") for path in self._folders())
+        found.extend(SpeechModel(path.name, SPEECH_TO_TEXT, path, "faster-whisper") for path in whisper_folders(self.folder))
+        if not piper_installed():
+            return found
         voice = find_starter_voice()
-        if voice is not None and piper_installed():
-            found.append(SpeechModel(VOICE_ID, TEXT_TO_SPEECH, voice, "piper"))
+        if voice is not None:
+            found.append(SpeechModel(VOICE_ID, TEXT_TO_SPEECH, voice, "piper", card_licence(voice)))
+        found.extend(SpeechModel(onnx.stem, TEXT_TO_SPEECH, onnx, "piper", card_licence(onnx))
+                     for onnx in voice_files(self.folder) if onnx.stem != VOICE_ID)
         return found
-
-    def _folders(self) -> list[Path]:
-        if self.folder is None or not self.folder.is_dir():
-            return []
-        return sorted(path for path in self.folder.iterdir() if path.name != WHISPER_ID and is_whisper_folder(path))
 
     def transcriber_model(self, name: str | None) -> SpeechModel:
         """The speech-to-text model a request names (OpenAI's names mean the installed one)."""
@@ -104,6 +106,24 @@ class Speech:
             if voice == candidate.id:
                 return candidate
         raise InvalidRequest(f"the voice {voice!r} is not installed", param="voice")
+
+    def remove(self, model_id: str) -> SpeechModel:
+        """Delete a pulled Whisper model or voice (its folder under ``folder``); the starter
+        models belong to their packages and are not removed here."""
+        record = next((m for m in self.models() if m.id == model_id), None)
+        if record is None:
+            raise ModelNotFound(f"the speech model {model_id!r} is not installed")
+        home = record.path if record.path.is_dir() else record.path.parent
+        if self.folder is None or self.folder.resolve() not in home.resolve().parents:
+            raise InvalidRequest(f"{model_id} came with a package (pip uninstall it to remove it)", param="model")
+        with self._lock:
+            self._transcribers.pop(model_id, None)
+            voice = self._voices.pop(model_id, None)
+        if voice is not None:
+            voice.close()
+        shutil.rmtree(home)
+        log.info("removed speech model %s (%s)", model_id, home)
+        return record
 
     # -- speech to text ---------------------------------------------------------------------
     def transcribe(

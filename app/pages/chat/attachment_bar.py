@@ -12,7 +12,10 @@ says search uses the chat model and offers the recommended encoder's download, o
 
 Citations: an answer cites a passage as ``[report.pdf, page 3]`` (the documents' block and
 the retrieved passages ask for that form); ``markdown.render_markdown`` makes each one a
-``cite:`` link, and a click opens the preview at that page, slide or heading.
+``cite:`` link, and a click opens the preview at that page, slide or heading. A recording's
+citation names a time (``[meeting.m4a, 12:31]``): a click plays the recording from there
+(``widgets/recording_player``). While a recording is transcribed, a line under the chips
+shows how far it is, with Stop.
 """
 
 from __future__ import annotations
@@ -24,13 +27,15 @@ from urllib.parse import unquote
 from PySide6.QtCore import Qt, QUrl, Signal
 from PySide6.QtGui import QColor, QImage, QTextCharFormat, QTextCursor, QTextFormat
 from PySide6.QtWidgets import (
-    QDialog, QFileDialog, QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QTextEdit, QToolButton, QVBoxLayout, QWidget,
+    QDialog, QFileDialog, QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QProgressBar, QPushButton, QTextEdit, QToolButton,
+    QVBoxLayout, QWidget,
 )
 
 from inglenook.engine import Document, human_count
 
 from inglenook.app.widgets.flow_layout import FlowLayout
 from inglenook.app.widgets.image_viewer import ImageViewer, Picture, thumbnail_button
+from inglenook.app.widgets.recording_player import RecordingPlayer
 from inglenook.app.text.markdown import CITE_SCHEME as CITE_SCHEME
 
 IMAGE_CHIP = 48  # a waiting image's thumbnail side
@@ -60,7 +65,7 @@ def pages_text(count: int) -> str:
 
 
 def chip_text(document: Document, placement: str) -> str:
-    pages = pages_text(document.page_count)
+    pages = pages_text(document.page_count) or (" · recording" if document.kind == "audio" else "")
     tokens = human_count(max(1, len(document.text) // CHARS_PER_TOKEN))
     return f"{document.name}{pages} · ≈{tokens} tokens · {placement}"
 
@@ -121,6 +126,7 @@ class AttachmentBar(QWidget):
     models_wanted = Signal()  # "Models…" on it: where vision models are found
     encoder_download_clicked = Signal()  # "Download <encoder> (<size>)" on the search line
     encoder_dismissed = Signal()  # "Not now" on it
+    recording_stop_clicked = Signal()  # "Stop" beside a recording's transcription progress
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -129,7 +135,8 @@ class AttachmentBar(QWidget):
         self.attach_button.setObjectName("AttachButton")
         self.attach_button.setFixedSize(32, 32)
         self.attach_button.setToolTip("Attach images (PNG, JPEG, WebP, GIF) or documents (PDF, Word, PowerPoint, "
-                                      "Excel, CSV, HTML, text); images can be pasted too")
+                                      "Excel, CSV, HTML, text) or recordings (WAV, MP3, M4A, OGG, FLAC, WebM, MP4: "
+                                      "transcribed with their times); images can be pasted too")
         self.attach_button.setCursor(Qt.CursorShape.PointingHandCursor)
         self.attach_button.clicked.connect(self.attach_requested)
         self._layout = QHBoxLayout(self)
@@ -193,6 +200,29 @@ class AttachmentBar(QWidget):
         encoder_row.addStretch(1)
         encoder_lines.addLayout(encoder_row)
         self.encoder_note.hide()
+        # In the bar's row (the composer places only the bar and the notes it knows): a
+        # recording being transcribed, how far, and Stop.
+        self.recording_note = QWidget(self)
+        self.recording_note.setObjectName("RecordingNote")
+        recording_row = QHBoxLayout(self.recording_note)
+        recording_row.setContentsMargins(0, 0, 0, 0)
+        recording_row.setSpacing(6)
+        self.recording_text = QLabel(self.recording_note)
+        self.recording_text.setObjectName("AttachmentStatus")
+        self.recording_progress = QProgressBar(self.recording_note)
+        self.recording_progress.setRange(0, 1000)
+        self.recording_progress.setTextVisible(False)
+        self.recording_progress.setMaximumHeight(8)
+        self.recording_stop = QPushButton("Stop", self.recording_note)
+        self.recording_stop.setObjectName("SmallButton")
+        self.recording_stop.setToolTip("Stop transcribing; the recording is not attached")
+        self.recording_stop.clicked.connect(self.recording_stop_clicked)
+        recording_row.addWidget(self.recording_text)
+        recording_row.addWidget(self.recording_progress, 1)
+        recording_row.addWidget(self.recording_stop)
+        self._layout.addWidget(self.recording_note, 2)
+        self.recording_note.hide()
+        self.player: RecordingPlayer | None = None
         self.show_documents([], "whole")
 
     def chips(self) -> dict[str, QPushButton]:
@@ -272,6 +302,19 @@ class AttachmentBar(QWidget):
         self.encoder_button.setToolTip(f"Download {name} ({size}) from Hugging Face; progress shows on the Models page")
         self.encoder_note.setVisible(bool(name))
 
+    def show_transcribing(self, text: str, fraction: float | None = None) -> None:
+        """A recording being transcribed: ``text`` and how far (None: not known yet, a busy
+        bar); an empty ``text`` hides the line."""
+        self.recording_text.setText(text)
+        if fraction is None:
+            self.recording_progress.setRange(0, 0)
+        else:
+            self.recording_progress.setRange(0, 1000)
+            self.recording_progress.setValue(round(1000 * min(1.0, max(0.0, fraction))))
+        self.recording_stop.setEnabled(True)
+        self.recording_note.setVisible(bool(text))
+        self._update_visibility()
+
     def _chip_clicked(self, sha256: str) -> None:
         from PySide6.QtWidgets import QApplication  # noqa: PLC0415 — keyboard state at the click
 
@@ -289,8 +332,9 @@ class AttachmentBar(QWidget):
     def ask_files(self) -> list[Path]:
         """The files the person picks to attach ([] when cancelled)."""
         names, _ = QFileDialog.getOpenFileNames(
-            self, "Attach images or documents", "",
-            "Images and documents (*);;Images (*.png *.jpg *.jpeg *.webp *.gif)")
+            self, "Attach images, documents or recordings", "",
+            "Images, documents and recordings (*);;Images (*.png *.jpg *.jpeg *.webp *.gif);;"
+            "Recordings (*.wav *.mp3 *.m4a *.ogg *.flac *.webm *.mp4)")
         return [Path(name) for name in names]
 
     def open_preview(self, document: Document) -> DocumentPreview:
@@ -299,6 +343,14 @@ class AttachmentBar(QWidget):
         preview.show()
         return preview
 
+    def play_recording(self, path: Path, seconds: float, name: str) -> RecordingPlayer:
+        """The recording's player (one for the bar, kept between clicks), playing from ``seconds``."""
+        if self.player is None:
+            self.player = RecordingPlayer(self.window())
+        self.player.play_from(path, seconds, name)
+        self.player.show()
+        return self.player
+
     def open_viewer(self, image: QImage, label: str) -> ImageViewer:
         """A picture at full size, shown beside the window."""
         viewer = ImageViewer(image, label, self.window())
@@ -306,4 +358,5 @@ class AttachmentBar(QWidget):
         return viewer
 
     def _update_visibility(self) -> None:
-        self.setVisible(bool(self._chips) or bool(self.image_chips) or bool(self.status.text()))
+        self.setVisible(bool(self._chips) or bool(self.image_chips) or bool(self.status.text())
+                        or bool(self.recording_text.text()))

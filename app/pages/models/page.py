@@ -2,7 +2,8 @@
 and manage installed models (size, delete, show in folder, import from disk).
 
 Layout: a header with the import buttons, the DOWNLOADS section (only while there is
-something to show), then two tabs: Discover (``HubBrowser``) and Installed (model rows).
+something to show), then three tabs: Discover (``HubBrowser``), Installed (model rows) and
+Speech (``SpeechModels``: Whisper models and Piper voices, installed and on the hub).
 Everything slow runs on the window's ``Workers`` (imports on the models lane, downloads on
 theirs); errors go to the page's banner, explained by ``errors.explain``.
 """
@@ -43,6 +44,7 @@ from inglenook.app.text.formatting import model_label
 from inglenook.app.pages.models.downloads import DownloadsPanel
 from inglenook.app.pages.models.hub import HubBrowser
 from inglenook.app.pages.models.installed import InstalledList, ModelRow
+from inglenook.app.pages.models.speech import SpeechModels
 from inglenook.app.services.errors import Explanation
 from inglenook.app.services.operations import Operations
 
@@ -56,7 +58,7 @@ class ModelsPage(QWidget):
     models_changed = Signal()  # a download or an import registered models: refresh the picker
     action_requested = Signal(str)  # a banner action the window performs (errors.OPEN_SETTINGS…)
 
-    DISCOVER, INSTALLED = 0, 1
+    DISCOVER, INSTALLED, SPEECH = 0, 1, 2
 
     def __init__(self, engine: Engine, operations: Operations, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -99,8 +101,11 @@ class ModelsPage(QWidget):
         self.browser.failed.connect(lambda exc: self.show_error(exc, self.browser.retry))
         self.installed = InstalledList(self.stack)
         self.installed.delete_requested.connect(self._confirm_delete)
+        self.speech = SpeechModels(engine, operations, self.stack)
+        self.speech.failed.connect(self.show_error)
         self.stack.addWidget(self.browser)
         self.stack.addWidget(self.installed)
+        self.stack.addWidget(self.speech)
         layout.addWidget(self.stack, 1)
         self.show_tab(self.INSTALLED)
         self.downloads.refresh_pending()
@@ -146,7 +151,10 @@ class ModelsPage(QWidget):
         self.tabs.setExclusive(True)
         self.discover_tab = QPushButton("Discover", self)
         self.installed_tab = QPushButton("Installed", self)
-        for index, button in ((self.DISCOVER, self.discover_tab), (self.INSTALLED, self.installed_tab)):
+        self.speech_tab = QPushButton("Speech", self)
+        self.speech_tab.setToolTip("Speech-to-text models (Whisper) and voices (Piper): installed, and more to download")
+        for index, button in ((self.DISCOVER, self.discover_tab), (self.INSTALLED, self.installed_tab),
+                              (self.SPEECH, self.speech_tab)):
             button.setObjectName("TabButton")
             button.setCheckable(True)
             button.setCursor(Qt.CursorShape.PointingHandCursor)
@@ -164,6 +172,8 @@ class ModelsPage(QWidget):
         if index == self.DISCOVER and not self.browser.searched:
             self.browser.run_search()  # the most downloaded GGUF models, until the user searches
             self.browser.search.setFocus()
+        if index == self.SPEECH and not self.speech.loaded:
+            self.speech.load()  # what is installed, and Whisper models and voices on the hub
 
     # -- installed ----------------------------------------------------------------------------
 
@@ -342,3 +352,4 @@ class ModelsPage(QWidget):
     def shutdown(self) -> None:
         """Cancel running downloads (their partial files stay, to resume next time)."""
         self.downloads.cancel_all()
+        self.speech.shutdown()

@@ -82,6 +82,7 @@ class ModelCatalogue:
 
     def _card(self, record: ModelRecord, in_use: dict[str, int], alias: str | None = None) -> dict[str, Any]:
         setting = self.engine.settings.context_for(record.id)
+        capabilities = self._capabilities_for(record)
         card: dict[str, Any] = {
             "id": alias or record.id,
             "object": "model",
@@ -89,7 +90,9 @@ class ModelCatalogue:
             "owned_by": "local",
             "context_length": record.context_length,
             "context_setting": "auto" if setting == AUTO_CONTEXT else setting,
-            "capabilities": self._capabilities_for(record),
+            "capabilities": capabilities,
+            # What it is, in the field speech models use too ("speech-to-text", "text-to-speech").
+            "kind": "embedding" if capabilities == ["embedding"] else "text-generation",
             "loaded": record.id in in_use,
             "context_in_use": in_use.get(record.id),
             "architecture": record.architecture,

@@ -13,12 +13,22 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import hashlib
+import tempfile
+import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from pathlib import Path, PurePath
 from typing import Any
 
-from ...base import ChatMessage, ContentPart, DocumentError, InvalidRequest
-from ...documents import Document, Limits, convert_bytes_safely
+from ...base import ChatMessage, ContentPart, DocumentError, InglenookError, InvalidRequest
+from ...documents import Document, Limits, convert_bytes_safely, is_recording_name, read_recording
+
+#: A recording's path and a "stop now" test → the transcription's future (``Speech.transcribe``).
+Transcribe = Callable[[Path, Callable[[], bool]], "Future[Any]"]
 
 #: All the files of one request are converted within this time (each within its own limit
 #: too): a request's files cannot hold a worker for longer, however many it sends.
@@ -50,9 +60,12 @@ def _place(part: ContentPart, default: str) -> str:
     return where if isinstance(where, str) and len(where) <= 80 else default
 
 
-def hoist_documents(messages: list[ChatMessage]) -> tuple[list[ChatMessage], list[Document]]:
+def hoist_documents(messages: list[ChatMessage], transcribe: Transcribe | None = None,
+                    ) -> tuple[list[ChatMessage], list[Document]]:
     """``messages`` without their file parts, and the documents those parts held (each file
-    once, in order). A message left with no content is dropped."""
+    once, in order). A message left with no content is dropped. With ``transcribe`` (the
+    engine's speech room), a recording (``meeting.m4a``) is a document of its transcript,
+    headed by times, as in the window."""
     out: list[ChatMessage] = []
     documents: dict[str, Document] = {}
     budget = _Budget(time.monotonic() + REQUEST_CONVERT_BUDGET_S)
@@ -66,7 +79,7 @@ def hoist_documents(messages: list[ChatMessage]) -> tuple[list[ChatMessage], lis
             if part.type != FILE_PART:
                 kept.append(part)
                 continue
-            document = _document(part, _place(part, f"messages[{index}].content[{n}]"), budget)
+            document = _document(part, _place(part, f"messages[{index}].content[{n}]"), budget, transcribe)
             documents.setdefault(document.sha256, document)
         if kept or message.tool_calls:
             out.append(message.model_copy(update={"content": kept or None}))
@@ -89,7 +102,7 @@ class _Budget:
         return Limits(timeout_s=min(Limits.timeout_s, left))
 
 
-def _document(part: ContentPart, where: str, budget: _Budget) -> Document:
+def _document(part: ContentPart, where: str, budget: _Budget, transcribe: Transcribe | None = None) -> Document:
     file: Any = (part.model_extra or {}).get("file")
     if not isinstance(file, dict):
         raise InvalidRequest(f"{where}: a file part needs a file object with file_data", param=_param(where))
@@ -112,8 +125,32 @@ def _document(part: ContentPart, where: str, budget: _Budget) -> Document:
     if key in budget.seen:
         return budget.seen[key]
     try:
-        document = convert_bytes_safely(name, raw, budget.limits(where))
+        if transcribe is not None and is_recording_name(name):
+            document = _recording(name, raw, budget.limits(where).timeout_s, transcribe)
+        else:
+            document = convert_bytes_safely(name, raw, budget.limits(where))
     except DocumentError as exc:
         raise DocumentError(f"{where}: {exc}", param=_param(where)) from None
     budget.seen[key] = document
     return document
+
+
+def _recording(name: str, raw: bytes, seconds: float, transcribe: Transcribe) -> Document:
+    """A recording's transcript as a document, within ``seconds`` (then stopped between segments)."""
+    stop = threading.Event()
+
+    def bounded(path: Path) -> Any:
+        future = transcribe(path, stop.is_set)
+        try:
+            return future.result(timeout=seconds)
+        except FutureTimeout:
+            stop.set()
+            raise DocumentError(f"{name} took longer than {seconds:.0f} s to transcribe") from None
+        except InglenookError as exc:  # no Whisper model, audio that does not decode
+            raise DocumentError(f"{name}: {exc}") from None
+
+    with tempfile.TemporaryDirectory(prefix="inglenook-recording-") as folder:
+        path = Path(folder) / f"recording{PurePath(name).suffix.lower()}"
+        path.write_bytes(raw)
+        document = read_recording(path, bounded, None, stop.is_set)
+    return dataclasses.replace(document, name=name)

@@ -160,7 +160,9 @@ def chat_plan(request: ChatCompletionRequest, names: ModelNames) -> GenerationPl
     # Images named by http(s) URL: fetched (public addresses only) when the settings allow, else refused.
     check_part_counts(request.messages)  # before any file is converted or image fetched
     messages_in = fetched_images(request.messages, bool(names.engine.settings.api_fetch_image_urls))
-    request_messages, documents = hoist_documents(messages_in)
+    # Recordings among the files are transcribed on the speech lane (the room is asked for only then).
+    request_messages, documents = hoist_documents(
+        messages_in, lambda path, stop: names.engine.speech.transcribe(path, cancelled=stop))
     # A line that changes every request near the top would defeat the prefix cache.
     messages = VOLATILE_LINES.steady(record.id, engine_messages(request_messages, abilities, tools))
     messages, _ = with_documents(messages, documents)

@@ -1,0 +1,90 @@
+"""Recordings in the window (issue 42, item 4): a recording attached to a chat is transcribed
+on the speech lane with progress, kept as a document whose passages hold times, offered to
+the model with citations by time, and a click on such a citation plays it from there in a
+real QMediaPlayer. The recording is spoken at test time by the starter voice."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.voice.recordings import speak_recording, speech_missing
+
+from .conftest import ANSWER_TIMEOUT_MS, new_chat, type_and_send, wait_answer
+
+SENTENCES = ("The boiler is serviced every October by the same engineer.",
+             "The spare key is kept under the blue flower pot by the door.",
+             "The meeting next week moves from Tuesday to Thursday afternoon.")
+
+pytestmark = pytest.mark.skipif(speech_missing() is not None, reason=str(speech_missing()))
+
+
+@pytest.fixture
+def talk(window, tmp_path: Path) -> Path:
+    # Twelve seconds of silence after each sentence: the last one starts past the half minute.
+    return speak_recording(window.engine.speech, tmp_path / "talk.wav", SENTENCES, gap_s=12.0)
+
+
+def test_a_recording_becomes_a_cited_document_that_plays_from_the_cited_time(qtbot, window, talk: Path) -> None:
+    from PySide6.QtCore import QUrl
+    from PySide6.QtGui import QDesktopServices
+
+    from inglenook.app.text.markdown import link_citations
+    from inglenook.engine import parse_clock
+    from inglenook.engine.documents import documents_block, split_passages
+
+    conversation_id = new_chat(qtbot, window, max_tokens=4)
+    bar = window.composer.attachments
+    shown: list[tuple[str, float | None]] = []
+    show = bar.show_transcribing
+    bar.show_transcribing = lambda text, fraction=None: (shown.append((text, fraction)), show(text, fraction))
+    window.attachments.attach([talk])
+    qtbot.waitUntil(lambda: len(bar.chips()) == 1, timeout=ANSWER_TIMEOUT_MS)
+    assert "talk.wav · recording · ≈" in list(bar.chips().values())[0].text()
+    assert ("Transcribing talk.wav…", None) in shown  # the progress line, busy until the length is known
+    fractions = [f for text, f in shown if text and f is not None]
+    assert fractions and fractions == sorted(fractions) and fractions[-1] > 0.5  # it moved forward
+    assert shown[-1] == ("", None) and not bar.recording_note.isVisible()  # and went when done
+
+    [document] = window.engine.chats.attached_documents(conversation_id)
+    assert document.kind == "audio"
+    labels = [p.label for p in split_passages(document)]
+    assert len(labels) >= 2 and all(parse_clock(label) is not None for label in labels)
+    assert f"[talk.wav, {labels[0]}]" in documents_block([document])  # the citation form the model is offered
+
+    type_and_send(qtbot, window, "When is the boiler serviced?")
+    wait_answer(qtbot, window, conversation_id)
+    last = window.engine.messages(conversation_id)[-1]
+    assert last.role == "assistant" and last.prompt_tokens > 100  # the transcript was read with the question
+
+    # A citation with a time, as an answer's Markdown makes it, clicked: the recording plays from there.
+    cited = labels[-1]
+    url = link_citations(f"[talk.wav, {cited}]").split("](", 1)[1].rstrip(")")
+    target = int(parse_clock(cited) * 1000)
+    assert target >= 30_000  # the last section starts past the half minute (so no playback from 0 reaches it soon)
+    QDesktopServices.openUrl(QUrl(url))
+    qtbot.waitUntil(lambda: bar.player is not None, timeout=10_000)
+    player = bar.player
+    qtbot.waitUntil(lambda: player.last_seek == target, timeout=30_000)  # once the file has loaded
+    qtbot.waitUntil(lambda: player.player.position() >= target, timeout=10_000)
+    assert player.player.playbackState() == player.player.PlaybackState.PlayingState
+    assert player.isVisible() and player.source is not None and player.source.read_bytes() == talk.read_bytes()
+    assert player.source.parent == window.engine.paths.data / "recordings"  # the store's copy, not the person's
+
+    # A second citation, earlier: the loaded recording seeks back.
+    player.player.pause()
+    with qtbot.waitSignal(player.seeked, timeout=10_000):
+        QDesktopServices.openUrl(QUrl(link_citations("[talk.wav, 00:01]").split("](", 1)[1].rstrip(")")))
+    qtbot.waitUntil(lambda: 1000 <= player.player.position() < target, timeout=10_000)
+    player.close()
+
+
+def test_stop_ends_a_transcription_and_attaches_nothing(qtbot, window, talk: Path) -> None:
+    conversation_id = new_chat(qtbot, window)
+    bar = window.composer.attachments
+    window.attachments.attach([talk])
+    bar.recording_stop.click()  # before the first segment is heard
+    qtbot.waitUntil(lambda: "reading talk.wav was stopped" in bar.status.text(), timeout=ANSWER_TIMEOUT_MS)
+    assert not bar.chips() and not bar.recording_note.isVisible()
+    assert window.engine.chats.attached_documents(conversation_id) == []
