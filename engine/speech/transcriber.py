@@ -1,4 +1,5 @@
-"""Whisper in this process through faster-whisper (CTranslate2, int8 on the CPU).
+"""Whisper in this process through faster-whisper (CTranslate2: int8 on the CPU, CUDA where a
+GPU is visible and its libraries load — ``device.py``).
 
 One ``Transcriber`` per model folder, loaded on first use. Work runs on the ``SpeechLane``
 (``lane.py``), never on the scheduler's step thread, and CTranslate2 gets a bounded number
@@ -17,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..base import InvalidRequest
+from .device import CPU, SpeechDevice, choose_speech_device
 
 log = logging.getLogger(__name__)
 
@@ -65,11 +67,10 @@ class TranscriptionOptions:
 class Transcriber:
     """A faster-whisper model; ``transcribe`` is called on the speech lane only."""
 
-    def __init__(self, folder: Path, *, threads: int, device: str = "cpu", compute_type: str = "int8") -> None:
+    def __init__(self, folder: Path, *, threads: int, device: SpeechDevice | None = None) -> None:
         self.folder = folder
         self.threads = threads
-        self.device = device
-        self.compute_type = compute_type
+        self.device = device or choose_speech_device()
         self._model: Any = None
         self._lock = threading.Lock()
 
@@ -80,15 +81,39 @@ class Transcriber:
     def _loaded(self) -> Any:
         with self._lock:
             if self._model is None:
-                from faster_whisper import WhisperModel  # noqa: PLC0415 — CTranslate2 loads on first use
-
-                log.info("loading Whisper model %s (%s, %d threads)", self.folder, self.compute_type, self.threads)
-                # local_files_only: a folder on disk, never the hub at run time.
-                self._model = WhisperModel(
-                    str(self.folder), device=self.device, compute_type=self.compute_type,
-                    cpu_threads=self.threads, num_workers=1, local_files_only=True,
-                )
+                self._model = self._load(self.device)
+                if self.device.on_gpu and not self._runs(self._model):
+                    self.device = CPU
+                    self._model = self._load(CPU)
             return self._model
+
+    def _load(self, device: SpeechDevice) -> Any:
+        from faster_whisper import WhisperModel  # noqa: PLC0415 — CTranslate2 loads on first use
+
+        log.info("loading Whisper model %s (%s, %s, %d threads)", self.folder, device.device,
+                 device.compute_type, self.threads)
+        try:
+            # local_files_only: a folder on disk, never the hub at run time.
+            return WhisperModel(
+                str(self.folder), device=device.device, compute_type=device.compute_type,
+                cpu_threads=self.threads, num_workers=1, local_files_only=True,
+            )
+        except (RuntimeError, ValueError, OSError) as exc:
+            if not device.on_gpu:
+                raise
+            log.warning("Whisper cannot load on the GPU (%s): using the CPU", exc)
+            self.device = CPU
+            return self._load(CPU)
+
+    def _runs(self, model: Any) -> bool:
+        """Whether the model computes on its device: CUDA's libraries (cuBLAS, cuDNN) are opened
+        only when the first audio is encoded, so a second of silence is encoded at load."""
+        try:
+            model.encode(model.feature_extractor(np.zeros(16_000, dtype=np.float32)))
+            return True
+        except (RuntimeError, ValueError, OSError) as exc:
+            log.warning("Whisper cannot run on the GPU (%s): using the CPU", exc)
+            return False
 
     def transcribe(
         self, samples: np.ndarray, options: TranscriptionOptions,
