@@ -1,0 +1,153 @@
+"""Sliding-window models at window size (gemma-3-270m, a 512-token window): every cut of a
+sequence past its window resumes from a window checkpoint, and answers as a full prefill.
+
+Prompts here cross the window by a few hundred tokens, no more: enough that the window
+layers' cache has dropped the positions a cut goes back to, short enough for a 2-core CPU.
+Each reuse is compared with a full prefill of the same prompt at temperature 0.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+from inglenook.engine.base.generation_events import Chunk, Finished
+from inglenook.engine.base.sampling import SamplingParams
+from inglenook.engine.runtime.model import LoadedModel
+from inglenook.engine.runtime.model_loading import LoadOptions
+from inglenook.engine.runtime.swa_checkpoints import unpack
+from inglenook.engine.store.cache import MIB, PrefixCache
+
+from .conftest import GPU_LAYERS, record_for
+
+GREEDY = SamplingParams(temperature=0.0, max_tokens=12, seed=3)
+GEMMA = "gemma-3-270m:q4_k_m"
+
+
+def log_lines(n: int, tag: str = "") -> str:
+    return "".join(f"Ship {i}{tag} passed the lighthouse at {i % 12 + 1} o'clock with {i * 7 % 50} crates.\n"
+                   for i in range(n))
+
+
+@pytest.fixture(scope="module")
+def gemma(gemma_path: Path):
+    model = LoadedModel(record_for(gemma_path, GEMMA), LoadOptions(context_size=2048, gpu_layers=GPU_LAYERS))
+    yield model
+    model.close()
+
+
+def answer(model: LoadedModel, prompt: list[int], reuse: bool = True,
+           sampling: SamplingParams = GREEDY) -> tuple[list[int], Finished]:
+    ids: list[int] = []
+    finished = None
+    for event in model.generate(prompt, sampling, reuse_kv=reuse):
+        if isinstance(event, Chunk):
+            ids += event.token_ids
+        elif isinstance(event, Finished):
+            finished = event
+    assert finished is not None
+    return ids, finished
+
+
+def fresh(model: LoadedModel, prompt: list[int]) -> list[int]:
+    return answer(model, prompt, reuse=False)[0]
+
+
+def test_the_window_layers_load_at_window_size(gemma: LoadedModel, caplog: pytest.LogCaptureFixture) -> None:
+    # llama.cpp sizes the window layers' cache at the window plus a micro-batch (padded to
+    # 256 cells): 1,024 cells per sequence, not the context's 2,048.
+    assert gemma.context.window_cache and gemma.n_swa == 512
+    lib, memory = gemma.context.lib, gemma.context.memory
+    gemma.kv.clear()
+    prompt = gemma.prompt_tokens("The harbour log.\n\n" + log_lines(60))
+    assert len(prompt) > 1100
+    answer(gemma, prompt, reuse=False, sampling=SamplingParams(temperature=0.0, max_tokens=1))
+    # The window layers hold the window (and at most a micro-batch more), not the prompt.
+    assert lib.llama_memory_seq_pos_min(memory, 0) >= len(prompt) - 1024
+    assert gemma.slots[0].checkpoints  # where the prompt's last chunk starts, at least
+
+
+def test_follow_up_regenerate_and_edit_past_the_window_answer_as_a_full_prefill(gemma: LoadedModel) -> None:
+    first = gemma.prompt_tokens("The harbour log.\n\n" + log_lines(50) + "\nWhich ship carried the most crates?")
+    gemma.kv.clear()
+    ids, _ = answer(gemma, first, reuse=False)
+    # A follow-up: resumes where the first prompt's last chunk ended.
+    follow = first + ids + gemma.prompt_tokens("\nAnd which the fewest?")
+    cached_ids, finished = answer(gemma, follow)
+    assert finished.usage.cached_tokens > len(first) - 128
+    assert cached_ids == fresh(gemma, follow)
+    # A regenerate of the same prompt: the live cache is cut back past what it can drop,
+    # so it resumes from the checkpoint where the prompt's last chunk starts.
+    answer(gemma, follow, reuse=False)
+    again, finished = answer(gemma, follow)
+    assert len(follow) - 128 < finished.usage.cached_tokens < len(follow)
+    assert again == cached_ids
+    # An edit far back (past the window from the end): the nearest checkpoint before it.
+    edited = first[:600] + gemma.prompt_tokens(" Ship 99 passed at noon.\n" + log_lines(20, "b"))
+    answer(gemma, follow, reuse=False)
+    edit_ids, finished = answer(gemma, edited)
+    assert finished.usage.cached_tokens <= 600
+    assert edit_ids == fresh(gemma, edited)
+
+
+def test_saved_states_carry_their_checkpoints_across_a_restart(gemma_path: Path, tmp_path: Path) -> None:
+    record = record_for(gemma_path, GEMMA)
+    prompt = None
+    cache = PrefixCache(tmp_path, lambda: 64 * MIB, lambda: 256 * MIB)
+    model = LoadedModel(record, LoadOptions(context_size=2048, gpu_layers=GPU_LAYERS))
+    try:
+        prompt = model.prompt_tokens("The harbour log.\n\n" + log_lines(45) + "\nWhich ship came last?")
+        ids, _ = answer(model, prompt, reuse=False)
+        view = model.slot_view(model.slots[0])
+        cache.save(view, len(prompt), conversation_id=7)
+        cache.flush()
+    finally:
+        model.close()
+        cache.close()
+    cache = PrefixCache(tmp_path, lambda: 64 * MIB, lambda: 256 * MIB)
+    model = LoadedModel(record, LoadOptions(context_size=2048, gpu_layers=GPU_LAYERS))  # a restart
+    try:
+        (entry,) = [e for e in cache._entries.values()] or [None]  # noqa: SLF001 — the index as loaded
+        view = model.slot_view(model.slots[0])
+        # A regenerate after the restart: the saved state ends past where the prompt resumes,
+        # further back than its window reaches: its checkpoint serves.
+        restored = cache.restore(view, prompt, conversation_id=7)
+        assert len(prompt) - 128 < restored < len(prompt)
+        again, finished = answer(model, prompt)
+        assert finished.usage.cached_tokens == restored
+        assert again == ids == fresh(model, prompt)
+        del entry
+    finally:
+        model.close()
+        cache.close()
+
+
+def test_a_state_saved_with_a_full_size_window_cache_is_set_aside(gemma_path: Path, tmp_path: Path,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    # States saved before window-sized caches (swa_full) have another state key: never
+    # restored into a window-sized cache, the prompt is read whole and answers the same.
+    record = record_for(gemma_path, GEMMA)
+    cache = PrefixCache(tmp_path, lambda: 64 * MIB, lambda: 256 * MIB)
+    old = LoadedModel(record, LoadOptions(context_size=1024, gpu_layers=GPU_LAYERS, swa_full=True))
+    try:
+        prompt = old.prompt_tokens("The harbour log.\n\n" + log_lines(8) + "\nWhich ship came first?")
+        answer(old, prompt, reuse=False)
+        cache.save(old.slot_view(old.slots[0]), len(prompt), conversation_id=3)
+        cache.flush()
+        old_key = old.kv.state_key()
+    finally:
+        old.close()
+        cache.close()
+    cache = PrefixCache(tmp_path, lambda: 64 * MIB, lambda: 256 * MIB)
+    model = LoadedModel(record, LoadOptions(context_size=1024, gpu_layers=GPU_LAYERS))
+    try:
+        assert model.kv.state_key() != old_key
+        with caplog.at_level(logging.INFO):
+            assert cache.restore(model.slot_view(model.slots[0]), prompt + [prompt[-1]] * 70, conversation_id=3) == 0
+        # An envelope that is not one (a payload from elsewhere) is refused, not read.
+        assert unpack(__import__("numpy").zeros(64, dtype="uint8")) is None
+        assert model.kv.import_sequence(prompt, b"\0" * 64, len(prompt)) == 0
+    finally:
+        model.close()
+        cache.close()
