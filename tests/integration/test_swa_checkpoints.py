@@ -16,9 +16,12 @@ from inglenook.engine.base.generation_events import Chunk, Finished
 from inglenook.engine.base.sampling import SamplingParams
 from inglenook.engine.runtime.model import LoadedModel
 from inglenook.engine.runtime.model_loading import LoadOptions
+from inglenook.engine.runtime import swa_checkpoints
+from inglenook.engine.runtime.slots import PREFILL_ALIGN
 from inglenook.engine.runtime.swa_checkpoints import unpack
 from inglenook.engine.store.cache import MIB, PrefixCache
 
+from ..prefix_rule import served
 from .conftest import GPU_LAYERS, record_for
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=12, seed=3)
@@ -68,32 +71,39 @@ def test_the_window_layers_load_at_window_size(gemma: LoadedModel, caplog: pytes
     assert gemma.slots[0].checkpoints  # where the prompt's last chunk starts, at least
 
 
-def test_follow_up_regenerate_and_edit_past_the_window_answer_as_a_full_prefill(gemma: LoadedModel) -> None:
-    first = gemma.prompt_tokens("The harbour log.\n\n" + log_lines(50) + "\nWhich ship carried the most crates?")
-    gemma.kv.clear()
-    ids, _ = answer(gemma, first, reuse=False)
-    # A follow-up: resumes where the first prompt's last chunk ended.
-    follow = first + ids + gemma.prompt_tokens("\nAnd which the fewest?")
-    cached_ids, finished = answer(gemma, follow)
-    assert finished.usage.cached_tokens > len(first) - 128
-    assert cached_ids == fresh(gemma, follow)
-    # A regenerate of the same prompt: the live cache is cut back past what it can drop,
-    # so it resumes from the checkpoint where the prompt's last chunk starts.
-    answer(gemma, follow, reuse=False)
-    again, finished = answer(gemma, follow)
-    assert len(follow) - 128 < finished.usage.cached_tokens < len(follow)
-    assert again == cached_ids
-    # An edit far back (past the window from the end): the nearest checkpoint before it.
-    edited = first[:600] + gemma.prompt_tokens(" Ship 99 passed at noon.\n" + log_lines(20, "b"))
-    answer(gemma, follow, reuse=False)
-    edit_ids, finished = answer(gemma, edited)
-    assert finished.usage.cached_tokens <= 600
-    assert edit_ids == fresh(gemma, edited)
+def test_edits_past_the_window_resume_from_checkpoints_and_answer_as_a_full_prefill(
+        gemma: LoadedModel, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Checkpoints every 512 tokens while a prompt is read, so that a short prompt has one
+    # before the point an edit goes back to (the default spacing is for longer prompts).
+    monkeypatch.setattr(swa_checkpoints, "SPACING", 512)
+    first = gemma.prompt_tokens("The harbour log.\n\n" + log_lines(45) + "\nWhich ship carried the most crates?")
+    ids = fresh(gemma, first)
+    # A long second question (past the window), then that question edited, then an edit
+    # of the first question, far back: the references first (each clears the slot).
+    follow = first + ids + gemma.prompt_tokens("\nNow the evening log.\n" + log_lines(30, "e") + "\nAnd the fewest?")
+    edited = first + ids + gemma.prompt_tokens("\nHow many ships passed at noon?")
+    far_back = first[:600] + gemma.prompt_tokens(" Ship 99 passed at noon.\n" + log_lines(12, "b") + "\nWhich came last?")
+    references = {name: fresh(gemma, prompt) for name, prompt in
+                  (("follow", follow), ("edited", edited), ("far_back", far_back))}
+
+    answer(gemma, first, reuse=False)
+    resume = served(len(first), len(follow))
+    got, finished = answer(gemma, follow)
+    assert finished.usage.cached_tokens == resume > 512  # the window was intact: a plain cut
+    assert got == references["follow"]
+    # The second question edited: the cache holds the long question past the window, so
+    # the cut back to the first prompt's end resumes from its checkpoint.
+    got, finished = answer(gemma, edited)
+    assert finished.usage.cached_tokens == len(first) - 64 - (len(first) - 64) % PREFILL_ALIGN
+    assert got == references["edited"]
+    # The first question edited: the checkpoint at 512, the last one before position 600.
+    got, finished = answer(gemma, far_back)
+    assert finished.usage.cached_tokens == 512
+    assert got == references["far_back"]
 
 
 def test_saved_states_carry_their_checkpoints_across_a_restart(gemma_path: Path, tmp_path: Path) -> None:
     record = record_for(gemma_path, GEMMA)
-    prompt = None
     cache = PrefixCache(tmp_path, lambda: 64 * MIB, lambda: 256 * MIB)
     model = LoadedModel(record, LoadOptions(context_size=2048, gpu_layers=GPU_LAYERS))
     try:
@@ -108,7 +118,6 @@ def test_saved_states_carry_their_checkpoints_across_a_restart(gemma_path: Path,
     cache = PrefixCache(tmp_path, lambda: 64 * MIB, lambda: 256 * MIB)
     model = LoadedModel(record, LoadOptions(context_size=2048, gpu_layers=GPU_LAYERS))  # a restart
     try:
-        (entry,) = [e for e in cache._entries.values()] or [None]  # noqa: SLF001 — the index as loaded
         view = model.slot_view(model.slots[0])
         # A regenerate after the restart: the saved state ends past where the prompt resumes,
         # further back than its window reaches: its checkpoint serves.
@@ -117,7 +126,6 @@ def test_saved_states_carry_their_checkpoints_across_a_restart(gemma_path: Path,
         again, finished = answer(model, prompt)
         assert finished.usage.cached_tokens == restored
         assert again == ids == fresh(model, prompt)
-        del entry
     finally:
         model.close()
         cache.close()
