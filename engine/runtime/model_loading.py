@@ -378,7 +378,7 @@ def planned_gpu_layers(record: ModelRecord, info: GGUFInfo, options: LoadOptions
         return 0
     # Every sequence has a KV stream of the full context (see _open).
     estimate = estimate_fit(ModelShape.from_gguf(info), machine, context=options.context_size * sequences,
-                            kv_type=options.kv_cache_type, n_ubatch=options.batch_size)
+                            kv_type=options.kv_cache_type, n_ubatch=options.batch_size, sequences=sequences)
     log.info("fit estimate for %s: %s", record.id, estimate.label)
     return estimate.gpu_layers
 

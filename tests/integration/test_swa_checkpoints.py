@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from inglenook.engine.base.generation_events import Chunk, Finished
 from inglenook.engine.base.sampling import SamplingParams
+from inglenook.engine.base.gguf import read_gguf
+from inglenook.engine.runtime.fit import ModelShape, kv_cache_bytes
 from inglenook.engine.runtime.model import LoadedModel
 from inglenook.engine.runtime.model_loading import LoadOptions
 from inglenook.engine.runtime import swa_checkpoints
@@ -57,9 +59,19 @@ def fresh(model: LoadedModel, prompt: list[int]) -> list[int]:
     return answer(model, prompt, reuse=False)[0]
 
 
-def test_the_window_layers_load_at_window_size(gemma: LoadedModel, caplog: pytest.LogCaptureFixture) -> None:
+def test_the_window_layers_load_at_window_size(gemma_path: Path, gemma: LoadedModel,
+                                               caplog: pytest.LogCaptureFixture) -> None:
     # llama.cpp sizes the window layers' cache at the window plus a micro-batch (padded to
-    # 256 cells): 1,024 cells per sequence, not the context's 2,048.
+    # 256 cells): 1,024 cells per sequence, not the context's 4,096; the fit estimate
+    # counts the same bytes llama.cpp reports.
+    with caplog.at_level(logging.DEBUG, logger="inglenook.llama"):
+        LoadedModel(record_for(gemma_path, GEMMA), LoadOptions(context_size=4096, gpu_layers=GPU_LAYERS)).close()
+    sizes = [r.getMessage() for r in caplog.records if "KV cache, size =" in r.getMessage()]
+    assert any("SWA KV cache, size = 1024 cells" in line and "non-SWA" not in line for line in sizes), sizes
+    shape = ModelShape.from_gguf(read_gguf(gemma_path))
+    assert (shape.n_swa, shape.swa_layers, shape.n_layers) == (512, 15, 18)
+    # 3 full layers × 4,096 cells + 15 window layers × 1,024 cells, 1 KiB per cell and layer.
+    assert kv_cache_bytes(shape, 4096) == (3 * 4096 + 15 * 1024) * 1024
     assert gemma.context.window_cache and gemma.n_swa == 512
     lib, memory = gemma.context.lib, gemma.context.memory
     gemma.kv.clear()
