@@ -11,15 +11,19 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import numpy as np
 import pytest
 from inglenook.engine.base.generation_events import Chunk, Finished
 from inglenook.engine.base.sampling import SamplingParams
 from inglenook.engine.base.gguf import read_gguf
+from inglenook.engine.lab.backend import NumpyBackend
+from inglenook.engine.runtime.batch import LAST, BatchRow
 from inglenook.engine.runtime.fit import ModelShape, kv_cache_bytes
 from inglenook.engine.runtime.model import LoadedModel
 from inglenook.engine.runtime.model_loading import LoadOptions
 from inglenook.engine.runtime import swa_checkpoints
 from inglenook.engine.runtime.slots import PREFILL_ALIGN
+from inglenook.engine.runtime.speculative import RowCost
 from inglenook.engine.runtime.swa_checkpoints import unpack
 from inglenook.engine.store.cache import MIB, PrefixCache
 
@@ -166,8 +170,37 @@ def test_a_state_saved_with_a_full_size_window_cache_is_set_aside(gemma_path: Pa
         with caplog.at_level(logging.INFO):
             assert cache.restore(model.slot_view(model.slots[0]), prompt + [prompt[-1]] * 70, conversation_id=3) == 0
         # An envelope that is not one (a payload from elsewhere) is refused, not read.
-        assert unpack(__import__("numpy").zeros(64, dtype="uint8")) is None
+        assert unpack(np.zeros(64, dtype=np.uint8)) is None
         assert model.kv.import_sequence(prompt, b"\0" * 64, len(prompt)) == 0
     finally:
         model.close()
         cache.close()
+
+
+def test_rejected_drafts_past_the_window_leave_the_window_cache_as_a_full_prefill(gemma_path: Path) -> None:
+    # Lookup drafts over a window-sized cache (a 2,048 context: the window layers keep
+    # 1,024 cells and reuse them): rejected drafts are cut within the step that wrote them,
+    # so the window of the next position is never lost. Past the 1,024 cells the cache
+    # must still predict as a full prefill does.
+    model = LoadedModel(record_for(gemma_path, GEMMA),
+                        LoadOptions(context_size=2048, gpu_layers=GPU_LAYERS, speculative="lookup"))
+    try:
+        assert model.context.window_cache and model.speculative_mode == "lookup"
+        model.row_cost = RowCost(per_row=0.0, base=0.0, fixed=True)  # drafts always pay
+        lines = log_lines(40)
+        prompt = model.prompt_tokens(f"The harbour log.\n\n{lines}\nThe harbour log, copied out again:\n\n{lines[:80]}")
+        tokens, finished = answer(model, prompt, reuse=False, sampling=SamplingParams(temperature=0.0, max_tokens=300))
+        assert len(prompt) + len(tokens) > 1024 + 64  # the window layers' cells were reused
+        assert finished.timings.draft_n > finished.timings.draft_n_accepted > 50  # kept some, cut some
+        slot = model.slots[0]
+        assert slot.kv_tokens == prompt + tokens[:-1]
+        model.decoder.fill([BatchRow(slot.seq_id, len(slot.kv_tokens), [tokens[-1]], LAST)])
+        assert model.context.lib.llama_decode(model.context.ctx, model.context.batch) == 0
+        log_softmax = NumpyBackend().log_softmax
+        cached = log_softmax(model.decoder.logits_at(0))
+        full = log_softmax(model.logits_for(prompt + tokens)[-1])
+        top = np.argsort(-full)[:5]
+        assert int(cached.argmax()) == int(full.argmax())
+        assert np.abs(cached - full)[top].max() < 0.3  # rounding, not lost cells
+    finally:
+        model.close()
