@@ -142,6 +142,21 @@ def test_saved_states_carry_their_checkpoints_across_a_restart(gemma_path: Path,
         again, finished = answer(model, prompt)
         assert finished.usage.cached_tokens == restored
         assert again == ids == fresh(model, prompt)
+        # Continuing the answer (its first tokens are part of the prompt now), then a branch
+        # (the state copied to a new conversation) whose question is another: both from the
+        # file, both cut back past the saved state's window.
+        continued = prompt + ids[:4]
+        branched = prompt[:-12] + model.prompt_tokens("\nWhich ship came first, and how many crates did it carry "
+                                                      "past the lighthouse that morning?")
+        assert cache.copy_conversation(7, 8) == 1
+        for conversation_id, wanted in ((7, continued), (8, branched)):
+            reference = fresh(model, wanted)
+            model.kv.clear()
+            restored = cache.restore(view, wanted, conversation_id=conversation_id)
+            assert 0 < restored <= len(prompt) - 64
+            got, finished = answer(model, wanted)
+            assert finished.usage.cached_tokens == restored
+            assert got == reference
     finally:
         model.close()
         cache.close()
@@ -194,6 +209,9 @@ def test_rejected_drafts_past_the_window_leave_the_window_cache_as_a_full_prefil
         assert finished.timings.draft_n > finished.timings.draft_n_accepted > 50  # kept some, cut some
         slot = model.slots[0]
         assert slot.kv_tokens == prompt + tokens[:-1]
+        # Every position the next token attends to is still in the window layers' cache.
+        lib, memory = model.context.lib, model.context.memory
+        assert lib.llama_memory_seq_pos_min(memory, slot.seq_id) <= len(slot.kv_tokens) - model.n_swa
         model.decoder.fill([BatchRow(slot.seq_id, len(slot.kv_tokens), [tokens[-1]], LAST)])
         assert model.context.lib.llama_decode(model.context.ctx, model.context.batch) == 0
         log_softmax = NumpyBackend().log_softmax
@@ -201,6 +219,8 @@ def test_rejected_drafts_past_the_window_leave_the_window_cache_as_a_full_prefil
         full = log_softmax(model.logits_for(prompt + tokens)[-1])
         top = np.argsort(-full)[:5]
         assert int(cached.argmax()) == int(full.argmax())
-        assert np.abs(cached - full)[top].max() < 0.3  # rounding, not lost cells
+        # Rounding of decode and verify rows against a prefill's, not lost cells (which
+        # would move them by nats): with a full-size window cache, up to 0.2 here.
+        assert np.abs(cached - full)[top].max() < 0.6
     finally:
         model.close()
