@@ -286,6 +286,7 @@ class LoadedModel:
             cached = self.kv.clear(slot)  # it gets the leader's KV instead
         else:
             cached = self.kv.reuse_prefix(slot, prompt, shared) if reuse_kv else self.kv.clear(slot)
+            self.kv.checkpoints.at_resume(slot, len(prompt))
         slot.busy = True
         slot.last_used = time.monotonic()
         sequence = Sequence(self, slot, prompt, sampling, budget, cancel, started, cached,

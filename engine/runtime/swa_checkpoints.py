@@ -75,6 +75,17 @@ class WindowCheckpoints:
         if final or position == boundary or position - last >= SPACING:
             self.take(slot)
 
+    def at_resume(self, slot: KvSlot, prompt_tokens: int) -> None:
+        """A prompt of ``prompt_tokens`` resumes on what ``slot`` holds (restored or kept):
+        when that is where its last chunk starts, no chunk of it will end there, so keep a
+        checkpoint of it now (the same prompt again, a regenerate, resumes exactly there)."""
+        position = len(slot.kv_tokens)
+        if (not self.enabled or position == 0 or slot.prefilled != position
+                or prompt_tokens - position >= self.context.canonical_rows + PREFILL_ALIGN
+                or any(c.position == position for c in slot.checkpoints)):
+            return
+        self.take(slot)
+
     def take(self, slot: KvSlot) -> bool:
         """Copy the window layers' state of ``slot`` as it is now; False when llama.cpp could not."""
         context = self.context
