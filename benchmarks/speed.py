@@ -2,8 +2,9 @@
 
 For each model and depth (tokens already in the context), measures:
 - ours in the default configuration (``kv_cache_type="auto"``: f16 K/V with flash
-  attention, prompts read in exact chunks) and, with ``--all-configs``, ours over a q8_0
-  cache and the engine's old CPU default (f16, flash attention off);
+  attention, prompts read in exact chunks, window-sized caches for sliding-window layers)
+  and, with ``--all-configs``, ours over a q8_0 cache, the engine's old CPU default (f16,
+  flash attention off) and with full-size window caches (``swa_full``);
 - ``llama-bench`` from the same CMake tree as the engine's library (so the same CPU
   variant runs) with flash attention off and on over an f16 cache (on is llama-server's
   default) and, with ``--all-configs``, on over a q8_0 cache.
@@ -39,7 +40,10 @@ from inglenook.engine.runtime.native import backend_report, llama, physical_core
 OURS = {"ours (auto: f16, fa on)": {}}
 THEIRS = {"llama-bench f16 fa off": ("f16", "0"), "llama-bench f16 fa on": ("f16", "1")}
 MORE_OURS = {"ours (q8_0, fa on)": {"kv_cache_type": "q8_0"},
-             "ours (old default: f16, fa off)": {"kv_cache_type": "f16", "flash_attention": False}}
+             "ours (old default: f16, fa off)": {"kv_cache_type": "f16", "flash_attention": False},
+             # Sliding-window layers at the full context, as before window-sized caches (and
+             # as llama-bench allocates them); the same as the default for other models.
+             "ours (swa_full: full-size window cache)": {"swa_full": True}}
 MORE_THEIRS = {"llama-bench q8_0 fa on": ("q8_0", "1")}
 
 

@@ -11,9 +11,10 @@ The estimate adds up what llama.cpp allocates when it loads a model:
     ``n_layers × n_ctx × n_head_kv × (head_dim_k + head_dim_v) × bytes_per_element``,
     with 2 bytes per element for f16, 34/32 for q8_0 and 18/32 for q4_0. Example:
     Llama-3-8B (32 layers, 8 KV heads of 128 dims) at 8192 tokens in f16 is
-    32 × 8192 × 8 × 256 × 2 bytes = 1 GiB. Sliding-window layers (Gemma 3) are counted
-    at the full context, as the engine allocates them (``swa_full``: a rejected draft or a
-    trimmed prefix never loses a cell the next token attends to).
+    32 × 8192 × 8 × 256 × 2 bytes = 1 GiB. Sliding-window layers (Gemma 3: five of every
+    six) are counted at what llama.cpp allocates for them with ``swa_full`` off, the
+    engine's default: per sequence the window plus a micro-batch, padded to 256 cells
+    (gemma-3-270m: 1,024 cells however long the context; ``swa_checkpoints``).
 
 ``compute``
     llama.cpp's scratch buffer for one micro-batch (``n_ubatch`` = 512 tokens). Its peak
@@ -89,6 +90,8 @@ class ModelShape:
     n_params: int = 0
     input_embd_bytes: int | None = None  # token_embd.weight, when the tensor list is known
     output_bytes: int | None = None  # output.weight + norm (0 when tied to the input); None: unknown
+    n_swa: int = 0  # the sliding window's positions (0: none)
+    swa_layers: int = 0  # how many layers attend through it (``sliding_window_layers``)
 
     @classmethod
     def from_gguf(cls, info: GGUFInfo) -> "ModelShape":
@@ -105,11 +108,13 @@ class ModelShape:
         # No output.weight in a known tensor list: the output reuses the input embedding.
         output = sizes.get("output.weight", 0) + sizes.get("output_norm.weight", 0) if sizes else None
         data_bytes = info.file_size - info.data_offset
+        n_swa = _as_int(info.arch_value("attention.sliding_window")) or 0
         return cls(
             weights_bytes=data_bytes if data_bytes > 0 else info.file_size,
             n_layers=n_layers, n_embd=n_embd, n_head=n_head, n_head_kv=n_head_kv,
             head_dim_k=head_k, head_dim_v=head_v, n_vocab=n_vocab,
             n_params=info.parameter_count, input_embd_bytes=input_embd, output_bytes=output,
+            n_swa=n_swa, swa_layers=sliding_window_layers(info, n_layers) if n_swa else 0,
         )
 
     def with_weights(self, weights_bytes: int) -> "ModelShape":
@@ -121,6 +126,7 @@ class ModelShape:
             n_vocab=self.n_vocab, n_params=self.n_params,
             input_embd_bytes=None if self.input_embd_bytes is None else int(self.input_embd_bytes * scale),
             output_bytes=None if self.output_bytes is None else int(self.output_bytes * scale),
+            n_swa=self.n_swa, swa_layers=self.swa_layers,
         )
 
     def _embedding_estimate(self) -> int:
@@ -166,10 +172,31 @@ def kv_cache_type_for(setting: str, offloads: bool) -> str:
     return "f16"
 
 
-def kv_cache_bytes(shape: ModelShape, n_ctx: int, kv_type: str = "f16") -> int:
+def kv_cache_bytes(shape: ModelShape, n_ctx: int, kv_type: str = "f16", sequences: int = 1,
+                   n_ubatch: int = DEFAULT_UBATCH) -> int:
+    """The KV cache of ``n_ctx`` cells in all, over ``sequences`` sequences (one stream each)."""
     per_element = KV_BYTES_PER_ELEMENT.get(kv_cache_type_for(kv_type, offloads=False).lower(), 2.0)
-    elements = shape.n_layers * n_ctx * shape.n_head_kv * (shape.head_dim_k + shape.head_dim_v)
-    return int(elements * per_element)
+    sequences = max(1, sequences)
+    # llama.cpp's window cache per stream: the window and a micro-batch, padded to 256 cells.
+    window = min(n_ctx // sequences, -(-(shape.n_swa + n_ubatch) // 256) * 256) * sequences
+    cells = (shape.n_layers - shape.swa_layers) * n_ctx + shape.swa_layers * window
+    return int(cells * shape.n_head_kv * (shape.head_dim_k + shape.head_dim_v) * per_element)
+
+
+# Architectures whose GGUF files leave the sliding-window layers to llama.cpp's default
+# pattern (every n-th layer attends in full): llama.cpp's models/*.cpp ``load_swa_pattern``.
+_SWA_PATTERNS = {"gemma3": 6, "gemma-embedding": 6, "gemma2": 2, "cohere2": 4, "gpt-oss": 2}
+
+
+def sliding_window_layers(info: GGUFInfo, n_layers: int) -> int:
+    """How many of a sliding-window model's layers attend through the window: the header's
+    ``sliding_window_pattern`` (a flag per layer, or every n-th layer in full), else the
+    architecture's default; 0 (all counted in full) for an architecture not known here."""
+    pattern = info.arch_value("attention.sliding_window_pattern")
+    if isinstance(pattern, list):
+        return sum(1 for flag in pattern[:n_layers] if flag)
+    every = _as_int(pattern) or _SWA_PATTERNS.get(info.architecture, 0)
+    return n_layers - n_layers // every if every > 1 else 0
 
 
 def compute_bytes(shape: ModelShape, n_ctx: int, n_ubatch: int = DEFAULT_UBATCH) -> int:
@@ -232,10 +259,11 @@ class FitEstimate:
 
 def estimate_fit(
     shape: ModelShape, machine: MachineMemory, context: int = 4096, kv_type: str = "f16",
-    n_ubatch: int = DEFAULT_UBATCH,
+    n_ubatch: int = DEFAULT_UBATCH, sequences: int = 1,
 ) -> FitEstimate:
-    """The verdict for ``shape`` at ``context`` tokens on ``machine`` (see the module docstring)."""
-    kv = kv_cache_bytes(shape, context, kv_cache_type_for(kv_type, offloads=machine.has_gpu))
+    """The verdict for ``shape`` at ``context`` tokens (over ``sequences`` sequences) on
+    ``machine`` (see the module docstring)."""
+    kv = kv_cache_bytes(shape, context, kv_cache_type_for(kv_type, offloads=machine.has_gpu), sequences, n_ubatch)
     compute = compute_bytes(shape, context, n_ubatch)
     weights = shape.weights_bytes
     total_layers = shape.n_layers + 1
@@ -346,7 +374,8 @@ def auto_context(
     sequences = max(1, parallel)
 
     def estimate(per_sequence: int) -> FitEstimate:
-        return estimate_fit(shape, machine, context=per_sequence * sequences, kv_type=kv_type, n_ubatch=n_ubatch)
+        return estimate_fit(shape, machine, context=per_sequence * sequences, kv_type=kv_type, n_ubatch=n_ubatch,
+                            sequences=sequences)
 
     on_gpu = machine.has_gpu and estimate(AUTO_CONTEXT_FLOOR).verdict == FITS_GPU
     kv_budget = min(KV_RAM_SHARE * max(0, machine.ram_available_bytes - RAM_HEADROOM),

@@ -15,7 +15,8 @@ from collections.abc import Callable
 import numpy as np
 
 from .model_loading import LlamaContext
-from .slots import PREFILL_ALIGN, KvSlot
+from .slots import PREFILL_ALIGN, Checkpoint, KvSlot
+from .swa_checkpoints import WindowCheckpoints, pack, packed_size, unpack
 
 log = logging.getLogger("inglenook.engine.runtime.model")
 
@@ -26,6 +27,7 @@ class KvStates:
 
     def __init__(self, context: LlamaContext) -> None:
         self.context = context
+        self.checkpoints = WindowCheckpoints(context)
 
     def reusable_prefix(self, prompt: list[int], slot: KvSlot | None = None, shared: int = 0) -> int:
         """How many leading tokens of ``prompt`` a slot's resident KV cache can serve."""
@@ -76,7 +78,9 @@ class KvStates:
         return self._truncate(slot, common)
 
     def _truncate(self, slot: KvSlot, keep: int) -> int:
-        """Drop KV entries from position ``keep`` on; returns the tokens kept (0 if it had to clear)."""
+        """Drop KV entries from position ``keep`` on; returns the tokens kept: ``keep``, or
+        with a window-sized cache whose window that cut lost, the position of the window
+        checkpoint it resumed from (0 if it had to clear)."""
         if keep < len(slot.kv_tokens):
             context = self.context
             if not context.lib.llama_memory_seq_rm(context.memory, slot.seq_id, keep, -1):
@@ -84,8 +88,12 @@ class KvStates:
                 return self.clear(slot)
             del slot.kv_tokens[keep:]
             if not self._window_intact(slot, keep):
-                return self.clear(slot)
+                keep = self.checkpoints.restore(slot, keep)
+                if keep == 0 or not self._window_intact(slot, keep):
+                    return self.clear(slot)
         slot.prefilled = min(slot.prefilled, keep)
+        # What follows the cut will be other tokens: checkpoints past it no longer hold.
+        slot.checkpoints = [c for c in slot.checkpoints if c.position <= keep]
         return keep
 
     def _window_intact(self, slot: KvSlot, next_pos: int) -> bool:
@@ -112,6 +120,10 @@ class KvStates:
         # state fits any context with room for its tokens.
         context = self.context
         layout = f"kv={context.kv_cache_type};fa={'on' if context.flash_attention else 'off'}"
+        if context.window_cache:
+            # Window-sized layers: another state layout, saved with its checkpoints (an
+            # envelope, swa_checkpoints.pack); states of full-size window caches never match.
+            layout += ";swa=window"
         # A state computed with adapters is only ever restored with the same ones and scales.
         lora = f"|lora {context.adapters.key}" if context.adapters.key else ""
         return f"{context.record.fingerprint}|{layout}|llama-cpp-python {binding_version}{lora}"
@@ -140,16 +152,20 @@ class KvStates:
         size = lib.llama_state_seq_get_size(context.ctx, seq_id)
         if size <= 0:
             return None
-        payload = destination(size) if destination is not None else None
+        checkpoints = slot.checkpoints if context.window_cache else []
+        total = packed_size(size, checkpoints) if context.window_cache else size
+        payload = destination(total) if destination is not None else None
         if payload is None:
             # np.empty, not bytearray: zero-filling tens of MB first took longer than the copy.
-            payload = np.empty(size, dtype=np.uint8)
+            payload = np.empty(total, dtype=np.uint8)
         written = lib.llama_state_seq_get_data(
             context.ctx, payload.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)), size, seq_id
         )
         if written != size:
             log.warning("llama.cpp copied %d of %d bytes of the sequence state; not saving it", written, size)
             return None
+        if context.window_cache:
+            pack(payload, size, checkpoints)
         return list(slot.kv_tokens), payload
 
     def import_sequence(self, tokens: list[int], payload: bytearray | bytes | np.ndarray, keep: int,
@@ -165,12 +181,20 @@ class KvStates:
         self.clear(slot)
         if not tokens or keep <= 0 or len(tokens) > context.n_ctx:
             return 0
+        checkpoints: list[Checkpoint] = []
+        if context.window_cache:
+            unpacked = unpack(np.frombuffer(payload, dtype=np.uint8) if not isinstance(payload, np.ndarray) else payload)
+            if unpacked is None:
+                log.warning("a saved state of %s lacks its window checkpoints; prefilling instead", context.record.id)
+                return 0
+            payload, checkpoints = unpacked
         lib = context.lib
         size = len(payload)
         # A writable buffer: bytes are copied; numpy's stubs lack the buffer protocol, its .data has it.
         buffer: bytearray | memoryview = (
             bytearray(payload) if isinstance(payload, bytes)
-            else payload.data if isinstance(payload, np.ndarray)
+            else payload.data if isinstance(payload, np.ndarray) and payload.flags.writeable
+            else bytearray(payload.tobytes()) if isinstance(payload, np.ndarray)
             else payload
         )
         view = (ctypes.c_uint8 * size).from_buffer(buffer)
@@ -183,8 +207,10 @@ class KvStates:
             return self.clear(slot)
         slot.kv_tokens = list(tokens)
         slot.prefilled = len(tokens)  # saved states hold prefilled tokens only
-        keep = min(keep, len(tokens))
-        if self._truncate(slot, keep) == 0:
+        # Copies: the payload may be a buffer the prefix cache hands out again.
+        slot.checkpoints = [Checkpoint(c.position, c.payload.copy()) for c in checkpoints if 0 < c.position <= len(tokens)]
+        keep = self._truncate(slot, min(keep, len(tokens)))
+        if keep == 0:
             return 0
         if not self._window_intact(slot, keep):
             log.info("a restored state of %s lacks the sliding-window history for position %d", context.record.id, keep)
@@ -198,5 +224,6 @@ class KvStates:
             context.lib.llama_memory_seq_rm(context.memory, target.seq_id, -1, -1)
             target.kv_tokens = []
             target.prefilled = 0
+            target.checkpoints = []
             target.lora = context.adapters.key  # what it computes from now on is under this set
         return 0

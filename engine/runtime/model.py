@@ -93,6 +93,7 @@ class LoadedModel:
             model = LoadedModel(draft, LoadOptions(
                 context_size=self.n_ctx, threads=options.threads, gpu_layers=options.gpu_layers,
                 kv_cache_type=options.kv_cache_type, batch_size=options.batch_size, parallel=len(self.slots),
+                swa_full=True,
             ))
             self._draft = DraftModel(self, model)
         except DraftVocabularyMismatch as exc:
@@ -140,6 +141,10 @@ class LoadedModel:
     @property
     def canonical_rows(self) -> int:
         return self.context.canonical_rows
+
+    @property
+    def window_cache(self) -> bool:
+        return self.context.window_cache
 
     @property
     def kv_cache_type(self) -> str:
@@ -281,6 +286,7 @@ class LoadedModel:
             cached = self.kv.clear(slot)  # it gets the leader's KV instead
         else:
             cached = self.kv.reuse_prefix(slot, prompt, shared) if reuse_kv else self.kv.clear(slot)
+            self.kv.checkpoints.at_resume(slot, len(prompt))
         slot.busy = True
         slot.last_used = time.monotonic()
         sequence = Sequence(self, slot, prompt, sampling, budget, cancel, started, cached,
@@ -421,6 +427,7 @@ class LoadedModel:
         for (sequence, tokens, _), index in zip(rows, logit_rows):
             if sequence.state == PREFILL:
                 sequence.prefilled(tokens)
+                self.kv.checkpoints.after_chunk(sequence.slot, len(sequence.pending), sequence.boundary)
             elif len(tokens) > 1:
                 self._verify(sequence, tokens, index)
                 continue
@@ -453,6 +460,7 @@ class LoadedModel:
                 raise
             position += len(run)
         sequence.prefilled(tokens)
+        self.kv.checkpoints.after_chunk(sequence.slot, len(sequence.pending), sequence.boundary)
         if index >= 0:
             self._share_prefill(sequence, [s for s in live if s.leader is sequence], index)
             sequence.on_logits(index)
@@ -478,6 +486,7 @@ class LoadedModel:
             slot = follower.slot
             if copied and lib.llama_state_seq_set_data(ctx, pointer, size, follower.seq_id) == size:
                 slot.kv_tokens, slot.prefilled = list(leader.slot.kv_tokens), leader.slot.prefilled
+                slot.checkpoints = list(leader.slot.checkpoints)  # their bytes are never changed
                 follower.pending = []
                 follower.on_logits(index)
             else:  # llama.cpp refused the copy: it prefills on its own

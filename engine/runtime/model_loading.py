@@ -64,6 +64,11 @@ class LoadOptions:
     # trained for, with a warning (``context_note``). False (the automatic choice, or a
     # caller's default) keeps it within the training context.
     explicit_context: bool = False
+    # Sliding-window layers (gemma-3, gpt-oss…) keep a cache of the window only, as
+    # llama-server does, with the window's state checkpointed where prompts resume
+    # (``swa_checkpoints``); True keeps a cache of the full context for them instead
+    # (the draft model does: it is cut back anywhere, every step).
+    swa_full: bool = False
 
 
 def context_per_sequence(wanted: int, trained: int, explicit: bool, model_id: str) -> tuple[int, str]:
@@ -117,6 +122,8 @@ class LlamaContext:
     n_ctx_train: int
     n_layer: int
     n_swa: int  # sliding-window layers see only the last n_swa positions (0: none)
+    # Those layers keep only the window (swa_full off): cuts resume from window checkpoints.
+    window_cache: bool
     threads: int
     gpu_layers: int
     kv_cache_type: str  # the K/V element type this context runs ("auto" resolved)
@@ -292,7 +299,7 @@ def _context_on(lib: Any, record: ModelRecord, info: GGUFInfo, options: LoadOpti
         record=record, options=options, info=info, slots=slots,
         lib=lib, model=model, ctx=ctx, vocab=vocab, memory=memory, batch=batch, batch_capacity=batch_capacity,
         progress_cb=progress_cb, n_vocab=n_vocab, n_ctx=n_ctx, n_ctx_train=n_ctx_train, n_layer=n_layer,
-        n_swa=n_swa, threads=plan.threads, gpu_layers=gpu_layers, kv_cache_type=plan.kv_cache_type,
+        n_swa=n_swa, window_cache=n_swa > 0 and not options.swa_full, threads=plan.threads, gpu_layers=gpu_layers, kv_cache_type=plan.kv_cache_type,
         flash_attention=plan.flash_attention, canonical_rows=plan.canonical_rows, context_note=plan.context_note,
         chat_template=chat_template, add_bos=bool(lib.llama_vocab_get_add_bos(vocab)), speculative_mode=mode,
         vocabulary=vocabulary, adapters=adapters,
@@ -338,11 +345,10 @@ def _context_plan(lib: Any, record: ModelRecord, options: LoadOptions, sequences
     # slot, -0.169 in another), so a conversation's answer would depend on its slot and
     # on what else ran before. Per-sequence streams answer exactly as a lone sequence.
     ctx_params.kv_unified = False
-    # Sliding-window layers (gemma-3) keep a cache of the full context, not just the
-    # window (llama.cpp's default, made explicit): rejected drafts and a trimmed prefix
-    # can then be removed like any other tail, with every cell the next token attends to
-    # still there.
-    ctx_params.swa_full = True
+    # Sliding-window layers (gemma-3) keep a cache of the window (plus a micro-batch), as
+    # llama-server does: a quarter or less of a full-context cache. Cutting a sequence back
+    # past it restores a window checkpoint (swa_checkpoints); swa_full keeps the old way.
+    ctx_params.swa_full = options.swa_full
     threads = options.threads or physical_cores()
     ctx_params.n_threads = threads
     ctx_params.n_threads_batch = threads
@@ -372,7 +378,7 @@ def planned_gpu_layers(record: ModelRecord, info: GGUFInfo, options: LoadOptions
         return 0
     # Every sequence has a KV stream of the full context (see _open).
     estimate = estimate_fit(ModelShape.from_gguf(info), machine, context=options.context_size * sequences,
-                            kv_type=options.kv_cache_type, n_ubatch=options.batch_size)
+                            kv_type=options.kv_cache_type, n_ubatch=options.batch_size, sequences=sequences)
     log.info("fit estimate for %s: %s", record.id, estimate.label)
     return estimate.gpu_layers
 
@@ -420,9 +426,10 @@ def speculative_mode(lib: Any, model: Any, options: LoadOptions, model_id: str) 
     if mode == OFF or options.embeddings:
         return OFF
     # Rejected draft tokens are removed from the KV cache: a recurrent state cannot drop
-    # a tail. A sliding-window model's can, with its full-size window cache (swa_full
-    # above): tested past the window, the cache after hundreds of drafted tokens, some
-    # rejected, predicts as a full prefill does, to rounding.
+    # a tail. A sliding-window model's can: its window cache holds a micro-batch more than
+    # the window, and a rejected draft is cut within the step that wrote it, so the window
+    # of the next position is still there (tested past the window: the cache after
+    # hundreds of drafted tokens, some rejected, predicts as a full prefill does).
     if lib.llama_model_is_recurrent(model) or lib.llama_model_is_hybrid(model):
         log.info("speculative decoding is off for %s: its cache cannot drop rejected drafts", model_id)
         return OFF

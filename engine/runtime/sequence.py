@@ -105,8 +105,19 @@ class Sequence:
             if left - take < least or take < least:
                 # Leave a full canonical tail: take less, or everything when that fits.
                 take = left if left <= most else left - least - (start + left - least) % PREFILL_ALIGN
+        if take == left and self.model.window_cache:
+            take = self._resume_cut(start, take, least)
         chunk, self.pending = self.pending[:take], self.pending[take:]
         return chunk
+
+    def _resume_cut(self, start: int, take: int, least: int) -> int:
+        """The rest of the prompt, ``take`` tokens, fits one chunk: with a window-sized cache,
+        end a chunk where a later prompt sharing this one resumes (the last aligned position
+        that leaves a canonical tail, ``KvStates.reusable_length``), so that a window
+        checkpoint is taken there (``WindowCheckpoints.after_chunk``)."""
+        resume = start + take - least
+        resume -= resume % PREFILL_ALIGN
+        return resume - start if resume - start >= least else take
 
     def prefilled(self, chunk: list[int]) -> None:
         """``chunk`` is in the KV cache now: say how far the prompt's reading has come."""

@@ -9,6 +9,7 @@ slots; a ``Sequence`` (``sequence.py``) is one job's progress through one.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 PREFILL = "prefill"
 DECODE = "decode"
@@ -28,6 +29,16 @@ FA_TILE_ROWS = 64
 PREFILL_ALIGN = 32
 
 
+@dataclass(frozen=True)
+class Checkpoint:
+    """The sliding-window layers' part of a sequence's state when it held ``position``
+    tokens (``swa_checkpoints``): with a window-sized cache, a sequence cut back to an
+    earlier position needs these to continue exactly there."""
+
+    position: int
+    payload: Any  # np.ndarray of uint8: what llama_state_seq_get_data_ext copied out
+
+
 @dataclass
 class KvSlot:
     seq_id: int
@@ -43,3 +54,6 @@ class KvSlot:
     # The key of the LoRA set its KV entries were computed with ("" for none): they serve
     # only a sequence that runs with the same set (``KvStates.reusable_prefix``).
     lora: str = ""
+    # Window checkpoints at positions within kv_tokens, oldest first (empty for models
+    # without a window-sized cache): where a cut may resume (``swa_checkpoints``).
+    checkpoints: list[Checkpoint] = field(default_factory=list)

@@ -52,7 +52,9 @@ def estimate_resident_bytes(record: ModelRecord, options: LoadOptions) -> int:
     except (ModelLoadError, OSError):
         return record.size_bytes
     cells = max(1, options.context_size) * max(1, options.parallel)
-    total = (shape.weights_bytes + kv_cache_bytes(shape, cells, options.kv_cache_type)
+    window = shape if not options.swa_full else replace(shape, swa_layers=0)
+    total = (shape.weights_bytes + kv_cache_bytes(window, cells, options.kv_cache_type, options.parallel,
+                                                  options.batch_size)
              + compute_bytes(shape, cells, options.batch_size))
     return total + draft_model_bytes(record, options)
 

@@ -69,7 +69,7 @@ class CachedSequence(Protocol):
     id of a ``LoadedModel``) and the tests' stand-ins provide it."""
 
     n_ctx: int
-    n_swa: int  # sliding-window size (0: none); such states cannot be cut back past it
+    n_swa: int  # sliding-window size (0: none); such states are cut back through their checkpoints
     record: _Record
 
     @property
@@ -182,7 +182,9 @@ class PrefixCache:
             # The model's rule: how much of a shared prefix a prompt may take from a state
             # and still read exactly what a full prefill reads (runtime/slots.py).
             common = model.reusable_length(len(prompt), min(reach, common_prefix(entry.tokens, wanted)), shared)
-            if common > best_common and self._trimmable(model, entry, common):
+            # (A sliding-window state cut back past its window resumes from one of the
+            # window checkpoints it carries, or is not restored: ``import_sequence``.)
+            if common > best_common:
                 best, best_common = entry, common
         if best is None or best_common <= resident:
             return 0
@@ -427,12 +429,6 @@ class PrefixCache:
         with self._lock:
             names = self._index_for(state_key).longest(state_key, prompt)
             return [self._entries[n] for n in names if n in self._entries]
-
-    def _trimmable(self, model: CachedSequence, entry: CacheEntry, common: int) -> bool:
-        # A saved state of a sliding-window model holds only the last n_swa positions of its
-        # window layers, so it can be extended but not cut back past that window.
-        n_swa = model.n_swa
-        return not (n_swa and common < entry.header.n_tokens and entry.header.n_tokens > n_swa)
 
     def _payload(self, entry: CacheEntry, state_key: str) -> bytearray | np.ndarray | None:
         with self._lock:

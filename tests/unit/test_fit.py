@@ -99,7 +99,12 @@ def test_shape_from_real_gguf_headers(smollm2_path: Path, gemma_path: Path) -> N
     assert smol.output_bytes is not None and smol.output_bytes < 10_000  # tied embeddings: only the norm
     gemma = ModelShape.from_gguf(read_gguf(gemma_path))
     assert (gemma.n_layers, gemma.n_head_kv, gemma.head_dim_k) == (18, 1, 256)
-    assert kv_cache_bytes(gemma, 2048) == 36 * MIB
+    # 3 full layers at 2,048 cells and 15 window layers at 1,024 (llama.cpp at 32,768 tokens:
+    # "96.00 MiB (32768 cells, 3 layers)" and "15.00 MiB (1024 cells, 15 layers)").
+    assert (gemma.n_swa, gemma.swa_layers) == (512, 15)
+    assert kv_cache_bytes(gemma, 2048) == 21 * MIB
+    assert kv_cache_bytes(gemma, 32768) == 111 * MIB
+    assert kv_cache_bytes(gemma, 4 * 32768, sequences=4) == 4 * 111 * MIB
     assert estimate_fit(gemma, machine(4), context=2048).verdict == CPU_ONLY
 
 

@@ -357,3 +357,40 @@ def test_saves_copy_into_a_buffer_paged_in_ahead_of_time(tmp_path: Path) -> None
     # What was saved through the spare restores byte for byte after a restart.
     fresh, again = cache_at(tmp_path), StateModel(bytes_per_token=40_000)
     assert fresh.restore(again, list(range(300)) + [900_000, 900_001, 900_002] + list(range(7, 45)), 1) > 300
+
+
+def test_a_window_state_envelope_round_trips_and_a_damaged_one_is_refused(tmp_path: Path) -> None:
+    # A sliding-window model's saved state: the full state, then its window checkpoints
+    # (runtime/swa_checkpoints.py), stored by the state file as one opaque payload.
+    from inglenook.engine.runtime.slots import Checkpoint
+    from inglenook.engine.runtime.swa_checkpoints import pack, packed_size, unpack
+
+    state = np.arange(100, dtype=np.uint8)
+    checkpoints = [Checkpoint(512, np.full(40, 7, dtype=np.uint8)), Checkpoint(1856, np.full(24, 9, dtype=np.uint8))]
+    payload = np.empty(packed_size(len(state), checkpoints), dtype=np.uint8)
+    payload[:len(state)] = state
+    pack(payload, len(state), checkpoints)
+    header = StateHeader(state_key="fp|kv=f16;fa=on;swa=window|b", kind="conversation", tokens=[1, 2, 3],
+                         conversation_id=1)
+    write_state_file(tmp_path / f"a{SUFFIX}", header, payload)
+    _, read = read_state_file(tmp_path / f"a{SUFFIX}")
+    unpacked = unpack(read)
+    assert unpacked is not None
+    full, got = unpacked
+    assert full.tobytes() == state.tobytes()
+    assert [(c.position, c.payload.tobytes()) for c in got] == [(c.position, c.payload.tobytes()) for c in checkpoints]
+    # A state without an envelope (or one cut short) is not read as one.
+    assert unpack(state) is None
+    assert unpack(read[:-1]) is None
+    assert unpack(read[:len(state) + 10]) is None
+
+
+def test_window_checkpoints_are_thinned_evenly_keeping_the_newest() -> None:
+    from inglenook.engine.runtime.slots import Checkpoint
+    from inglenook.engine.runtime.swa_checkpoints import MAX_CHECKPOINTS, _thinned
+
+    positions = [c.position for c in _thinned([Checkpoint(p, None) for p in range(512, 512 * 14, 512)] +
+                                               [Checkpoint(512 * 14 + 64, None)])]
+    assert len(positions) == MAX_CHECKPOINTS and positions[-1] == 512 * 14 + 64
+    gaps = [b - a for a, b in zip(positions, positions[1:])]
+    assert max(gaps) <= 3 * min(gaps)  # spread over the sequence, not only its newest part

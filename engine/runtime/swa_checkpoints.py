@@ -1,0 +1,179 @@
+"""Checkpoints of a sequence's sliding-window layers, for models whose window layers keep
+only a window-sized cache (``LoadOptions.swa_full`` off, the default).
+
+Such a cache holds a little more than the last ``n_swa`` positions of those layers: a
+sequence can grow, but once cut back more than a few tokens the positions its next token
+attends to are gone. llama.cpp can copy the window layers' part of a sequence's state on
+its own (``LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY``; the full-attention layers keep every
+position and are cut like any tail), so the engine keeps such copies at positions where a
+later prompt may resume (``WindowCheckpoints.after_chunk``) and a cut that loses the window
+goes back to the nearest one at or before it and reads the rest again (``restore``).
+
+Checkpoints are taken only where the sequence's KV is canonical (``KvSlot.prefilled``
+reaches the end of what it holds, an aligned prompt-chunk end), so resuming from one reads
+the same chunks a full prefill reads. A saved state carries its slot's checkpoints in an
+envelope (``pack``/``unpack``): the prefix cache stores it as one opaque payload, counted in
+its budget like the rest.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import struct
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .slots import PREFILL_ALIGN, Checkpoint, KvSlot
+
+if TYPE_CHECKING:
+    from .model_loading import LlamaContext
+
+log = logging.getLogger("inglenook.engine.runtime.model")
+
+PARTIAL_ONLY = 1  # LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY (llama.h): the window layers' part alone
+# Tokens between the checkpoints taken while a long prompt is read, and how many a slot
+# keeps: gemma-3-270m's window part is ~15 MB, so eight cost about what 4,096 positions of
+# its full-size window cache did. A cut between two of them reads up to SPACING tokens again.
+SPACING = 2048
+MAX_CHECKPOINTS = 8
+
+# The envelope of a saved state with checkpoints: the full state, each checkpoint's bytes,
+# then per checkpoint (position, size), their count, the full state's size and a magic.
+_ENTRY = struct.Struct("<IQ")
+_TAIL = struct.Struct("<IQ8s")
+_MAGIC = b"INGSWA01"
+
+
+def _pointer(buffer: np.ndarray) -> "ctypes._Pointer[ctypes.c_uint8]":
+    return buffer.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8))
+
+
+class WindowCheckpoints:
+    """Taking, keeping and restoring a context's window checkpoints (one list per slot)."""
+
+    def __init__(self, context: "LlamaContext") -> None:
+        self.context = context
+
+    @property
+    def enabled(self) -> bool:
+        return self.context.window_cache
+
+    def after_chunk(self, slot: KvSlot, remaining: int, boundary: int) -> None:
+        """A prompt chunk was read into ``slot`` with ``remaining`` prompt tokens still to
+        read: keep a checkpoint where a later prompt is likely to resume. That is where the
+        last chunk of this prompt starts (a regenerate, a continued answer or a follow-up
+        after a long answer resumes there: ``Sequence.take_prefill`` cuts the prompt's end
+        so that this point is a chunk end), a shared documents block's end, and every
+        ``SPACING`` tokens of a long prompt (edits and branches further back)."""
+        position = len(slot.kv_tokens)
+        if not self.enabled or remaining == 0 or slot.prefilled != position or position == 0:
+            return
+        last = slot.checkpoints[-1].position if slot.checkpoints else 0
+        final = remaining < self.context.canonical_rows + PREFILL_ALIGN
+        if final or position == boundary or position - last >= SPACING:
+            self.take(slot)
+
+    def at_resume(self, slot: KvSlot, prompt_tokens: int) -> None:
+        """A prompt of ``prompt_tokens`` resumes on what ``slot`` holds (restored or kept):
+        when that is where its last chunk starts, no chunk of it will end there, so keep a
+        checkpoint of it now (the same prompt again, a regenerate, resumes exactly there)."""
+        position = len(slot.kv_tokens)
+        if (not self.enabled or position == 0 or slot.prefilled != position
+                or prompt_tokens - position >= self.context.canonical_rows + PREFILL_ALIGN
+                or any(c.position == position for c in slot.checkpoints)):
+            return
+        self.take(slot)
+
+    def take(self, slot: KvSlot) -> bool:
+        """Copy the window layers' state of ``slot`` as it is now; False when llama.cpp could not."""
+        context = self.context
+        lib, ctx, seq_id = context.lib, context.ctx, slot.seq_id
+        size = lib.llama_state_seq_get_size_ext(ctx, seq_id, PARTIAL_ONLY)
+        if size <= 0:
+            return False
+        payload = np.empty(size, dtype=np.uint8)
+        if lib.llama_state_seq_get_data_ext(ctx, _pointer(payload), size, seq_id, PARTIAL_ONLY) != size:
+            log.warning("llama.cpp could not copy a window checkpoint of %s", context.record.id)
+            return False
+        position = len(slot.kv_tokens)
+        kept = [c for c in slot.checkpoints if c.position < position]
+        slot.checkpoints = _thinned([*kept, Checkpoint(position, payload)])
+        return True
+
+    def restore(self, slot: KvSlot, keep: int) -> int:
+        """``slot`` was cut to ``keep`` tokens and its window lost: resume it from the latest
+        checkpoint at or before ``keep``. Returns the tokens it holds then, or 0 when no
+        checkpoint serves (the caller clears it and the prompt is read from the start)."""
+        context = self.context
+        lib = context.lib
+        for checkpoint in reversed(slot.checkpoints):
+            position = checkpoint.position
+            if position > keep or position > slot.prefilled or position == 0:
+                continue
+            payload: np.ndarray = checkpoint.payload
+            if not lib.llama_memory_seq_rm(context.memory, slot.seq_id, position, -1):
+                return 0
+            del slot.kv_tokens[position:]
+            slot.prefilled = min(slot.prefilled, position)
+            loaded = lib.llama_state_seq_set_data_ext(context.ctx, _pointer(payload), len(payload), slot.seq_id,
+                                                      PARTIAL_ONLY)
+            if loaded != len(payload):
+                log.warning("llama.cpp refused a window checkpoint of %s at %d", context.record.id, position)
+                return 0
+            slot.checkpoints = [c for c in slot.checkpoints if c.position <= position]
+            log.debug("resumed %s from its window checkpoint at %d (cut at %d)", context.record.id, position, keep)
+            return position
+        return 0
+
+
+def _thinned(checkpoints: list[Checkpoint]) -> list[Checkpoint]:
+    """At most ``MAX_CHECKPOINTS``, the newest always kept: drop the one whose neighbours
+    lie closest together, so that the survivors stay spread over the whole sequence."""
+    while len(checkpoints) > MAX_CHECKPOINTS:
+        gaps = [checkpoints[i + 1].position - (checkpoints[i - 1].position if i else 0)
+                for i in range(len(checkpoints) - 1)]
+        del checkpoints[gaps.index(min(gaps))]
+    return checkpoints
+
+
+def packed_size(state_size: int, checkpoints: list[Checkpoint]) -> int:
+    """The bytes of an envelope of a ``state_size``-byte state and ``checkpoints``."""
+    return state_size + sum(len(c.payload) + _ENTRY.size for c in checkpoints) + _TAIL.size
+
+
+def pack(buffer: np.ndarray, state_size: int, checkpoints: list[Checkpoint]) -> None:
+    """Complete an envelope whose first ``state_size`` bytes (the full state) are written."""
+    offset = state_size
+    for checkpoint in checkpoints:
+        buffer[offset:offset + len(checkpoint.payload)] = checkpoint.payload
+        offset += len(checkpoint.payload)
+    for checkpoint in checkpoints:
+        buffer[offset:offset + _ENTRY.size] = np.frombuffer(
+            _ENTRY.pack(checkpoint.position, len(checkpoint.payload)), dtype=np.uint8)
+        offset += _ENTRY.size
+    buffer[offset:offset + _TAIL.size] = np.frombuffer(_TAIL.pack(len(checkpoints), state_size, _MAGIC), dtype=np.uint8)
+
+
+def unpack(payload: np.ndarray) -> tuple[np.ndarray, list[Checkpoint]] | None:
+    """The full state and the checkpoints of an envelope; None when it is not one (a state
+    saved without checkpoints, or damaged): the caller then reads the prompt again."""
+    if len(payload) < _TAIL.size:
+        return None
+    count, state_size, magic = _TAIL.unpack(payload[len(payload) - _TAIL.size:].tobytes())
+    table = len(payload) - _TAIL.size - count * _ENTRY.size
+    if magic != _MAGIC or table < state_size:
+        return None
+    checkpoints: list[Checkpoint] = []
+    offset = state_size
+    for i in range(count):
+        entry = table + i * _ENTRY.size
+        position, size = _ENTRY.unpack(payload[entry:entry + _ENTRY.size].tobytes())
+        if offset + size > table:
+            return None
+        checkpoints.append(Checkpoint(position, payload[offset:offset + size]))
+        offset += size
+    if offset != table:
+        return None
+    return payload[:state_size], checkpoints
