@@ -23,7 +23,7 @@ from PySide6.QtCore import QByteArray, Qt, QUrl
 from PySide6.QtGui import QCloseEvent, QDesktopServices, QDragEnterEvent, QDropEvent, QIcon, QKeySequence, QShortcut
 from PySide6.QtWidgets import QApplication, QHBoxLayout, QMainWindow, QStackedWidget, QWidget
 
-from inglenook.engine import Conversation, EncoderOffer, Engine, LastCrash, ModelRecord
+from inglenook.engine import Conversation, EncoderOffer, Engine, LastCrash, ModelRecord, Settings
 
 from inglenook.app.services import errors as actions
 from inglenook.app.widgets import icons
@@ -51,6 +51,9 @@ from inglenook.app.widgets.status_line import StatusLine
 from inglenook.app.pages.usage.page import UsagePage
 from inglenook.app.services.operations import Operations
 from inglenook.app.services.workers import Workers
+from inglenook.app.controllers.voice_input import Dictation
+from inglenook.app.controllers.voice_mode import VoiceMode
+from inglenook.app.controllers.voice_output import ReadAloud
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +95,7 @@ class MainWindow(QMainWindow):
         self.next_message = NextMessage(engine, self.workers, self.chat_page, self.active, self.model_list, self)
         self.attachments, self.images = self.next_message.documents, self.next_message.images
         self.images.models_wanted.connect(lambda: self.show_page("models"))
+        self._voice()
         self._connect()
         self._shortcuts()
         # A title written in the background (engine/chat/background.py) shows in the sidebar.
@@ -188,6 +192,23 @@ class MainWindow(QMainWindow):
         self.composer.input.viewport().installEventFilter(self._drop_filter)  # it would paste the path
         self.attachments.accept_drops_on(self.composer.input.viewport())  # other files: documents
 
+    def _voice(self) -> None:
+        """Dictation, Read aloud and hands-free voice mode (issue 42), wired to the chat."""
+        engine, page = self.engine, self.chat_page
+
+        def settings() -> Settings:
+            return engine.settings
+
+        self.read_aloud = ReadAloud(engine, self.operations, self.chat, settings, lambda: self.active.current_id, self)
+        self.dictation = Dictation(engine, self.operations, page, settings, self)
+        self.voice_mode = VoiceMode(engine, self.operations, page, self.chat, self.read_aloud, settings, self)
+        self.voice_mode.send.connect(self.next_message.send)
+        self.voice_mode.stop_answer.connect(self.active.stop)
+        page.read_aloud_requested.connect(self.read_aloud.read)
+        page.read_aloud_stopped.connect(self.read_aloud.stop)
+        self.read_aloud.ended.connect(page.reading_ended)
+        self.read_aloud.problem.connect(page.show_voice_problem)
+
     def _download_encoder(self, offer: EncoderOffer) -> None:
         self.models_page.download(offer.repo, offer.option, offer.commit)
         self._encoder_download_state()
@@ -205,6 +226,8 @@ class MainWindow(QMainWindow):
             (shortcuts.SETTINGS, self.open_settings),
             (shortcuts.COPY_ANSWER, self.copy_last_answer),
             (shortcuts.TOGGLE_SIDEBAR, self.sidebar.toggle_collapsed),
+            (shortcuts.DICTATE, self.dictation.toggle),
+            (shortcuts.VOICE_MODE, self.voice_mode.enter),
         ):
             shortcut = QShortcut(QKeySequence(keys.keys), self)
             shortcut.setContext(Qt.ShortcutContext.WindowShortcut)
@@ -260,6 +283,9 @@ class MainWindow(QMainWindow):
             self.sidebar.clear_search()
             return
         if self.chat_page.close_overlay():
+            return
+        if self.voice_mode.active:
+            self.voice_mode.leave()  # the answer, if one streams, goes on in text: Esc again stops it
             return
         self.active.stop()
 
@@ -363,6 +389,9 @@ class MainWindow(QMainWindow):
         geometry = self.geometry_to_keep()
         if geometry != self.engine.settings.window_geometry:
             self.saver.apply({"window_geometry": geometry})  # on the disk lane, waited for below
+        self.voice_mode.leave()
+        self.dictation.stop()
+        self.read_aloud.stop()
         self.chat.stop_all()
         self.models_page.shutdown()  # cancelled downloads keep their partial files, to resume
         self.conversations.commit_pending_deletes()

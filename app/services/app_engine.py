@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from inglenook.engine import (
         AdapterRegistry, CacheUsage, ChatService, Engine, EncoderOffer, FoundModel, ImportResult,
-        JobHandle, LoadPlan, McpServerConfig, Message, ModelListener, ModelRecord, Paths, Settings, UsageSummary,
+        JobHandle, LoadPlan, McpServerConfig, Message, ModelListener, ModelRecord, Paths, Settings, Speech,
+        UsageSummary,
     )
 
 
@@ -39,6 +40,10 @@ class AppEngine(Protocol):
     settings: Settings  # a value: changed only through update_settings / override_settings
     paths: Paths  # where data, models and logs live (Show in folder, the About report)
     adapters: AdapterRegistry  # LoRA adapters for the chat panel
+
+    @property
+    def speech(self) -> Speech:
+        """Speech to text and text to speech (dictation, Read aloud, voice mode), made on first use."""
 
     def name_client(self, client: str) -> None:
         """Whose answers the chats are in the usage table ("window")."""

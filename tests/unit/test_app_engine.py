@@ -89,4 +89,7 @@ def test_each_member_is_the_engines_own(name: str) -> None:
         assert name in inspect.getsource(Engine.__init__), f"Engine sets no {name}"
         return
     have = getattr(Engine, name)
+    if isinstance(wanted, property):  # a part made on first use (speech)
+        assert isinstance(have, property), f"Engine.{name} is not a property"
+        return
     assert list(inspect.signature(have).parameters) == list(inspect.signature(wanted).parameters)
