@@ -54,6 +54,7 @@ from inglenook.app.services.workers import Workers
 from inglenook.app.controllers.voice_input import Dictation
 from inglenook.app.controllers.voice_mode import VoiceMode
 from inglenook.app.controllers.voice_output import ReadAloud
+from inglenook.app.controllers.voice_recordings import SpokenRecordings
 
 log = logging.getLogger(__name__)
 
@@ -208,6 +209,11 @@ class MainWindow(QMainWindow):
         page.read_aloud_stopped.connect(self.read_aloud.stop)
         self.read_aloud.ended.connect(page.reading_ended)
         self.read_aloud.problem.connect(page.show_voice_problem)
+        # Recordings of spoken messages, where the person keeps them; those of deleted chats go.
+        self.recordings = SpokenRecordings(engine, self.operations, self.chat, settings, self)
+        self.dictation.spoken.connect(self.recordings.offer)
+        self.voice_mode.heard.connect(self.recordings.offer)
+        self.recordings.sweep()
 
     def _download_encoder(self, offer: EncoderOffer) -> None:
         self.models_page.download(offer.repo, offer.option, offer.commit)
@@ -395,6 +401,7 @@ class MainWindow(QMainWindow):
         self.chat.stop_all()
         self.models_page.shutdown()  # cancelled downloads keep their partial files, to resume
         self.conversations.commit_pending_deletes()
+        self.recordings.sweep()  # queued after the deletes: their recordings go with them
         self.workers.wait(SHUTDOWN_WAIT_MS)
         self.server.shutdown()
         self.hub.close()

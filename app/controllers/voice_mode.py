@@ -45,7 +45,7 @@ class VoiceMode(QObject):
     state_changed = Signal(str)  # off, listening, hearing, thinking, speaking
     send = Signal(str)  # what the person said: the chat's next message
     stop_answer = Signal()  # barge-in: the answer being read stops too
-    heard = Signal(object)  # an utterance's samples, once it was sent (Recordings keeps them if asked)
+    heard = Signal(object)  # an utterance's samples, just before it is sent (kept if the person asked)
 
     def __init__(self, engine: AppEngine, operations: Operations, page: ChatPage, chat: ChatController,
                  reader: ReadAloud, settings: Callable[[], Settings], parent: QObject | None = None) -> None:
@@ -59,7 +59,6 @@ class VoiceMode(QObject):
         self.gate = UtteranceGate()
         self.barge = UtteranceGate(level=BARGE_LEVEL, start_s=BARGE_START_S)
         self._answer: int | None = None  # the conversation whose answer is awaited or read
-        self._utterance: np.ndarray | None = None  # the samples last sent
         reader.speaking_started.connect(self._speaking)
         reader.ended.connect(self._read_to_end)
         chat.answer_started.connect(self._answer_started)
@@ -123,7 +122,7 @@ class VoiceMode(QObject):
             if not text.strip():
                 self._listen()  # a cough, a door: nothing to send
                 return
-            self._utterance = samples
+            self.heard.emit(samples)  # first: the recording waits for the message it becomes
             self.send.emit(text.strip())
 
         def failed(explanation: Explanation) -> None:
@@ -138,9 +137,6 @@ class VoiceMode(QObject):
             return
         self.reader.follow(conversation_id)  # first: it ends a reading in progress, which must not count as ours
         self._answer = conversation_id
-        if self._utterance is not None:
-            self.heard.emit(self._utterance)
-            self._utterance = None
 
     def _speaking(self) -> None:
         if self.state == "thinking" and self._answer is not None:

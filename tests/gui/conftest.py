@@ -16,6 +16,28 @@ pytestmark = pytest.mark.gui
 ANSWER_TIMEOUT_MS = 180_000
 
 
+@pytest.fixture(scope="session", autouse=True)
+def sound_server(tmp_path_factory):
+    """A PulseAudio daemon of the tests' own (tests/audio_device.py), started before anything
+    asks Qt for a sound device: Qt's sound backend connects once per process, to the server
+    named then. The voice tests record and play through it, and no test reaches the machine's
+    real sound server. None where PulseAudio is not installed (the voice tests then skip)."""
+    from tests import audio_device
+
+    if audio_device.missing():
+        yield None
+        return
+    server = audio_device.PulseServer(tmp_path_factory.mktemp("pulse"))
+    before = os.environ.get("PULSE_SERVER")
+    os.environ["PULSE_SERVER"] = server.address
+    yield server
+    if before is None:
+        os.environ.pop("PULSE_SERVER", None)
+    else:
+        os.environ["PULSE_SERVER"] = before
+    server.close()
+
+
 @pytest.fixture
 def engine(home, smollm2_path):  # home: the per-test INGLENOOK_HOME
     from inglenook.engine import Engine

@@ -11,9 +11,6 @@ where one is missing the tests skip and say which.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-
 import numpy as np
 import pytest
 from PySide6.QtCore import Qt
@@ -34,20 +31,13 @@ def _skip_reason() -> str | None:
     return audio_device.missing() or speech_missing()
 
 
-@pytest.fixture(scope="module")
-def pulse(tmp_path_factory) -> Iterator[audio_device.PulseServer]:
+@pytest.fixture
+def pulse(sound_server) -> audio_device.PulseServer:
+    """The session's sound server (tests/gui/conftest.py), where PulseAudio and the speech models are."""
     reason = _skip_reason()
-    if reason:
-        pytest.skip(reason)
-    server = audio_device.PulseServer(tmp_path_factory.mktemp("pulse"))
-    before = os.environ.get("PULSE_SERVER")
-    os.environ["PULSE_SERVER"] = server.address  # read when Qt's multimedia first looks for devices
-    yield server
-    if before is None:
-        os.environ.pop("PULSE_SERVER", None)
-    else:
-        os.environ["PULSE_SERVER"] = before
-    server.close()
+    if reason or sound_server is None:
+        pytest.skip(reason or "the sound server did not start")
+    return sound_server
 
 
 @pytest.fixture(scope="module")
@@ -137,6 +127,7 @@ def test_answers_are_read_as_they_stream_when_asked(qtbot, window, pulse) -> Non
 
 def test_voice_mode_hears_a_question_speaks_the_answer_and_listens_again(qtbot, window, pulse, spoken) -> None:
     long_answer = " ".join([ANSWER] * 8)  # long enough to be talked over
+    window.engine.update_settings(voice_keep_recordings=True)
     cid = new_chat(qtbot, window, max_tokens=200, grammar=forced(long_answer))
     mode = window.voice_mode
     states: list[str] = []
@@ -152,6 +143,10 @@ def test_voice_mode_hears_a_question_speaks_the_answer_and_listens_again(qtbot, 
         question = window.engine.messages(cid)[0]
         assert question.role == "user"
         assert word_error_rate([SENTENCE], [question.content]) <= 0.25, question.content
+        # Kept with the chat, as asked: the audio the question was heard from.
+        kept = window.recordings.folder / str(cid) / f"{question.id}.wav"
+        qtbot.waitUntil(kept.is_file)
+        assert kept.read_bytes()[:4] == b"RIFF"
         qtbot.waitUntil(lambda: recording.loud_samples() > 2_000, timeout=HEARD_MS)
         # Barge-in: talking over the voice stops it (and the answer, if it still streams) and
         # it hears them out.
@@ -174,3 +169,32 @@ def test_voice_mode_hears_a_question_speaks_the_answer_and_listens_again(qtbot, 
         recording.close()
         mode.leave()
     wait_answer(qtbot, window, cid)
+    # Deleted with the chat.
+    window.conversations.delete(cid)
+    window.conversations.commit_pending_deletes()
+    window.recordings.sweep()
+    qtbot.waitUntil(lambda: not kept.parent.exists())
+
+
+def test_settings_choose_the_devices_and_the_voice(qtbot, window, sound_server) -> None:
+    if sound_server is None:
+        pytest.skip(audio_device.missing() or "the sound server did not start")
+    dialog = window.open_settings("Voice")
+    page = dialog.voice_page
+    qtbot.waitUntil(lambda: page.microphone.count() > 1 and page.speaker.count() > 1)
+    assert page.microphone.itemText(0) == "System default"
+    page.microphone.setCurrentIndex(page.microphone.findText("Test-microphone"))
+    page.speaker.setCurrentIndex(page.speaker.findText("Test-speakers"))
+    page.streaming.setChecked(True)
+    assert not page.keep.isChecked()  # recordings are not kept unless the person asks
+    changes = dialog.changes()
+    assert changes["voice_input_device"] == "microphone" and changes["voice_output_device"] == "speakers"
+    assert changes["voice_read_streaming"] is True and "voice_keep_recordings" not in changes
+    from PySide6.QtWidgets import QPushButton
+
+    save = next(b for b in dialog.findChildren(QPushButton) if b.text() == "Save")
+    with qtbot.waitSignal(window.saver.saved, timeout=10_000):
+        qtbot.mouseClick(save, Qt.MouseButton.LeftButton)
+    settings = window.engine.settings
+    assert (settings.voice_input_device, settings.voice_output_device) == ("microphone", "speakers")
+    assert settings.voice_read_streaming
