@@ -205,6 +205,7 @@ class MainWindow(QMainWindow):
         self.voice_mode = VoiceMode(engine, self.operations, page, self.chat, self.read_aloud, settings, self)
         self.voice_mode.send.connect(self.next_message.send)
         self.voice_mode.stop_answer.connect(self.active.stop)
+        self.voice_mode.state_changed.connect(self._voice_mode_state)
         page.read_aloud_requested.connect(self.read_aloud.read)
         page.read_aloud_stopped.connect(self.read_aloud.stop)
         self.read_aloud.ended.connect(page.reading_ended)
@@ -214,6 +215,10 @@ class MainWindow(QMainWindow):
         self.dictation.spoken.connect(self.recordings.offer)
         self.voice_mode.heard.connect(self.recordings.offer)
         self.recordings.sweep()
+
+    def _voice_mode_state(self, state: str) -> None:
+        if state != "off":
+            self.dictation.stop(hear_it=False)  # voice mode takes the microphone
 
     def _download_encoder(self, offer: EncoderOffer) -> None:
         self.models_page.download(offer.repo, offer.option, offer.commit)
@@ -396,7 +401,7 @@ class MainWindow(QMainWindow):
         if geometry != self.engine.settings.window_geometry:
             self.saver.apply({"window_geometry": geometry})  # on the disk lane, waited for below
         self.voice_mode.leave()
-        self.dictation.stop()
+        self.dictation.stop(hear_it=False)
         self.read_aloud.stop()
         self.chat.stop_all()
         self.models_page.shutdown()  # cancelled downloads keep their partial files, to resume

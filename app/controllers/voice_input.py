@@ -95,16 +95,19 @@ class Dictation(QObject):
         self.listening_changed.emit(True)
         return True
 
-    def stop(self) -> None:
-        """Stop listening; the whole recording is heard once more for the final words."""
+    def stop(self, hear_it: bool = True) -> None:
+        """Stop listening; the whole recording is heard once more for the final words (not
+        when ``hear_it`` is False: voice mode taking the microphone, the window closing)."""
         if not self.listening:
             return
+        if not hear_it:
+            self._round += 1  # what is in flight is dropped too
         samples = self.microphone.samples().copy()
         self.microphone.stop()
         self._timer.stop()
         self.page.set_listening(False)
         self.listening_changed.emit(False)
-        if samples.size:
+        if samples.size and hear_it:
             self._transcribe(samples, final=True)
 
     def _refresh(self) -> None:
