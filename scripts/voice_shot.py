@@ -24,6 +24,8 @@ sys.path.insert(0, str(ROOT))
 from screenshots import settle, wait  # noqa: E402 — after the path set-up
 
 QUESTION = "What is the capital of France?"
+DICTATED = ("Could you write a short note to my neighbour? Please thank her for watering the plants "
+            "while we were away, and ask whether she would like to come for dinner on Friday.")
 ANSWER = "Paris is the capital of France. It sits on the river Seine, and about two million people live there."
 
 
@@ -83,14 +85,13 @@ def main() -> int:
 
         # Dictation: the microphone on, the meter moving, the words arriving in the box.
         window.dictation.start()
-        speaking = server.speak_in_background(question)
-        wait(app, lambda: len(window.composer.text().split()) >= 4)
-        wait(app, lambda: window.composer.meter.value > 0.3)
+        speaking = server.speak_in_background(spoken_at_16k(DICTATED, pause_s=0.5))
+        # Shot mid-sentence: the meter up, the first words in the box, more still being said.
+        wait(app, lambda: len(window.composer.text().split()) >= 8 and speaking.is_alive())
         settle(app)
         window.grab().save(str(out / "voice-composer.png"))
         speaking.join()
-        window.dictation.stop()
-        wait(app, lambda: window.operations.wait("voice", 0) and not window.dictation.listening)
+        window.dictation.stop(hear_it=False)
         window.composer.set_text("")
 
         # Voice mode: the question heard and sent, the answer being read aloud.
