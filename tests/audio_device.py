@@ -23,9 +23,8 @@ import signal
 import subprocess
 import threading
 import time
+from array import array
 from pathlib import Path
-
-import numpy as np
 
 MIC_RATE = 16_000
 SPEAKER_RATE = 22_050
@@ -64,9 +63,13 @@ class PulseServer:
              "--disable-shm", "-F", str(config), "--log-target=stderr"],
             env=self.env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
         )
-        self._wait_ready()
-        # Held open for the daemon's life: the pipe source never sees its writer leave.
-        self.microphone = open(folder / "microphone.fifo", "wb", buffering=0)  # noqa: SIM115 — closed in close()
+        try:
+            self._wait_ready()
+            # Held open for the daemon's life: the pipe source never sees its writer leave.
+            self.microphone = open(folder / "microphone.fifo", "wb", buffering=0)  # noqa: SIM115 — closed in close()
+        except BaseException:
+            self._end()
+            raise
         self._speaking = threading.Lock()
 
     def _wait_ready(self, timeout_s: float = 20.0) -> None:
@@ -100,6 +103,9 @@ class PulseServer:
 
     def close(self) -> None:
         self.microphone.close()
+        self._end()
+
+    def _end(self) -> None:
         if self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
             try:
@@ -124,8 +130,8 @@ class SinkRecording:
     def loud_samples(self, threshold: int = 500) -> int:
         """How many recorded samples so far are louder than ``threshold`` (of 32767)."""
         data = self.path.read_bytes()
-        samples = np.frombuffer(data[: len(data) - len(data) % 2], dtype="<i2")
-        return int(np.count_nonzero(np.abs(samples.astype(np.int32)) > threshold))
+        samples = array("h", data[: len(data) - len(data) % 2])  # s16le: this machine's order on x86 and ARM
+        return sum(1 for sample in samples if abs(sample) > threshold)
 
     def close(self) -> None:
         self.process.terminate()

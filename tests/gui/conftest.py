@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
@@ -27,7 +28,12 @@ def sound_server(tmp_path_factory):
     if audio_device.missing():
         yield None
         return
-    server = audio_device.PulseServer(tmp_path_factory.mktemp("pulse"))
+    try:
+        server = audio_device.PulseServer(tmp_path_factory.mktemp("pulse"))
+    except (OSError, RuntimeError) as exc:  # a sandbox without the daemon's needs: the voice tests skip
+        warnings.warn(f"the test sound server did not start: {exc}", stacklevel=1)
+        yield None
+        return
     before = os.environ.get("PULSE_SERVER")
     os.environ["PULSE_SERVER"] = server.address
     yield server
