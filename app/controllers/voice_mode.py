@@ -30,6 +30,7 @@ from inglenook.app.controllers.voice_input import hear
 from inglenook.app.controllers.voice_output import ReadAloud
 from inglenook.app.pages.chat.page import ChatPage
 from inglenook.app.services.app_engine import AppEngine
+from inglenook.app.services.audio_devices import WHISPER_RATE
 from inglenook.app.services.errors import Explanation
 from inglenook.app.services.microphone import Microphone
 from inglenook.app.services.operations import Operations
@@ -76,6 +77,10 @@ class VoiceMode(QObject):
         if not self.microphone.start(self.settings().voice_input_device):
             return False
         self.reader.warm_up()
+        # Whisper loads on its first transcription (a second or more): load it while the
+        # person starts speaking, not after they stop.
+        hear(self.engine, self.operations, np.zeros(WHISPER_RATE // 2, dtype=np.float32), lambda _text: None,
+             lambda explanation: self.page.show_voice_problem(explanation.text))
         self._listen()
         return True
 

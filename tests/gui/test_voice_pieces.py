@@ -81,3 +81,35 @@ def test_an_utterance_starts_with_speech_and_ends_after_a_pause() -> None:
     assert "ended" not in events
     events = [gate.feed(block) for block in np.array_split(tone(0.5, 0.0005), 10)]
     assert "ended" in events and not gate.speaking
+
+
+def test_the_microphone_button_is_click_to_toggle_or_hold_to_talk(qtbot, monkeypatch) -> None:
+    """A click starts and the next click stops; held past HOLD_S, letting go stops it. The
+    press time is the module's clock, stood in for here: a test never waits on the wall clock."""
+    from PySide6.QtCore import Qt
+
+    from inglenook.app.pages.chat import composer as composer_module
+
+    composer = composer_module.Composer()
+    qtbot.addWidget(composer)
+    asked: list[bool] = []
+
+    def toggle() -> None:  # the controller's part: it knows whether it listens, and says so
+        asked.append(True)
+        composer.set_listening(len(asked) % 2 == 1)
+
+    composer.dictation_toggled.connect(toggle)
+    now = [100.0]
+    monkeypatch.setattr(composer_module.time, "monotonic", lambda: now[0])
+    button = composer.mic_button
+    qtbot.mousePress(button, Qt.MouseButton.LeftButton)
+    assert button.isChecked() and composer.meter.isVisibleTo(composer)  # on at the press
+    qtbot.mouseRelease(button, Qt.MouseButton.LeftButton)
+    assert button.isChecked() and len(asked) == 1  # a quick click leaves it on
+    qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+    assert not button.isChecked() and len(asked) == 2  # the next click stops it
+    qtbot.mousePress(button, Qt.MouseButton.LeftButton)
+    now[0] += composer_module.HOLD_S + 0.1
+    assert button.isChecked()
+    qtbot.mouseRelease(button, Qt.MouseButton.LeftButton)
+    assert not button.isChecked() and len(asked) == 4  # held: letting go stops it

@@ -7,6 +7,7 @@ and stay editable) with its level meter, and the button into hands-free voice mo
 from __future__ import annotations
 
 import math
+import time
 
 from PySide6.QtCore import QBuffer, QEvent, QIODevice, QMimeData, QObject, Qt, Signal
 from PySide6.QtGui import QImage, QKeyEvent, QTextCursor
@@ -19,6 +20,7 @@ from inglenook.app.pages.chat.attachment_bar import AttachmentBar
 from inglenook.app.pages.chat.voice_widgets import LevelMeter
 
 MAX_LINES = 8
+HOLD_S = 0.6  # the microphone held this long is push-to-talk: letting go stops it
 
 
 def png_of(image: QImage) -> bytes:
@@ -157,11 +159,16 @@ class Composer(QWidget):
         icons.set_icon(self.mic_button, "mic", "muted", 18)
         self.mic_button.setCheckable(True)
         self.mic_button.setFixedSize(32, 32)
-        self.mic_button.setToolTip("Dictate: click to start and stop (Ctrl+Shift+M)")
+        self.mic_button.setToolTip("Dictate: click to start and stop, or hold while you speak (Ctrl+Shift+M)")
         self.mic_button.setCursor(Qt.CursorShape.PointingHandCursor)
-        # The controller says whether it listens (set_listening): a click only asks.
+        # Press starts at once (no word lost to a click's length); a release after a hold stops,
+        # a quick click leaves it on until the next. The controller says whether it listens
+        # (set_listening): the button only asks.
+        self._pressed_at = 0.0
+        self._stop_on_release = False
+        self.mic_button.pressed.connect(self._mic_pressed)
+        self.mic_button.released.connect(self._mic_released)
         self.mic_button.clicked.connect(lambda: self.mic_button.setChecked(self._listening))
-        self.mic_button.clicked.connect(self.dictation_toggled)
         self.voice_button = QToolButton(self.frame)
         self.voice_button.setObjectName("MicButton")
         icons.set_icon(self.voice_button, "voice", "muted", 18)
@@ -172,6 +179,17 @@ class Composer(QWidget):
         row.addWidget(self.meter, 0, Qt.AlignmentFlag.AlignVCenter)
         row.addWidget(self.mic_button, 0, Qt.AlignmentFlag.AlignBottom)
         row.addWidget(self.voice_button, 0, Qt.AlignmentFlag.AlignBottom)
+
+    def _mic_pressed(self) -> None:
+        self._pressed_at = time.monotonic()
+        self._stop_on_release = self._listening  # a click on a listening microphone stops it
+        if not self._listening:
+            self.dictation_toggled.emit()
+
+    def _mic_released(self) -> None:
+        held = time.monotonic() - self._pressed_at >= HOLD_S
+        if self._listening and (self._stop_on_release or held):
+            self.dictation_toggled.emit()
 
     # -- dictation: what the voice controller shows here -------------------------------------
 
