@@ -203,7 +203,7 @@ class MainWindow(QMainWindow):
         self.read_aloud = ReadAloud(engine, self.operations, self.chat, settings, lambda: self.active.current_id, self)
         self.dictation = Dictation(engine, self.operations, page, settings, self)
         self.voice_mode = VoiceMode(engine, self.operations, page, self.chat, self.read_aloud, settings, self)
-        self.voice_mode.send.connect(self.next_message.send)
+        self.voice_mode.send.connect(self._voice_send)
         self.voice_mode.stop_answer.connect(self.active.stop)
         self.voice_mode.state_changed.connect(self._voice_mode_state)
         page.read_aloud_requested.connect(self.read_aloud.read)
@@ -215,6 +215,14 @@ class MainWindow(QMainWindow):
         self.dictation.spoken.connect(self.recordings.offer)
         self.voice_mode.heard.connect(self.recordings.offer)
         self.recordings.sweep()
+
+    def _voice_send(self, text: str) -> None:
+        """Voice mode's utterance, sent as typed text is; kept in the box when it cannot go now."""
+        if not self.active.can_send(text):
+            self.chat_page.set_message_text(text)
+            self.voice_mode.not_sent("An answer is still being written: what you said is in the message box.")
+            return
+        self.next_message.send(text)
 
     def _voice_mode_state(self, state: str) -> None:
         if state != "off":

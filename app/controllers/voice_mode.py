@@ -137,6 +137,12 @@ class VoiceMode(QObject):
 
         hear(self.engine, self.operations, samples, said, failed)
 
+    def not_sent(self, why: str) -> None:
+        """What was said could not go (an answer still streams in this chat): say so, listen again."""
+        self.page.show_voice_problem(why)
+        if self.state == "thinking" and self._answer is None:
+            self._listen()
+
     def _answer_started(self, conversation_id: int, _messages: list[Message]) -> None:
         if self.state != "thinking" or self._answer is not None:
             return
