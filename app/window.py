@@ -7,7 +7,9 @@ The window only shows and wires. Each job belongs to a controller:
 - ``ChatController`` (chat_controller.py): answers streaming, read on the GUI thread as the jobs wake it;
 - ``ModelList`` (model_list.py) and ``ModelStateHub`` (model_state.py): installed models, load state;
 - ``ServerController`` (server_control.py): the API server; ``StatusLine`` (status_line.py) shows it;
-- ``SettingsSaver`` (app_settings.py): saving settings.
+- ``SettingsSaver`` (app_settings.py): saving settings;
+- ``Dictation``, ``ReadAloud``, ``VoiceMode``, ``SpokenRecordings`` (voice_*.py): the microphone
+  in the composer, answers read aloud, hands-free voice mode, kept recordings.
 
 Everything slow runs on ``Workers``' lanes; controllers react to results on the GUI thread.
 """
