@@ -229,8 +229,13 @@ def cmd_doctor(args: argparse.Namespace, paths: Paths) -> int:
 
     from inglenook.engine import collect  # noqa: PLC0415 — loads llama.cpp
 
+    from inglenook.cli.sound_check import sound_devices, sound_rows  # noqa: PLC0415
+
     with _open_engine(args, paths) as engine:
         report = collect(engine, self_test_s=0.0 if args.no_self_test else 2.0)
+    sound = sound_devices()
+    report.sections.append(("Sound", sound_rows(sound)))
+    report.details["sound"] = sound
     if args.json:
         print(json.dumps(report.as_dict(), indent=2, default=str))
     else:

@@ -28,12 +28,14 @@ ROOT = Path(__file__).resolve().parents[1]
 # What the bundle's Qt plugins link besides the launch check's list: the Wayland plugin's
 # client libraries and the GL/EGL dispatchers' own dependencies.
 BUNDLE_LIBRARIES = ["libwayland-client0", "libwayland-cursor0", "libwayland-egl1", "libdrm2", "libglib2.0-0",
-                    "libxcb-xinerama0", "libxcb-glx0", "libfreetype6"]
+                    "libxcb-xinerama0", "libxcb-glx0", "libfreetype6", "libpulse0"]
 # The packages of the tools the build and tests/package use (desktop_session.missing_tools):
 # Xvfb, xauth, xdotool, xwininfo (x11-utils), xwd (x11-apps), convert (ImageMagick), unshare
-# and nsenter (util-linux), ip (iproute2), readelf and strip (binutils). Asked for by package,
-# not by a name on PATH: a stand-in `convert` is not ImageMagick.
-TOOLS = ["xvfb", "xauth", "xdotool", "x11-utils", "x11-apps", "imagemagick", "util-linux", "iproute2", "binutils"]
+# and nsenter (util-linux), ip (iproute2), readelf and strip (binutils), a sound server of the
+# test's own (pulseaudio, pactl and parec: tests/audio_device.py). Asked for by package, not by
+# a name on PATH: a stand-in `convert` is not ImageMagick.
+TOOLS = ["xvfb", "xauth", "xdotool", "x11-utils", "x11-apps", "imagemagick", "util-linux", "iproute2", "binutils",
+         "pulseaudio", "pulseaudio-utils"]
 
 
 def wanted() -> list[str]:

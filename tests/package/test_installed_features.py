@@ -63,9 +63,10 @@ def user_home(tmp_path: Path) -> Path:
     return home
 
 
-def cli(program: Path, home: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+def cli(program: Path, home: Path, *args: str, timeout: float = 900,
+        extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """``inglenook ARGS`` as the user types it: fresh HOME, no DISPLAY, offline, no build tree."""
-    env = user_environment(home, display="")
+    env = {**user_environment(home, display=""), **(extra_env or {})}
     env.pop("DISPLAY")
     return subprocess.run(as_a_user([str(program), *args]), env=env, capture_output=True, text=True,
                           timeout=timeout, cwd=home)
@@ -221,3 +222,20 @@ def test_a_recording_is_transcribed_and_the_starter_voice_speaks(program: Path, 
     heard_back = cli(program, user_home, "transcribe", str(spoken))
     assert heard_back.returncode == 0, heard_back.stderr
     assert word_error_rate([SENTENCES[1]], [heard_back.stdout]) <= MAX_WER, heard_back.stdout
+
+
+def test_the_installed_doctor_hears_the_sound_servers_devices(program: Path, user_home: Path, tmp_path: Path) -> None:
+    """Qt Multimedia is in the bundle without its media backend (QAudioSource and QAudioSink need
+    none) and finds a PulseAudio server's microphone and speaker through the system's libpulse."""
+    from tests import audio_device
+
+    if audio_device.missing():
+        pytest.fail(f"make package-test checks sound devices: {audio_device.missing()}")
+    server = audio_device.PulseServer(tmp_path / "pulse")
+    try:
+        done = cli(program, user_home, "doctor", "--json", "--no-self-test", extra_env={"PULSE_SERVER": server.address})
+    finally:
+        server.close()
+    assert done.returncode == 0, done.stderr
+    sound = json.loads(done.stdout)["details"]["sound"]
+    assert "Test-microphone" in sound["inputs"] and "Test-speakers" in sound["outputs"], sound
