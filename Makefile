@@ -95,8 +95,8 @@ gpu-check:
 	scripts/gpu_check.sh
 
 # screenshots.py shoots the main screens in one window; the scripts after it need a scene of
-# their own (a local MCP or OAuth server, a vision pair, documents), each in its own process.
-SCENE_SHOTS = documents encoder images oauth tools
+# their own (a local MCP or OAuth server, a vision pair, documents, a sound server), each in its own process.
+SCENE_SHOTS = documents encoder images oauth tools voice
 screenshots: $(VENV)/.dev-installed
 	QT_QPA_PLATFORM=offscreen $(PY) scripts/screenshots.py --out docs
 	for scene in $(SCENE_SHOTS); do QT_QPA_PLATFORM=offscreen $(PY) scripts/$${scene}_shot.py --out docs || exit 1; done

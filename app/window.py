@@ -7,7 +7,9 @@ The window only shows and wires. Each job belongs to a controller:
 - ``ChatController`` (chat_controller.py): answers streaming, read on the GUI thread as the jobs wake it;
 - ``ModelList`` (model_list.py) and ``ModelStateHub`` (model_state.py): installed models, load state;
 - ``ServerController`` (server_control.py): the API server; ``StatusLine`` (status_line.py) shows it;
-- ``SettingsSaver`` (app_settings.py): saving settings.
+- ``SettingsSaver`` (app_settings.py): saving settings;
+- ``Dictation``, ``ReadAloud``, ``VoiceMode``, ``SpokenRecordings`` (voice_*.py): the microphone
+  in the composer, answers read aloud, hands-free voice mode, kept recordings.
 
 Everything slow runs on ``Workers``' lanes; controllers react to results on the GUI thread.
 """
@@ -23,7 +25,7 @@ from PySide6.QtCore import QByteArray, Qt, QUrl
 from PySide6.QtGui import QCloseEvent, QDesktopServices, QDragEnterEvent, QDropEvent, QIcon, QKeySequence, QShortcut
 from PySide6.QtWidgets import QApplication, QHBoxLayout, QMainWindow, QStackedWidget, QWidget
 
-from inglenook.engine import Conversation, EncoderOffer, Engine, LastCrash, ModelRecord
+from inglenook.engine import Conversation, EncoderOffer, Engine, LastCrash, ModelRecord, Settings
 
 from inglenook.app.services import errors as actions
 from inglenook.app.widgets import icons
@@ -51,6 +53,10 @@ from inglenook.app.widgets.status_line import StatusLine
 from inglenook.app.pages.usage.page import UsagePage
 from inglenook.app.services.operations import Operations
 from inglenook.app.services.workers import Workers
+from inglenook.app.controllers.voice_input import Dictation
+from inglenook.app.controllers.voice_mode import VoiceMode
+from inglenook.app.controllers.voice_output import ReadAloud
+from inglenook.app.controllers.voice_recordings import SpokenRecordings
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +98,7 @@ class MainWindow(QMainWindow):
         self.next_message = NextMessage(engine, self.workers, self.chat_page, self.active, self.model_list, self)
         self.attachments, self.images = self.next_message.documents, self.next_message.images
         self.images.models_wanted.connect(lambda: self.show_page("models"))
+        self._voice()
         self._connect()
         self._shortcuts()
         # A title written in the background (engine/chat/background.py) shows in the sidebar.
@@ -188,6 +195,41 @@ class MainWindow(QMainWindow):
         self.composer.input.viewport().installEventFilter(self._drop_filter)  # it would paste the path
         self.attachments.accept_drops_on(self.composer.input.viewport())  # other files: documents
 
+    def _voice(self) -> None:
+        """Dictation, Read aloud and hands-free voice mode (issue 42), wired to the chat."""
+        engine, page = self.engine, self.chat_page
+
+        def settings() -> Settings:
+            return engine.settings
+
+        self.read_aloud = ReadAloud(engine, self.operations, self.chat, settings, lambda: self.active.current_id, self)
+        self.dictation = Dictation(engine, self.operations, page, settings, self)
+        self.voice_mode = VoiceMode(engine, self.operations, page, self.chat, self.read_aloud, settings, self)
+        self.voice_mode.send.connect(self._voice_send)
+        self.voice_mode.stop_answer.connect(self.active.stop)
+        self.voice_mode.state_changed.connect(self._voice_mode_state)
+        page.read_aloud_requested.connect(self.read_aloud.read)
+        page.read_aloud_stopped.connect(self.read_aloud.stop)
+        self.read_aloud.ended.connect(page.reading_ended)
+        self.read_aloud.problem.connect(page.show_voice_problem)
+        # Recordings of spoken messages, where the person keeps them; those of deleted chats go.
+        self.recordings = SpokenRecordings(engine, self.operations, self.chat, settings, self)
+        self.dictation.spoken.connect(self.recordings.offer)
+        self.voice_mode.heard.connect(self.recordings.offer)
+        self.recordings.sweep()
+
+    def _voice_send(self, text: str) -> None:
+        """Voice mode's utterance, sent as typed text is; kept in the box when it cannot go now."""
+        if not self.active.can_send(text):
+            self.chat_page.set_message_text(text)
+            self.voice_mode.not_sent("An answer is still being written: what you said is in the message box.")
+            return
+        self.next_message.send(text)
+
+    def _voice_mode_state(self, state: str) -> None:
+        if state != "off":
+            self.dictation.stop(hear_it=False)  # voice mode takes the microphone
+
     def _download_encoder(self, offer: EncoderOffer) -> None:
         self.models_page.download(offer.repo, offer.option, offer.commit)
         self._encoder_download_state()
@@ -205,6 +247,8 @@ class MainWindow(QMainWindow):
             (shortcuts.SETTINGS, self.open_settings),
             (shortcuts.COPY_ANSWER, self.copy_last_answer),
             (shortcuts.TOGGLE_SIDEBAR, self.sidebar.toggle_collapsed),
+            (shortcuts.DICTATE, self.dictation.toggle),
+            (shortcuts.VOICE_MODE, self.voice_mode.enter),
         ):
             shortcut = QShortcut(QKeySequence(keys.keys), self)
             shortcut.setContext(Qt.ShortcutContext.WindowShortcut)
@@ -260,6 +304,9 @@ class MainWindow(QMainWindow):
             self.sidebar.clear_search()
             return
         if self.chat_page.close_overlay():
+            return
+        if self.voice_mode.active:
+            self.voice_mode.leave()  # the answer, if one streams, goes on in text: Esc again stops it
             return
         self.active.stop()
 
@@ -363,9 +410,13 @@ class MainWindow(QMainWindow):
         geometry = self.geometry_to_keep()
         if geometry != self.engine.settings.window_geometry:
             self.saver.apply({"window_geometry": geometry})  # on the disk lane, waited for below
+        self.voice_mode.leave()
+        self.dictation.stop(hear_it=False)
+        self.read_aloud.stop()
         self.chat.stop_all()
         self.models_page.shutdown()  # cancelled downloads keep their partial files, to resume
         self.conversations.commit_pending_deletes()
+        self.recordings.sweep()  # queued after the deletes: their recordings go with them
         self.workers.wait(SHUTDOWN_WAIT_MS)
         self.server.shutdown()
         self.hub.close()

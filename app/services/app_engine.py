@@ -43,7 +43,8 @@ class AppEngine(Protocol):
 
     @property
     def speech(self) -> Speech:
-        """Speech to text and voices: recordings attached as documents are transcribed here."""
+        """Speech to text and text to speech: dictation, Read aloud, voice mode, and recordings
+        attached as documents; made on first use."""
 
     def name_client(self, client: str) -> None:
         """Whose answers the chats are in the usage table ("window")."""

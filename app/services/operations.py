@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 # The lanes of services/workers.py, by the kind of work each one holds.
-LaneName = Literal["answers", "downloads", "models", "disk", "network", "server", "lab"]
+LaneName = Literal["answers", "downloads", "models", "disk", "network", "server", "lab", "voice"]
 OnFailed = Callable[[Explanation], None]
 
 

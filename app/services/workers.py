@@ -17,6 +17,9 @@ download or a lab run does not hold up opening a conversation. ``Workers`` holds
 - ``network``: Hugging Face searches and repository listings.
 - ``server``: starting and stopping the API server.
 - ``lab``: the quantization lab's listings and measurement runs.
+- ``voice``: speech for the window: a transcription handed to the engine's speech lane and
+  waited for, and an answer read aloud sentence by sentence (two threads: hearing the person
+  never waits behind a voice that is speaking).
 """
 
 from __future__ import annotations
@@ -215,6 +218,10 @@ class Workers(QObject):
     @cached_property
     def lab(self) -> Lane:
         return self._lane("lab")
+
+    @cached_property
+    def voice(self) -> Lane:
+        return self._lane("voice", threads=2)
 
     def wait(self, timeout_ms: int = 10_000) -> bool:
         """Wait for every lane to run what it has queued, within one shared deadline."""

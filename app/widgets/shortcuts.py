@@ -21,8 +21,10 @@ SEARCH = Shortcut("Ctrl+F", "Search chats")
 TOGGLE_SIDEBAR = Shortcut("Ctrl+B", "Hide or show the chat list")
 SETTINGS = Shortcut("Ctrl+,", "Settings")
 COPY_ANSWER = Shortcut("Ctrl+Shift+C", "Copy the last answer")
-ESCAPE = Shortcut("Esc", "Stop the answer; in the search box, clear the search; close floating chat settings")
+ESCAPE = Shortcut("Esc", "Stop the answer; leave voice mode; in the search box, clear the search; close floating chat settings")
 QUIT = Shortcut("Ctrl+Q", "Quit")
+DICTATE = Shortcut("Ctrl+Shift+M", "Dictate: start or stop the microphone")
+VOICE_MODE = Shortcut("Ctrl+Shift+V", "Voice mode: talk and hear the answers (Esc leaves it)")
 
 # The sheet, by where a person is when they need them.
 SHEET: tuple[tuple[str, tuple[Shortcut, ...]], ...] = (
@@ -34,6 +36,7 @@ SHEET: tuple[tuple[str, tuple[Shortcut, ...]], ...] = (
         ESCAPE,
         COPY_ANSWER,
     )),
+    ("Voice", (DICTATE, VOICE_MODE)),
     ("Inglenook", (SETTINGS, QUIT)),
 )
 

@@ -78,6 +78,12 @@ class Settings:
     start_at_login: bool = False  # an autostart entry (XDG autostart, the Run key, a LaunchAgent)
     welcome_shown: bool = False  # the first-run welcome was seen
     window_geometry: str = ""  # the window's size and place when it last closed (Qt's saveGeometry, base64)
+    # Voice in the window (app/controllers/voice_*.py, Settings → Voice): devices by Qt's id, "" the system's default
+    voice_input_device: str = ""
+    voice_output_device: str = ""
+    voice: str = ""  # the installed voice that reads answers; "": the first installed
+    voice_read_streaming: bool = False  # read each answer aloud as it streams, sentence by sentence
+    voice_keep_recordings: bool = False  # keep a spoken message's audio with its chat (deleted with the chat)
     # Usage and cost (usage.py, pricing.py)
     usage_retention_days: int = 365  # usage records older than this are removed; 0 keeps all
     usage_prices: list[dict[str, Any]] | None = None  # the price table; None: pricing.DEFAULT_PRICES

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
@@ -14,6 +15,33 @@ pytestmark = pytest.mark.gui
 
 # Answers are slow on a busy two-core machine; waits are generous, assertions are not timing-based.
 ANSWER_TIMEOUT_MS = 180_000
+
+
+@pytest.fixture(scope="session", autouse=True)
+def sound_server(tmp_path_factory):
+    """A PulseAudio daemon of the tests' own (tests/audio_device.py), started before anything
+    asks Qt for a sound device: Qt's sound backend connects once per process, to the server
+    named then. The voice tests record and play through it, and no test reaches the machine's
+    real sound server. None where PulseAudio is not installed (the voice tests then skip)."""
+    from tests import audio_device
+
+    if audio_device.missing():
+        yield None
+        return
+    try:
+        server = audio_device.PulseServer(tmp_path_factory.mktemp("pulse"))
+    except (OSError, RuntimeError) as exc:  # a sandbox without the daemon's needs: the voice tests skip
+        warnings.warn(f"the test sound server did not start: {exc}", stacklevel=1)
+        yield None
+        return
+    before = os.environ.get("PULSE_SERVER")
+    os.environ["PULSE_SERVER"] = server.address
+    yield server
+    if before is None:
+        os.environ.pop("PULSE_SERVER", None)
+    else:
+        os.environ["PULSE_SERVER"] = before
+    server.close()
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""A message's versions pager (‹ 2/3 ›) and its "more" menu (continue, edit, branch, delete).
+"""A message's versions pager (‹ 2/3 ›), its "more" menu (continue, edit, branch, delete) and
+an answer's Read aloud.
 
 Regenerating an answer or editing a question keeps what was there as another version of
 that message (engine: the message tree); the pager pages through them, and the menu holds
@@ -6,6 +7,8 @@ the actions a person needs less often than Copy and Regenerate.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
@@ -123,3 +126,31 @@ class AnswerEditor(QDialog):
         super().accept()
         if text.strip() and text != self.original:
             self.edited.emit(text)
+
+
+class ReadAloudButton(QToolButton):
+    """Read aloud / Stop reading, on every answer. It only asks: the chat page tells the voice
+    controller, and unchecks it when the reading ends (``reading_ended``)."""
+
+    toggled_reading = Signal(object)  # this button: checked to start reading, unchecked to stop
+
+    def __init__(self, answer: Callable[[], str], parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.answer = answer  # the answer's text as shown (without its reasoning)
+        self.setObjectName("MessageAction")
+        self.setCheckable(True)
+        self.setText("Read aloud")
+        self.setToolTip("Hear this answer")
+        self.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.toggled.connect(self._toggled)
+
+    def _toggled(self, reading: bool) -> None:
+        self.setText("Stop reading" if reading else "Read aloud")
+        self.toggled_reading.emit(self)
+
+    def reading_ended(self) -> None:
+        """The voice finished or was stopped elsewhere: back to Read aloud, without asking again."""
+        self.blockSignals(True)
+        self.setChecked(False)
+        self.setText("Read aloud")
+        self.blockSignals(False)

@@ -86,6 +86,7 @@ class ConversationView(QScrollArea):
     branch_requested = Signal(int)  # message id
     delete_requested = Signal(int)  # message id
     picture_clicked = Signal(object)  # a Picture in a message, to see larger
+    read_aloud_toggled = Signal(object)  # an answer's ReadAloudButton
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -307,6 +308,8 @@ class ConversationView(QScrollArea):
         widget.branch_requested.connect(self.branch_requested)
         widget.delete_requested.connect(self.delete_requested)
         widget.picture_clicked.connect(self.picture_clicked)
+        if role == "assistant":
+            widget.read_aloud_toggled.connect(self.read_aloud_toggled)
         self._layout.insertWidget(self._layout.count() - 1, widget)
         self.widgets.append(widget)
         return widget

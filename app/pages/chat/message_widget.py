@@ -23,7 +23,7 @@ from inglenook.engine import split_whole
 from inglenook.app.text.formatting import human_duration
 from inglenook.app.widgets.image_viewer import Picture, ThumbnailRow
 from inglenook.app.widgets.markdown_view import MarkdownBody, RichText
-from inglenook.app.pages.chat.message_actions import MoreMenu, VersionPager
+from inglenook.app.pages.chat.message_actions import MoreMenu, ReadAloudButton, VersionPager
 from inglenook.app.pages.chat.reasoning_view import ReasoningView
 from inglenook.app.services.resources import resource_path
 
@@ -75,6 +75,7 @@ class MessageWidget(QWidget):
     branch_requested = Signal(int)  # (message id): a new chat holding this one up to here
     delete_requested = Signal(int)  # (message id)
     picture_clicked = Signal(object)  # a Picture of the message's images, to see larger
+    read_aloud_toggled = Signal(object)  # the answer's ReadAloudButton, checked or unchecked
     picture_row: ThumbnailRow | None = None  # a user message's images (set_pictures)
 
     def __init__(self, role: str, parent: QWidget | None = None, author: str = "") -> None:
@@ -193,6 +194,8 @@ class MessageWidget(QWidget):
         self.regenerate_button = _action("Regenerate", self, "Answer again")
         self.copy_button.clicked.connect(self.copy)
         self.regenerate_button.clicked.connect(self.regenerate_requested)
+        self.read_button = ReadAloudButton(lambda: self._answer, self)
+        self.read_button.toggled_reading.connect(self.read_aloud_toggled)
         self.stats = QLabel("", self)
         self.stats.setObjectName("Stats")
         # The figures wrap in a narrow window: a label that does not wrap is as wide as its
@@ -202,6 +205,7 @@ class MessageWidget(QWidget):
         footer.addWidget(self._versions_and_more())
         footer.addWidget(self.copy_button)
         footer.addWidget(self.regenerate_button)
+        footer.addWidget(self.read_button)
         footer.addWidget(self.more)
         footer.addSpacing(8)
         footer.addWidget(self.stats, 1)  # all the room left: it wraps only when the row runs out

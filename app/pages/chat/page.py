@@ -25,6 +25,8 @@ from inglenook.app.pages.chat.message_actions import AnswerEditor
 from inglenook.app.pages.chat.message_view import ConversationView
 from inglenook.app.pages.chat.model_picker import ModelPicker
 from inglenook.app.pages.chat.tool_call_widget import ToolCallWidget, finished_call_block
+from inglenook.app.pages.chat.message_actions import ReadAloudButton
+from inglenook.app.pages.chat.voice_widgets import VoiceModeBar
 from inglenook.app.services.model_state import ModelStateHub
 from inglenook.engine import CallRecord, CallRequest, Decision, Message
 
@@ -53,6 +55,11 @@ class ChatPage(QWidget):
     edit_text_requested = Signal(int)  # message id
     branch_requested = Signal(int)  # message id
     delete_requested = Signal(int)  # message id
+    dictation_toggled = Signal()  # the microphone button or Ctrl+Shift+M
+    voice_mode_requested = Signal()  # the voice mode button or Ctrl+Shift+V
+    voice_mode_left = Signal()  # Leave voice mode (Esc)
+    read_aloud_requested = Signal(str)  # an answer's Read aloud: its text
+    read_aloud_stopped = Signal()  # its Stop reading
 
     def __init__(self, hub: ModelStateHub, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -77,6 +84,11 @@ class ChatPage(QWidget):
         self.banner = Banner(self)
         banner_row.addWidget(self.banner)
         middle.addLayout(banner_row)
+        voice_row = QHBoxLayout()
+        voice_row.setContentsMargins(24, 6, 24, 0)
+        self.voice_bar = VoiceModeBar(self)
+        voice_row.addWidget(self.voice_bar)
+        middle.addLayout(voice_row)
         self.composer = Composer(self)
         # The chips of the next message's documents and images, which their controllers fill.
         self.attachment_bar = self.composer.attachments
@@ -110,6 +122,11 @@ class ChatPage(QWidget):
         panel.changed.connect(self.settings_changed)
         panel.model_wanted.connect(self.model_wanted)
         panel.assistant_applied.connect(self.assistant_applied)
+        composer.dictation_toggled.connect(self.dictation_toggled)
+        composer.voice_mode_requested.connect(self.voice_mode_requested)
+        self.voice_bar.leave_requested.connect(self.voice_mode_left)
+        view.read_aloud_toggled.connect(self._read_aloud_toggled)
+        self._reading: ReadAloudButton | None = None
 
     # -- what controllers may ask of the page ----------------------------------------------
 
@@ -161,6 +178,51 @@ class ChatPage(QWidget):
     def set_streaming(self, streaming: bool) -> None:
         """Send or Stop in the composer, as an answer streams or not."""
         self.composer.set_streaming(streaming)
+
+    # -- voice: what the voice controllers show here --------------------------------------
+
+    def set_listening(self, listening: bool) -> None:
+        """Dictation's microphone is on or off."""
+        self.composer.set_listening(listening)
+
+    def set_mic_level(self, level: float) -> None:
+        self.composer.set_level(level)
+        self.voice_bar.meter.set_level(level)
+
+    def show_dictated(self, words: str) -> None:
+        self.composer.show_dictated(words)
+
+    def show_voice_problem(self, text: str) -> None:
+        """No microphone, access refused, no voice: in words, where the person looks."""
+        self.composer.show_voice_problem(text)
+        if self.voice_bar.isVisible():
+            self.voice_bar.show_problem(text)
+
+    def show_voice_state(self, state: str) -> None:
+        """Voice mode's state: listening, hearing, thinking, speaking; "off" hides it."""
+        self.voice_bar.show_state(state)
+        self.composer.voice_button.setEnabled(state == "off")
+        self.composer.mic_button.setEnabled(state == "off")
+
+    @property
+    def in_voice_mode(self) -> bool:
+        return self.voice_bar.isVisible()
+
+    def reading_ended(self) -> None:
+        """The answer being read aloud was read to its end, or stopped: its button says Read aloud again."""
+        reading, self._reading = self._reading, None
+        if reading is not None:
+            reading.reading_ended()
+
+    def _read_aloud_toggled(self, button: ReadAloudButton) -> None:
+        if not button.isChecked():
+            if button is self._reading:
+                self._reading = None
+                self.read_aloud_stopped.emit()
+            return
+        self.reading_ended()  # one answer is read at a time: the one asked for last
+        self._reading = button
+        self.read_aloud_requested.emit(button.answer())
 
     def _header(self, hub: ModelStateHub) -> QFrame:
         header = QFrame(self)

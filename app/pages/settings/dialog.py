@@ -52,6 +52,7 @@ from inglenook.app.pages.settings.keys import KeysPage
 from inglenook.app.pages.settings.model_names import ModelNamesPage
 from inglenook.app.pages.settings.background import BackgroundCard
 from inglenook.app.pages.settings.tools import ToolsPage
+from inglenook.app.pages.settings.voice import VoicePage
 from inglenook.app.services.operations import Operations
 
 if TYPE_CHECKING:
@@ -99,8 +100,8 @@ def cache_usage_text(usage: CacheUsage) -> str:
 
 class SettingsDialog(QDialog):
     saved = Signal(dict)  # the changed Settings fields
-    PAGES = ("General", "Performance", "Models & context", "API server", "Team keys", "Engines", "Tools", "Appearance",
-             "Cache", "Quantization", "About")
+    PAGES = ("General", "Performance", "Models & context", "API server", "Team keys", "Engines", "Tools", "Voice",
+             "Appearance", "Cache", "Quantization", "About")
 
     def __init__(
         self,
@@ -139,7 +140,7 @@ class SettingsDialog(QDialog):
         self.stack.setObjectName("SettingsStack")
         self.about_page: AboutPage | None = None
         for builder in (self._general, self._performance, self._model_names, self._api, self._team_keys, self._engines,
-                        self._tools, self._appearance, self._cache, self._lab_placeholder, self._about):
+                        self._tools, self._voice, self._appearance, self._cache, self._lab_placeholder, self._about):
             page = builder()
             scroll = QScrollArea(self.stack)
             scroll.setWidgetResizable(True)
@@ -504,6 +505,13 @@ class SettingsDialog(QDialog):
         layout.addWidget(self.tools_page, 1)
         return page
 
+    def _voice(self) -> QWidget:
+        page, layout = _page("Voice", "Talking to Inglenook and hearing its answers: the microphone in the message "
+                             "box, Read aloud on answers and voice mode. Speech is recognised and spoken on this machine.")
+        self.voice_page = VoicePage(self.engine, self.operations, self.original, page)
+        layout.addWidget(self.voice_page, 1)
+        return page
+
     def changes(self) -> dict[str, Any]:
         checked = self.theme_group.checkedButton()
         key = self.api_key.text().strip() or None
@@ -530,6 +538,7 @@ class SettingsDialog(QDialog):
             "theme": checked.property("theme") if checked is not None else self.original.theme,
             "rpc_workers": self.engines_page.worker_list(),
             **self.background.changes(),
+            **self.voice_page.changes(),
         }
         return {k: v for k, v in wanted.items() if getattr(self.original, k) != v}
 
