@@ -94,8 +94,8 @@ class PcmReader:
             self._done = True
             return b"".join(f.to_ndarray().tobytes() for f in self._resampler.resample(None))
         if self._skip is None:
-            stamped = frame.pts is not None and frame.time_base is not None
-            first = float(frame.pts * frame.time_base) - self._origin if stamped else 0.0
+            pts, time_base = frame.pts, frame.time_base
+            first = float(pts * time_base) - self._origin if pts is not None and time_base is not None else 0.0
             self._skip = max(0, round((self.start_s - first) * self.rate))
         pcm = b"".join(f.to_ndarray().tobytes() for f in self._resampler.resample(frame))
         if self._skip:
