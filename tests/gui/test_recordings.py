@@ -130,3 +130,44 @@ def test_stop_ends_a_transcription_and_attaches_nothing(qtbot, window, talk: Pat
     qtbot.waitUntil(lambda: "reading talk.wav was stopped" in bar.status.text(), timeout=ANSWER_TIMEOUT_MS)
     assert not bar.chips() and not bar.recording_note.isVisible()
     assert window.engine.chats.attached_documents(conversation_id) == []
+
+
+def test_the_player_seeks_with_its_slider_plays_to_the_end_and_refuses_what_is_not_audio(
+        qtbot, sound_server, tmp_path: Path) -> None:
+    from PySide6.QtWidgets import QAbstractSlider
+
+    from inglenook.app.widgets.recording_player import RecordingPlayer
+    from inglenook.engine import Speech
+
+    if sound_server is None:
+        pytest.skip(audio_device.missing() or "the test sound server did not start (see the warning)")
+    speech = Speech()
+    try:
+        short = speak_recording(speech, tmp_path / "short.wav", SENTENCES[:1], gap_s=3.0)
+    finally:
+        speech.close()
+    player = RecordingPlayer()
+    qtbot.addWidget(player)
+    player.show()
+    player.play_from(short, 0.0)
+    qtbot.waitUntil(lambda: player.slider.maximum() > 3000, timeout=30_000)  # the length, from the header
+    length = player.slider.maximum()
+    # A click beside the handle (a page step): playing starts again from the slider's new place.
+    player.slider.setPageStep(2000)
+    with qtbot.waitSignal(player.seeked, timeout=10_000) as seek:
+        player.slider.triggerAction(QAbstractSlider.SliderAction.SliderPageStepAdd)
+    assert seek.args[0] >= 2000 and player.last_seek == seek.args[0] and player.playing
+    # Played to its end by itself: Play is offered again, and starts from the beginning.
+    qtbot.waitUntil(lambda: not player.playing, timeout=60_000)
+    assert player.play_button.text() == "Play" and player.slider.value() >= length - 1000
+    player.play_button.click()
+    assert player.playing and player.position() < 1000
+    player.close()
+    assert not player.playing
+
+    # A file that holds no sound: the player says so instead of playing.
+    notes = tmp_path / "notes.mp3"
+    notes.write_text("not a recording")
+    player.play_from(notes, 0.0)
+    qtbot.waitUntil(lambda: player.title.text().startswith("Cannot play"), timeout=30_000)
+    assert not player.playing and not player.player.speaker.speaking
