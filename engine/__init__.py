@@ -50,6 +50,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "speech": (
         "AudioError", "SPEECH_FORMATS", "Speech", "SpeechModel", "TRANSCRIPT_FORMATS", "Transcript",
         "TranscriptionOptions", "VoiceUnavailable", "encode_pcm", "render_transcript",
+        "PLAYBACK_RATE", "PcmReader",
     ),
     "store": (
         "CacheUsage", "Conversation", "DiskState", "Message", "Paths", "Settings", "Store", "StoredImage",
@@ -176,6 +177,7 @@ if TYPE_CHECKING:
         TranscriptionOptions as TranscriptionOptions, VoiceUnavailable as VoiceUnavailable, encode_pcm as encode_pcm,
         render_transcript as render_transcript,
     )
+    from .speech import PLAYBACK_RATE as PLAYBACK_RATE, PcmReader as PcmReader
     from .text import Split as Split, split_whole as split_whole
     from .tools import (
         DEFAULT_MAX_ROUNDS as DEFAULT_MAX_ROUNDS, CallRequest as CallRequest, Decision as Decision,

@@ -21,6 +21,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "audio": ("AudioError", "decode_audio"),
     "captions": ("TRANSCRIPT_FORMATS", "render_transcript"),
     "encode": ("MEDIA_TYPES", "SPEECH_FORMATS", "encode_pcm", "wav_header"),
+    "playback": ("PLAYBACK_RATE", "PcmReader"),
     "service": ("OPENAI_SPEAKERS", "OPENAI_TRANSCRIBERS", "Speech", "SpeechModel"),
     "transcriber": ("Segment", "Transcript", "TranscriptionOptions", "Word"),
     "voice": ("VoiceUnavailable",),
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from .encode import (
         MEDIA_TYPES as MEDIA_TYPES, SPEECH_FORMATS as SPEECH_FORMATS, encode_pcm as encode_pcm, wav_header as wav_header,
     )
+    from .playback import PLAYBACK_RATE as PLAYBACK_RATE, PcmReader as PcmReader
     from .service import (
         OPENAI_SPEAKERS as OPENAI_SPEAKERS, OPENAI_TRANSCRIBERS as OPENAI_TRANSCRIBERS, Speech as Speech,
         SpeechModel as SpeechModel,

@@ -1,7 +1,8 @@
 """The Models page's Speech tab (issue 42, items 1 and 2): installed speech models with their
 licences, Whisper models and Piper voices from the local hub (tests/hubmock.py, a mirror
 built at test time from the starter packages), voices listed by language and quality, a
-download from the tab, and Preview playing the installed voice through a real QMediaPlayer."""
+download from the tab, and Preview playing a voice's sample and an installed voice through the
+window's PCM speaker into the tests' own sound server (tests/audio_device.py), recorded there."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import audio_device
 from tests.downloads.test_speech_pull import VOICE_ID, WHISPER_REPO, speech_hub  # noqa: F401 — the fixture
 from tests.voice.recordings import speech_missing
 
@@ -54,9 +56,25 @@ def _button(tree, row: int, text: str | None = None):
     return next(b for b in buttons if text is None or b.text() == text)
 
 
-def test_the_speech_tab_lists_downloads_and_previews(qtbot, speech_page, home: Path) -> None:
-    from PySide6.QtMultimedia import QMediaPlayer
+def _heard(qtbot, speech, sound_server, button) -> str:
+    """Click a Preview ``button``: the path it plays, once its sound reached the speakers."""
+    recording = sound_server.record_speakers()
+    try:
+        with qtbot.waitSignal(speech.preview_ready, timeout=120_000) as ready:
+            button.click()
+        assert speech.player.playing
+        qtbot.waitUntil(lambda: speech.player.duration_ms > 1000, timeout=30_000)  # a sentence, read a chunk at a time
+        qtbot.waitUntil(lambda: recording.loud_samples() > 2_000, timeout=30_000)
+        qtbot.waitUntil(lambda: not speech.player.playing, timeout=60_000)  # played to its end by itself
+        assert speech.player.position() == 0  # Play again would start from the beginning
+    finally:
+        recording.close()
+    return str(ready.args[0])
 
+
+def test_the_speech_tab_lists_downloads_and_previews(qtbot, speech_page, home: Path, sound_server) -> None:
+    if sound_server is None:
+        pytest.skip(audio_device.missing() or "the test sound server did not start (see the warning)")
     speech = speech_page.speech
     with qtbot.waitSignal(speech.changed, timeout=60_000, check_params_cb=lambda: bool(speech.voices)):
         speech_page.show_tab(speech_page.SPEECH)
@@ -70,14 +88,9 @@ def test_the_speech_tab_lists_downloads_and_previews(qtbot, speech_page, home: P
     speech.language.setCurrentText("en_GB")  # one language
     assert [row[0] for row in _rows(speech.voice_list)] == [VOICE_ID]
 
-    loaded = (QMediaPlayer.MediaStatus.LoadedMedia, QMediaPlayer.MediaStatus.BufferedMedia,
-              QMediaPlayer.MediaStatus.EndOfMedia)
     # Preview before downloading: the sample Piper's repository keeps beside the voice.
-    with qtbot.waitSignal(speech.preview_ready, timeout=60_000) as sampled:
-        _button(speech.voice_list, 0, "Preview").click()
-    assert sampled.args[0].endswith("speaker_0.mp3")
-    qtbot.waitUntil(lambda: speech.player.mediaStatus() in loaded, timeout=30_000)
-    assert speech.player.duration() > 1000 and VOICE_ID not in speech.installed_ids
+    assert _heard(qtbot, speech, sound_server, _button(speech.voice_list, 0, "Preview")).endswith("speaker_0.mp3")
+    assert VOICE_ID not in speech.installed_ids
 
     with qtbot.waitSignal(speech.installed_changed, timeout=120_000):
         _button(speech.voice_list, 0, "Download").click()
@@ -85,11 +98,8 @@ def test_the_speech_tab_lists_downloads_and_previews(qtbot, speech_page, home: P
     assert (home / "models" / "speech" / "voices" / VOICE_ID / f"{VOICE_ID}.onnx").is_file()
     assert {row[0]: row for row in _rows(speech.installed)}[VOICE_ID][2] == "CC BY 4.0"
     assert _button(speech.voice_list, 0, "Installed").isEnabled() is False
-    with qtbot.waitSignal(speech.preview_ready, timeout=120_000) as spoken:
-        _button(speech.voice_list, 0, "Preview").click()
-    assert spoken.args[0].endswith(f"{VOICE_ID}.wav")  # spoken now by the downloaded voice
-    qtbot.waitUntil(lambda: speech.player.mediaStatus() in loaded, timeout=30_000)
-    assert speech.player.duration() > 1000  # a sentence, spoken by the downloaded voice
+    # Spoken now by the downloaded voice.
+    assert _heard(qtbot, speech, sound_server, _button(speech.voice_list, 0, "Preview")).endswith(f"{VOICE_ID}.wav")
 
     with qtbot.waitSignal(speech.installed_changed, timeout=120_000):
         _button(speech.whisper_list, 0).click()

@@ -5,7 +5,8 @@ on Hugging Face, and Piper's voices listed by language and quality, each downloa
 Hub calls run on the network lane, downloads on the downloads lane (``engine.pull_speech``
 into ``<models>/speech``, where the engine's ``Speech`` finds them at once). Preview speaks a
 sentence with an installed voice on the models lane, or fetches the sample Piper's repository
-keeps beside a voice not downloaded yet, and plays it through QtMultimedia.
+keeps beside a voice not downloaded yet, and plays it through the window's PCM speaker
+(``services.file_player``: PyAV decodes it; no Qt media plugin is needed).
 """
 
 from __future__ import annotations
@@ -14,8 +15,7 @@ import logging
 import tempfile
 from pathlib import Path
 
-from PySide6.QtCore import QUrl, Signal
-from PySide6.QtMultimedia import QAudioOutput, QMediaPlayer
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
     QComboBox, QHBoxLayout, QLabel, QPushButton, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget,
 )
@@ -25,6 +25,7 @@ from inglenook.engine import (
     pull_speech, search_whisper, voice_sample, whisper_download,
 )
 
+from inglenook.app.services.file_player import FilePlayer
 from inglenook.app.services.operations import Operations
 
 log = logging.getLogger(__name__)
@@ -50,9 +51,8 @@ class SpeechModels(QWidget):
         self.installed_ids: set[str] = set()
         self.downloading: set[str] = set()
         self.loaded = False
-        self.player = QMediaPlayer(self)
-        self.output = QAudioOutput(self)
-        self.player.setAudioOutput(self.output)
+        self.player = FilePlayer(self)
+        self.player.failed.connect(self._play_failed)
         self._preview_dir = tempfile.TemporaryDirectory(prefix="inglenook-preview-")
 
         layout = QVBoxLayout(self)
@@ -259,14 +259,16 @@ class SpeechModels(QWidget):
 
     def _play(self, path: Path) -> None:
         self.status.setText("")
-        self.player.stop()
-        self.player.setSource(QUrl())  # the same file name again: make the player read it afresh
-        self.player.setSource(QUrl.fromLocalFile(str(path)))
-        self.player.play()
-        self.preview_ready.emit(str(path))
+        # The speaker chosen in Settings → Voice (the system's default where none is).
+        self.player.device_id = self.engine.settings.voice_output_device
+        if self.player.play(path):  # each play reads the file afresh, the same name or not
+            self.preview_ready.emit(str(path))
+
+    def _play_failed(self, text: str) -> None:
+        self.status.setText(f"The preview cannot be played: {text}")
 
     def shutdown(self) -> None:
-        self.player.stop()
+        self.player.close()
         self._preview_dir.cleanup()
 
 
