@@ -288,7 +288,7 @@ class Attachments(QObject):
             if path is None:
                 self.bar.show_status(f"The recording of {document.name} is no longer kept; attach it again to play it")
                 return
-            self.bar.play_recording(path, seconds, document.name)
+            self.bar.play_recording(path, seconds, document.name, self.engine.settings.voice_output_device)
             self.changed.emit()
 
         self.workers.disk.run(lambda: recordings.find(document.sha256), found, self._failed)

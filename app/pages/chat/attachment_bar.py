@@ -343,10 +343,12 @@ class AttachmentBar(QWidget):
         preview.show()
         return preview
 
-    def play_recording(self, path: Path, seconds: float, name: str) -> RecordingPlayer:
-        """The recording's player (one for the bar, kept between clicks), playing from ``seconds``."""
+    def play_recording(self, path: Path, seconds: float, name: str, device_id: str = "") -> RecordingPlayer:
+        """The recording's player (one for the bar, kept between clicks), playing from ``seconds``
+        on the speaker chosen in Settings → Voice (``device_id``; "" the system's default)."""
         if self.player is None:
-            self.player = RecordingPlayer(self.window())
+            self.player = RecordingPlayer(self.window(), device_id)
+        self.player.player.device_id = device_id
         self.player.play_from(path, seconds, name)
         self.player.show()
         return self.player
