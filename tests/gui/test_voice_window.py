@@ -176,6 +176,38 @@ def test_voice_mode_hears_a_question_speaks_the_answer_and_listens_again(qtbot, 
     qtbot.waitUntil(lambda: not kept.parent.exists())
 
 
+def test_voice_mode_holds_a_three_turn_spoken_conversation(qtbot, window, pulse, spoken) -> None:
+    """Hands-free: the person speaks, hears the whole answer, and it listens again, three times;
+    the chat then holds three heard questions and three answers, as any typed chat would."""
+    cid = new_chat(qtbot, window, max_tokens=40, grammar=forced(ANSWER))
+    mode = window.voice_mode
+    states: list[str] = []
+    mode.state_changed.connect(states.append)
+    qtbot.mouseClick(window.composer.voice_button, Qt.MouseButton.LeftButton)
+    recording = pulse.record_speakers()
+    try:
+        for turn in range(1, 4):
+            qtbot.waitUntil(lambda: mode.state == "listening", timeout=HEARD_MS)
+            speaking = pulse.speak_in_background(spoken)
+            qtbot.waitUntil(lambda: not speaking.is_alive(), timeout=HEARD_MS)
+            # The answer is read to its end, and then it listens again (no barge-in here).
+            qtbot.waitUntil(lambda: states.count("speaking") >= turn and mode.state == "listening",
+                            timeout=HEARD_MS)
+            assert len(window.engine.messages(cid)) == 2 * turn
+        qtbot.keyClick(window, Qt.Key.Key_Escape)
+        assert mode.state == "off"
+        assert recording.loud_samples() > 2_000  # the answers reached the speaker
+    finally:
+        recording.close()
+        mode.leave()
+    messages = window.engine.messages(cid)
+    assert [m.role for m in messages] == ["user", "assistant"] * 3
+    assert all(m.status == "complete" for m in messages[1::2])
+    assert all(m.content == ANSWER for m in messages[1::2])
+    heard = [m.content for m in messages[0::2]]
+    assert word_error_rate([SENTENCE] * 3, heard) <= 0.25, heard
+
+
 def test_settings_choose_the_devices_and_the_voice(qtbot, window, sound_server) -> None:
     if sound_server is None:
         pytest.skip(audio_device.missing() or "the sound server did not start")
