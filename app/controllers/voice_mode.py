@@ -4,7 +4,10 @@ States, shown on the chat page's voice bar:
 
 - ``listening``: the microphone is on and the ``UtteranceGate`` waits for speech;
 - ``hearing``: speech began; when the person has been quiet for ``END_S`` the utterance (from a
-  little before its first loud frame) is transcribed on the voice lane;
+  little before its first loud frame) is sent. Its words are heard early: a pause of
+  ``PAUSE_S`` starts transcribing it on the voice lane, so the words are ready when the pause
+  becomes the end (speech that goes on drops that early hearing and the next pause starts
+  another); the person's wait is then the pause, not the pause and Whisper's time;
 - ``thinking``: the words were sent as the chat's next message (``send``); the answer streams;
 - ``speaking``: ``ReadAloud`` follows the answer, sentence by sentence; when it has read it
   all, listening starts again.
@@ -60,6 +63,7 @@ class VoiceMode(QObject):
         self.gate = UtteranceGate()
         self.barge = UtteranceGate(level=BARGE_LEVEL, start_s=BARGE_START_S)
         self._answer: int | None = None  # the conversation whose answer is awaited or read
+        self._early: EarlyHearing | None = None  # the utterance heard from its latest pause
         reader.speaking_started.connect(self._speaking)
         reader.ended.connect(self._read_to_end)
         chat.answer_started.connect(self._answer_started)
@@ -102,6 +106,7 @@ class VoiceMode(QObject):
     def _listen(self) -> None:
         self.microphone.clear()
         self.gate.reset()
+        self._early = None
         self._set("listening")
 
     def _heard(self, block: np.ndarray) -> None:
@@ -109,16 +114,30 @@ class VoiceMode(QObject):
             event = self.gate.feed(block)
             if event == "started":
                 self._set("hearing")
+            elif event == "paused":
+                self._hear_early()
+            elif event == "resumed":
+                self._early = None  # they go on: what was heard so far is not the utterance
             elif event == "ended":
                 self._utterance_ended()
         elif self.state in ("thinking", "speaking"):
             if self.barge.feed(block) == "started":
                 self._barge_in()
 
+    def _hear_early(self) -> None:
+        early = self._early = EarlyHearing()
+        samples = self.microphone.samples()[self.gate.start_sample:].copy()
+
+        def failed(_explanation: Explanation) -> None:
+            early.finish(None)  # the end hears it again and says what failed then
+
+        hear(self.engine, self.operations, samples, early.finish, failed)
+
     def _utterance_ended(self) -> None:
         samples = self.microphone.samples()[self.gate.start_sample:].copy()
         self.microphone.clear()
         self.barge.reset()
+        early, self._early = self._early, None
         self._set("thinking")
 
         def said(text: str) -> None:
@@ -135,7 +154,10 @@ class VoiceMode(QObject):
             if self.state == "thinking":
                 self._listen()
 
-        hear(self.engine, self.operations, samples, said, failed)
+        if early is not None:
+            early.then(said, lambda: hear(self.engine, self.operations, samples, said, failed))
+        else:
+            hear(self.engine, self.operations, samples, said, failed)
 
     def not_sent(self, why: str) -> None:
         """What was said could not go (an answer still streams in this chat): say so, listen again."""
@@ -181,3 +203,32 @@ class VoiceMode(QObject):
     def _microphone_failed(self, text: str) -> None:
         self.page.show_voice_problem(text)
         self.leave()
+
+
+class EarlyHearing:
+    """An utterance's words heard from its latest pause, on the GUI thread: ``finish`` gets them
+    (None when hearing failed), ``then`` says what to do with them once the pause is the end —
+    at once when they are in, else when they come; on failure the whole utterance is heard again."""
+
+    def __init__(self) -> None:
+        self.done = False
+        self.text: str | None = None
+        self._use: Callable[[str], None] | None = None
+        self._again: Callable[[], None] | None = None
+
+    def finish(self, text: str | None) -> None:
+        self.done, self.text = True, text
+        if self._use is not None and self._again is not None:
+            self._deliver()
+
+    def then(self, use: Callable[[str], None], again: Callable[[], None]) -> None:
+        self._use, self._again = use, again
+        if self.done:
+            self._deliver()
+
+    def _deliver(self) -> None:
+        assert self._use is not None and self._again is not None
+        if self.text is None:
+            self._again()
+        else:
+            self._use(self.text)

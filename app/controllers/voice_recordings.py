@@ -2,7 +2,7 @@
 
 A spoken message is an ordinary message: its words are what the chat stores, searches and
 resumes. With ``Settings.voice_keep_recordings`` on, the audio it was heard from is kept too,
-as a WAV file beside the chat's data: ``<data>/recordings/<conversation id>/<message id>.wav``,
+as a WAV file beside the chat's data: ``<data>/spoken/<conversation id>/<message id>.wav``,
 written atomically on the disk lane once the message has its id (when its answer starts).
 
 What was said waits here (``offer``) until the next message is sent; dictated words that were
@@ -53,7 +53,9 @@ class SpokenRecordings(QObject):
                  settings: Callable[[], Settings], parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.engine, self.operations, self.settings = engine, operations, settings
-        self.folder = engine.paths.data / "recordings"
+        # Not <data>/recordings: that folder holds the copies of recordings attached as documents,
+        # pruned by their hash (engine/documents/recording.py).
+        self.folder = engine.paths.data / "spoken"
         self._waiting: np.ndarray | None = None
         chat.answer_started.connect(self._answer_started)
 

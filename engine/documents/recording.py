@@ -155,7 +155,7 @@ class Recordings:
             return 0
         removed = 0
         for path in self.folder.iterdir():
-            if path.name.split(".", 1)[0] not in wanted and not path.name.startswith("."):
+            if path.is_file() and path.name.split(".", 1)[0] not in wanted and not path.name.startswith("."):
                 path.unlink(missing_ok=True)
                 removed += 1
         return removed
