@@ -217,6 +217,8 @@ class MainWindow(QMainWindow):
         self.dictation.spoken.connect(self.recordings.offer)
         self.voice_mode.heard.connect(self.recordings.offer)
         self.recordings.sweep()
+        # A deleted chat's kept recordings go with it, once its Undo has expired.
+        self.conversations.deleted.connect(lambda _conversation_id: self.recordings.sweep())
 
     def _voice_send(self, text: str) -> None:
         """Voice mode's utterance, sent as typed text is; kept in the box when it cannot go now."""

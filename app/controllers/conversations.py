@@ -29,6 +29,7 @@ class ConversationList(QObject):
     listed = Signal(object)  # list[Conversation] now in the sidebar
     latest = Signal(int)  # the newest conversation, when asked to open it and none is open
     hidden = Signal(int)  # a conversation was deleted (it can still be brought back with Undo)
+    deleted = Signal(int)  # its Undo expired: the conversation is gone from the store
     renamed = Signal(object)  # the renamed Conversation
     notice = Signal(str)  # a line for the status bar
     failed = Signal(object)  # an exception, for the banner
@@ -136,8 +137,10 @@ class ConversationList(QObject):
         chats = self.engine.chats
         if now:
             chats.delete_conversation(conversation_id)
+            self.deleted.emit(conversation_id)
         else:
-            self.workers.disk.run(lambda: chats.delete_conversation(conversation_id), None, self.failed.emit)
+            self.workers.disk.run(lambda: chats.delete_conversation(conversation_id),
+                                  lambda _none: self.deleted.emit(conversation_id), self.failed.emit)
 
     def commit_pending_deletes(self) -> None:
         """Delete at once what is waiting for its Undo to expire (the window is closing)."""

@@ -171,8 +171,7 @@ def test_voice_mode_hears_a_question_speaks_the_answer_and_listens_again(qtbot, 
     wait_answer(qtbot, window, cid)
     # Deleted with the chat.
     window.conversations.delete(cid)
-    window.conversations.commit_pending_deletes()
-    window.recordings.sweep()
+    window.conversations.commit_pending_deletes()  # its Undo expires: the recordings go too
     qtbot.waitUntil(lambda: not kept.parent.exists())
 
 
