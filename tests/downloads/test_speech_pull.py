@@ -140,6 +140,9 @@ def test_voices_are_listed_by_language_and_quality_and_one_is_pulled(speech_hub:
         by_id = {m.id: m for m in speech.models()}
         assert by_id[VOICE_ID].kind == "text-to-speech" and by_id[VOICE_ID].licence == "CC BY 4.0"
         assert by_id["en_US-joe-medium"].licence == "CC0"  # the starter's own card
+        # OpenAI's voice names go round the installed voices, the starter first.
+        assert speech.voice_model("alloy").id == "en_US-joe-medium" and speech.voice_model(None).id == "en_US-joe-medium"
+        assert speech.voice_model("ash").id == VOICE_ID and speech.voice_model("Ballad").id == "en_US-joe-medium"
         out = tmp_path / "mirror.wav"
         assert main(["say", SENTENCE, "--voice", VOICE_ID, "-o", str(out)]) == 0
         with wave.open(str(out)) as audio:
