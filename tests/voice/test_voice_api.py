@@ -235,11 +235,14 @@ def test_a_chat_stream_keeps_flowing_while_a_transcription_runs(home, smollm2_pa
                 while not done.is_set() and not engine.speech.transcribing:
                     done.wait(0.05)
                 stream = client.chat.completions.create(
-                    model="smollm2-135m-instruct:q4_1", stream=True, max_tokens=48, temperature=0,
-                    messages=[{"role": "user", "content": "Tell me a story about a dog."}])
+                    model="smollm2-135m-instruct:q4_1", stream=True, max_tokens=400, temperature=0,
+                    messages=[{"role": "user", "content": "Tell me a long story about a dog."}])
                 for chunk in stream:
                     if chunk.choices and chunk.choices[0].delta.content and not done.is_set():
                         chunks_while_transcribing += 1
+                    if chunks_while_transcribing >= 5 or done.is_set():
+                        break  # seen flowing (or the transcription ended): the rest adds nothing
+                stream.close()
             finally:
                 worker.join()
             assert result["text"]
@@ -249,10 +252,11 @@ def test_a_chat_stream_keeps_flowing_while_a_transcription_runs(home, smollm2_pa
 
 
 def _long_speech(engine: Engine, path) -> None:
-    """About a minute of speech: the ten sentences, twice over (long enough to outlast a short answer)."""
+    """About two minutes of speech: the ten sentences, four times over (long enough that its
+    transcription outlasts an answer's first chunks on a busy machine too)."""
     from inglenook.engine import encode_pcm
 
-    rate, pcm = engine.speech.speak(" ".join(SENTENCES * 2))
+    rate, pcm = engine.speech.speak(" ".join(SENTENCES * 4))
     path.write_bytes(encode_pcm(b"".join(pcm), rate, "wav"))
 
 
