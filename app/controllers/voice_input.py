@@ -102,6 +102,7 @@ class Dictation(QObject):
             return
         if not hear_it:
             self._round += 1  # what is in flight is dropped too
+        self.microphone.drain()
         samples = self.microphone.samples().copy()
         self.microphone.stop()
         self._timer.stop()
