@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from inglenook.cli.terminal import print_table
+from inglenook.cli.terminal import print_table, run_interruptibly
 from inglenook.engine import InglenookError, JobCancelled, Paths, human_duration, human_size
 
 EXIT_CANCELLED = 130
@@ -87,33 +87,21 @@ def cmd_pull(args: argparse.Namespace, paths: Paths) -> int:
               file=sys.stderr)
         bar = ProgressBar(sys.stderr)
         cancel = threading.Event()
-        outcome: dict[str, Any] = {}
 
-        def work() -> None:
-            try:
-                outcome["record"] = downloader.download(listing.repo, option, commit=listing.commit,
-                                                        progress=bar, cancel=cancel)
-            except BaseException as exc:  # noqa: BLE001 — handed to the main thread
-                outcome["error"] = exc
-
-        worker = threading.Thread(target=work, name="inglenook-pull", daemon=True)
-        worker.start()
-        try:
-            while worker.is_alive():
-                worker.join(0.2)
-        except KeyboardInterrupt:
-            cancel.set()
+        def interrupted() -> None:
             bar.finish()
             print("cancelling… (press Ctrl-C again to quit at once)", file=sys.stderr)
-            worker.join()
+
+        record, error = run_interruptibly(
+            lambda: downloader.download(listing.repo, option, commit=listing.commit, progress=bar, cancel=cancel),
+            cancel, "inglenook-pull", interrupted)
         bar.finish()
-        error = outcome.get("error")
-        if isinstance(error, JobCancelled) or (cancel.is_set() and "record" not in outcome):
+        if isinstance(error, JobCancelled) or (cancel.is_set() and record is None):
             print("download stopped; run the same command again to resume it", file=sys.stderr)
             return EXIT_CANCELLED
         if error is not None:
             raise error
-        record = outcome["record"]
+        assert record is not None
     print(f"ready: {record.id}  (`inglenook run {record.id}`)")
     return 0
 

@@ -14,7 +14,7 @@ import sys
 import threading
 from typing import Any
 
-from inglenook.cli.terminal import print_table
+from inglenook.cli.terminal import print_table, run_interruptibly
 from inglenook.engine import (
     VOICES_REPO, DownloadError, HubClient, JobCancelled, Paths, Settings, SpeechDownload, Store, human_size,
     piper_voices, pull_speech, resolve_token, whisper_download,
@@ -55,27 +55,13 @@ def pull_download(client: HubClient, download: SpeechDownload, paths: Paths) -> 
     """Fetch ``download`` with a progress line; Ctrl-C stops between files."""
     print(f"pulling {download.repo}: {download.name} ({download.kind}, {human_size(download.size)})", file=sys.stderr)
     cancel = threading.Event()
-    outcome: dict[str, Any] = {}
 
     def progress(done: int, total: int) -> None:
         print(f"  {human_size(done)}/{human_size(total)}", file=sys.stderr)
 
-    def work() -> None:
-        try:
-            outcome["path"] = pull_speech(client, download, speech_folder(paths), progress, cancel)
-        except BaseException as exc:  # noqa: BLE001 — handed to the main thread
-            outcome["error"] = exc
-
-    worker = threading.Thread(target=work, name="inglenook-pull-speech", daemon=True)
-    worker.start()
-    try:
-        while worker.is_alive():
-            worker.join(0.2)
-    except KeyboardInterrupt:
-        cancel.set()
-        print("cancelling…", file=sys.stderr)
-        worker.join()
-    error = outcome.get("error")
+    _path, error = run_interruptibly(
+        lambda: pull_speech(client, download, speech_folder(paths), progress, cancel), cancel,
+        "inglenook-pull-speech", lambda: print("cancelling…", file=sys.stderr))
     if isinstance(error, JobCancelled):
         print("download stopped; run the same command again to resume it", file=sys.stderr)
         return EXIT_CANCELLED

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import re
 import shutil
+import threading
 import time
-from collections.abc import Sequence
-from typing import TextIO
+from collections.abc import Callable, Sequence
+from typing import TextIO, TypeVar
+
+T = TypeVar("T")
 
 # A progress line is redrawn at most this often: a GPU reads many prompt chunks a second.
 REDRAW_EVERY_S = 0.1
@@ -68,3 +71,29 @@ def _is_terminal(stream: TextIO) -> bool:
         return stream.isatty()
     except (AttributeError, ValueError):  # a replaced or closed stream
         return False
+
+
+def run_interruptibly(work: Callable[[], T], cancel: threading.Event, name: str,
+                      on_interrupt: Callable[[], None] = lambda: None) -> tuple[T | None, BaseException | None]:
+    """Run ``work`` on a thread of its own while the main thread waits for Ctrl-C: a Ctrl-C
+    sets ``cancel`` (``work`` stops at its next check), calls ``on_interrupt`` and waits for
+    ``work`` to end. Returns what it returned (None if it raised) and what it raised (or None)."""
+    value: list[T] = []
+    raised: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            value.append(work())
+        except BaseException as exc:  # noqa: BLE001 — handed to the main thread
+            raised.append(exc)
+
+    worker = threading.Thread(target=target, name=name, daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(0.2)  # a bounded wait, so Python delivers KeyboardInterrupt here
+    except KeyboardInterrupt:
+        cancel.set()
+        on_interrupt()
+        worker.join()
+    return (value[0] if value else None), (raised[0] if raised else None)
