@@ -50,7 +50,7 @@ SDIST_SHA256 = "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 LLAMA_CPP_COMMIT = "0c1e57098bba43ac29e6e3b677cdceebdd22334f"
 SDIST_NAME = f"llama_cpp_python-{LLAMA_CPP_PYTHON_VERSION}.tar.gz"
 # Bumped whenever the recipe changes in a way the flags below do not show.
-RECIPE_REVISION = 1
+RECIPE_REVISION = 2
 
 # x86-64 CPU variants, in ggml's own feature names. ggml scores each module against the
 # running CPU and the engine loads the best-scoring one. AVX2 (Haswell, 2013) is the floor;
@@ -162,6 +162,9 @@ def recipe(cuda: bool) -> dict[str, object]:
         "flavour": flavour_of(cuda),
         "cmake_args": args,
         "x86_variants": X86_VARIANTS,
+        # Each patch by name with a digest of its edits, so changing one rebuilds.
+        "patches": {name: hashlib.sha256(json.dumps(edits).encode()).hexdigest()[:12]
+                    for name, edits in SOURCE_PATCHES.items()},
         "machine": platform.machine(),
         "system": sys.platform,
         "compiler": compiler_version(),
@@ -237,6 +240,70 @@ def patch_variants(source: Path) -> None:
     cmake.write_text(patched)
 
 
+# Changes to llama.cpp's own source, by name (the engine reads the names from the build's
+# inglenook_build.json). Each is a list of (file under vendor/llama.cpp, text, replacement);
+# the build stops if a text is not there exactly once, so a new llama.cpp cannot skip one.
+#
+# flash-attention-tiles-from-2-rows: ggml's CPU flash-attention kernel takes its tiled path
+# only for 64 or more query rows of a sequence and a row-at-a-time path below that, and the
+# two give a row different last bits. So a prompt resumed from a saved state had to read
+# at least its last 64 tokens again for its logits to be a full prefill's
+# (model_loading.canonical_rows). In the tiled path each row's result depends on nothing
+# but that row (its tile's other rows are masked out or zero, every product is summed in
+# the same order), so the patch sends every prompt chunk of 2 rows or more through it and
+# sizes the tile's matrix products to the rows it holds instead of always 64. A decode step
+# (1 row) keeps the split-KV path. With it, a resume reads only what is new.
+SOURCE_PATCHES: dict[str, list[tuple[str, str, str]]] = {
+    "flash-attention-tiles-from-2-rows": [
+        ("ggml/src/ggml-cpu/ops.cpp",
+         "                                neq1 >= Q_TILE_SZ);",
+         "                                neq1 >= 2);"),
+        ("ggml/src/ggml-cpu/ops.cpp",
+         "            simd_gemm(KQ, (const float *)Q_q, K_f32, Q_TILE_SZ, DK, KV_TILE_SZ);\n"
+         "            ggml_vec_scale_f32(Q_TILE_SZ * KV_TILE_SZ, KQ, scale);",
+         "            simd_gemm(KQ, (const float *)Q_q, K_f32, tile_rows, DK, KV_TILE_SZ);\n"
+         "            ggml_vec_scale_f32(tile_rows * KV_TILE_SZ, KQ, scale);"),
+        ("ggml/src/ggml-cpu/ops.cpp",
+         "                ggml_vec_tanh_f32(Q_TILE_SZ * KV_TILE_SZ, KQ, KQ);\n"
+         "                ggml_vec_scale_f32(Q_TILE_SZ * KV_TILE_SZ, KQ, logit_softcap);",
+         "                ggml_vec_tanh_f32(tile_rows * KV_TILE_SZ, KQ, KQ);\n"
+         "                ggml_vec_scale_f32(tile_rows * KV_TILE_SZ, KQ, logit_softcap);"),
+        ("ggml/src/ggml-cpu/ops.cpp",
+         "            if (kv_tile < KV_TILE_SZ) {\n"
+         "                for (int tq = 0; tq < Q_TILE_SZ; tq++) {",
+         "            if (kv_tile < KV_TILE_SZ) {\n"
+         "                for (int tq = 0; tq < tile_rows; tq++) {"),
+        ("ggml/src/ggml-cpu/ops.cpp",
+         "            for (int tq = 0; tq < Q_TILE_SZ; tq++) {\n"
+         "                float * kq_row = KQ + tq * KV_TILE_SZ;",
+         "            for (int tq = 0; tq < tile_rows; tq++) {\n"
+         "                float * kq_row = KQ + tq * KV_TILE_SZ;"),
+        ("ggml/src/ggml-cpu/ops.cpp",
+         "            for (int tq = 0; tq < Q_TILE_SZ; tq++) {\n"
+         "                if (skip[tq]) {",
+         "            for (int tq = 0; tq < tile_rows; tq++) {\n"
+         "                if (skip[tq]) {"),
+        ("ggml/src/ggml-cpu/ops.cpp",
+         "            simd_gemm(VKQ32, KQ, V32, Q_TILE_SZ, KV_TILE_SZ, DV);",
+         "            simd_gemm(VKQ32, KQ, V32, tile_rows, KV_TILE_SZ, DV);"),
+    ],
+}
+
+
+def patch_source(source: Path) -> None:
+    """Apply ``SOURCE_PATCHES`` to the unpacked sdist's llama.cpp."""
+    root = source / "vendor" / "llama.cpp"
+    for name, edits in SOURCE_PATCHES.items():
+        for relative, old, new in edits:
+            path = root / relative
+            text = path.read_text()
+            if text.count(old) != 1:
+                raise SystemExit(f"{path}: patch {name!r} expects {old.splitlines()[0].strip()!r} exactly once "
+                                 f"(found {text.count(old)})")
+            path.write_text(text.replace(old, new))
+        log(f"patched llama.cpp: {name}")
+
+
 def stamp_version(source: Path, flavour: str, key: str, spec: dict[str, object]) -> None:
     """Mark the build: a local version label pip shows, and a JSON file the engine reads."""
     init = source / "llama_cpp" / "__init__.py"
@@ -262,6 +329,7 @@ def build_wheel(cuda: bool) -> Path:
         f"{LLAMA_CPP_COMMIT[:10]}) into {folder}; this takes a while the first time")
     source = fetch_sdist(folder)
     patch_variants(source)
+    patch_source(source)
     stamp_version(source, str(spec["flavour"]), key, spec)
     env = dict(os.environ)
     extra = cublas_args(folder) if cuda else []

@@ -9,13 +9,28 @@ the arithmetic.
 
 from __future__ import annotations
 
+import functools
+import os
+
+from inglenook.engine.runtime.model_loading import FA_TILES_FROM_2_ROWS
+from inglenook.engine.runtime.native import build_patches
 from inglenook.engine.runtime.slots import FA_TILE_ROWS, PREFILL_ALIGN
 
 
-def served(read_before: int, prompt: int, common: int | None = None, least: int = FA_TILE_ROWS) -> int:
+@functools.cache
+def least_read_again() -> int:
+    """The default configuration's ``canonical_rows`` with the llama.cpp installed here: 2
+    where scripts/llama_build.py's flash-attention patch is in it and no layer runs on a GPU
+    (``model_loading.canonical_rows``), else flash attention's tile of 64 rows."""
+    on_gpu = int(os.environ.get("INGLENOOK_TEST_GPU_LAYERS", "0")) > 0
+    return 2 if FA_TILES_FROM_2_ROWS in build_patches() and not on_gpu else FA_TILE_ROWS
+
+
+def served(read_before: int, prompt: int, common: int | None = None, least: int | None = None) -> int:
     """Tokens reused for a ``prompt``-token prompt from a slot that read ``read_before``
     prompt tokens (in one prompt read, the default configuration's ``least``), sharing
     ``common`` leading tokens with it (all of ``read_before`` when None)."""
+    least = least_read_again() if least is None else least
     if read_before < least:  # a prompt shorter than a tile is read whole and not kept
         return 0
     kept = read_before - read_before % PREFILL_ALIGN
@@ -24,6 +39,7 @@ def served(read_before: int, prompt: int, common: int | None = None, least: int 
 
 
 # A system prompt of ~150 tokens: long enough that a prompt starting with it is partly
-# served from the cache (it outlasts the 64 tokens every prompt reads again).
+# served from the cache (it outlasts the 64 tokens every prompt reads again without the
+# flash-attention patch).
 LONG_INSTRUCTIONS = ("You are a friendly assistant in a small bakery's shop window. Keep every answer short, "
                      "kind and to the point. ") * 6

@@ -199,9 +199,13 @@ def sliding_window_layers(info: GGUFInfo, n_layers: int) -> int:
     return n_layers - n_layers // every if every > 1 else 0
 
 
-def compute_bytes(shape: ModelShape, n_ctx: int, n_ubatch: int = DEFAULT_UBATCH) -> int:
+def compute_bytes(shape: ModelShape, n_ctx: int, n_ubatch: int = DEFAULT_UBATCH, flash_attention: bool = True) -> int:
+    """llama.cpp's compute buffer for a micro-batch of ``n_ubatch`` rows of one sequence
+    attending over ``n_ctx`` cells (one sequence's stream): the output logits, or without
+    flash attention the attention scores if larger (flash attention never holds them whole;
+    gemma-3-270m at 32,768 tokens: 514.5 MiB reported by llama.cpp, almost all logits)."""
     logits = shape.n_vocab * n_ubatch * 4
-    scores = shape.n_head * n_ctx * n_ubatch * 4
+    scores = 0 if flash_attention else shape.n_head * n_ctx * n_ubatch * 4
     return max(logits, scores) + GRAPH_EXTRA
 
 
@@ -259,12 +263,12 @@ class FitEstimate:
 
 def estimate_fit(
     shape: ModelShape, machine: MachineMemory, context: int = 4096, kv_type: str = "f16",
-    n_ubatch: int = DEFAULT_UBATCH, sequences: int = 1,
+    n_ubatch: int = DEFAULT_UBATCH, sequences: int = 1, flash_attention: bool = True,
 ) -> FitEstimate:
     """The verdict for ``shape`` at ``context`` tokens (over ``sequences`` sequences) on
     ``machine`` (see the module docstring)."""
     kv = kv_cache_bytes(shape, context, kv_cache_type_for(kv_type, offloads=machine.has_gpu), sequences, n_ubatch)
-    compute = compute_bytes(shape, context, n_ubatch)
+    compute = compute_bytes(shape, context // max(1, sequences), n_ubatch, flash_attention)
     weights = shape.weights_bytes
     total_layers = shape.n_layers + 1
     usable_ram = max(0, machine.ram_available_bytes - RAM_HEADROOM)

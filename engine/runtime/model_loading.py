@@ -25,7 +25,7 @@ from .gguf_headers import checked_header
 from .decode_abort import DecodeAbort
 from .logit_jitter import LogitJitter
 from .lora_runtime import ContextAdapters
-from .native import llama, physical_cores
+from .native import build_patches, llama, physical_cores
 from .slots import FA_TILE_ROWS, KvSlot
 from .speculative import MAX_DRAFT, OFF, check_mode
 from .vocabulary import Vocabulary
@@ -358,7 +358,7 @@ def _context_plan(lib: Any, record: ModelRecord, options: LoadOptions, sequences
     ctx_params.type_k = kv_type
     ctx_params.type_v = kv_type
     flash_attention = flash_attention_for(options)
-    rows = canonical_rows(options, kv_cache_type, flash_attention)
+    rows = canonical_rows(options, kv_cache_type, flash_attention, offloads=offloads, patches=build_patches())
     ctx_params.flash_attn_type = (
         lib.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash_attention else lib.LLAMA_FLASH_ATTN_TYPE_DISABLED
     )
@@ -378,7 +378,8 @@ def planned_gpu_layers(record: ModelRecord, info: GGUFInfo, options: LoadOptions
         return 0
     # Every sequence has a KV stream of the full context (see _open).
     estimate = estimate_fit(ModelShape.from_gguf(info), machine, context=options.context_size * sequences,
-                            kv_type=options.kv_cache_type, n_ubatch=options.batch_size, sequences=sequences)
+                            kv_type=options.kv_cache_type, n_ubatch=options.batch_size, sequences=sequences,
+                            flash_attention=flash_attention_for(options))
     log.info("fit estimate for %s: %s", record.id, estimate.label)
     return estimate.gpu_layers
 
@@ -393,21 +394,32 @@ def flash_attention_for(options: LoadOptions) -> bool:
     return True
 
 
-def canonical_rows(options: LoadOptions, kv_cache_type: str, flash_attention: bool) -> int:
+# scripts/llama_build.py's patch that sends prompt chunks of 2 rows or more through the CPU
+# flash-attention kernel's tiled path (``SOURCE_PATCHES``).
+FA_TILES_FROM_2_ROWS = "flash-attention-tiles-from-2-rows"
+
+
+def canonical_rows(options: LoadOptions, kv_cache_type: str, flash_attention: bool, *, offloads: bool = False,
+                   patches: frozenset[str] = frozenset()) -> int:
     """The fewest prompt rows one ``llama_decode`` must give a sequence for the KV it
     writes to be what a full prefill of the same prompt writes, bit for bit.
 
-    llama.cpp's CPU flash-attention kernel over an f16 (or f32) cache takes a tiled path
-    for a sequence's rows when a micro-batch holds at least ``FA_TILE_ROWS`` of them, and
-    a row-at-a-time path below that; each row's result depends only on which path ran
+    Upstream llama.cpp's CPU flash-attention kernel over an f16 (or f32) cache takes a tiled
+    path for a sequence's rows when a micro-batch holds at least ``FA_TILE_ROWS`` of them,
+    and a row-at-a-time path below that; each row's result depends only on which path ran
     (measured: a 300-token prompt read in chunks of 100 gives the logits of one batch of
     300 bit for bit, on SmolLM2 and gemma-3-270m alike; chunks of 64 + a 44-row tail
     differ in those 44 rows by up to 1.4). So the engine reads prompts in chunks of at
     least that many rows, reuses only KV written that way, and always re-reads at least
-    that many tokens of a prompt. Without flash attention, or over a quantized cache,
-    the one-row path (each decode step) is the only different one: two rows suffice.
+    that many tokens of a prompt. The llama.cpp that scripts/llama_build.py builds takes the
+    tiled path from 2 rows (``FA_TILES_FROM_2_ROWS``), so there, as without flash attention
+    or over a quantized cache, the one-row path (each decode step) is the only different
+    one: two rows suffice. Layers on a GPU run that backend's kernels, which the patch does
+    not touch.
     """
-    if flash_attention and kv_cache_type in ("f16", "f32") and options.batch_size >= 4 * FA_TILE_ROWS:
+    tiled_above_one_row = FA_TILES_FROM_2_ROWS in patches and not offloads
+    if (flash_attention and kv_cache_type in ("f16", "f32") and options.batch_size >= 4 * FA_TILE_ROWS
+            and not tiled_above_one_row):
         return FA_TILE_ROWS
     return 2
 

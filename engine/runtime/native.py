@@ -97,6 +97,13 @@ def backend_report(refresh: bool = False) -> BackendReport:
     return refresh_devices(report) if refresh else report
 
 
+def build_patches() -> frozenset[str]:
+    """The names of the changes scripts/llama_build.py made to llama.cpp's source
+    (``SOURCE_PATCHES``); empty for a llama.cpp built any other way."""
+    patches = backend_report().build.get("patches") or {}
+    return frozenset(patches) if isinstance(patches, (dict, list)) else frozenset()
+
+
 def llama_cpp_version() -> tuple[str, str]:
     """(llama-cpp-python version, the llama.cpp commit it vendors, or "" when unknown)."""
     lib = llama()

@@ -3,9 +3,10 @@
 The prefix cache restores a saved prompt and reads only the new tokens; that reproduces a
 full prefill bit for bit only if every reused row's KV, and the rows read again, were
 computed as a full prefill computes them. The default ("auto": f16 K/V with flash
-attention) gets there by reading prompts in chunks of at least ``canonical_rows`` (64):
-llama.cpp's CPU flash-attention kernel takes another path for fewer rows, and each row's
-result depends only on the path (``model_loading.canonical_rows``). These tests check the
+attention) gets there by reading prompts in chunks of at least ``canonical_rows``: 64 with
+upstream llama.cpp, whose CPU flash-attention kernel takes another path for fewer rows, and
+2 with the recipe's patch, which sends every chunk of 2 rows or more down the tiled path;
+each row's result depends only on the path (``model_loading.canonical_rows``). These tests check the
 logits themselves, through the engine's own step, on both test models.
 """
 
@@ -19,8 +20,9 @@ from inglenook.engine.base.generation_events import Chunk, Finished
 from inglenook.engine.base.sampling import SamplingParams
 from inglenook.engine.runtime.model import LoadedModel
 from inglenook.engine.runtime.model_loading import LoadOptions
-from inglenook.engine.runtime.slots import FA_TILE_ROWS, PREFILL_ALIGN
+from inglenook.engine.runtime.slots import PREFILL_ALIGN
 
+from ..prefix_rule import least_read_again
 from .conftest import GPU_LAYERS, record_for
 
 pytestmark = pytest.mark.integration
@@ -63,7 +65,8 @@ def model(request: pytest.FixtureRequest, smollm2_path: Path, gemma_path: Path):
 
 def test_the_cpu_default_is_f16_with_flash_attention_read_in_tiles(model: LoadedModel) -> None:
     if GPU_LAYERS == 0:
-        assert (model.kv_cache_type, model.flash_attention, model.canonical_rows) == ("f16", True, FA_TILE_ROWS)
+        # 2 with the recipe's flash-attention patch (tiles from 2 rows), 64 without it.
+        assert (model.kv_cache_type, model.flash_attention, model.canonical_rows) == ("f16", True, least_read_again())
 
 
 @pytest.mark.parametrize("cached", [30, 100, 250, 330, 390])

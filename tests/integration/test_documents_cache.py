@@ -14,6 +14,7 @@ from inglenook.engine.store.cache_keys import BLOCK
 from inglenook.engine.store.statefile import SUFFIX
 
 from ..document_files import report_pdf
+from ..prefix_rule import least_read_again
 
 SETTINGS = {"max_tokens": 8, "temperature": 0.0, "seed": 1}
 
@@ -36,7 +37,7 @@ def ask(engine: Engine, document: Document, question: str, use_cache: bool = Tru
 def covers_the_document(cached: int, block: int, prompt: int) -> bool:
     """A restored prefix holds the block up to its last aligned position, less what every
     prompt reads again (tests/prefix_rule.py): within a block's and a tile's length of it."""
-    return min(block, prompt - FA_TILE_ROWS) - BLOCK - PREFILL_ALIGN <= cached <= block
+    return min(block, prompt - least_read_again()) - BLOCK - PREFILL_ALIGN <= cached <= block
 
 
 def test_a_document_is_read_once_across_chats_and_restarts(home: Path, tmp_path: Path) -> None:

@@ -44,26 +44,32 @@ def test_kv_cache_of_llama3_8b_at_8k_is_one_gib() -> None:
 
 
 def test_compute_buffer_is_near_what_llama_cpp_reports() -> None:
-    # llama.cpp reports a compute buffer of about 560 MiB for Llama-3-8B at 8192 tokens.
-    assert compute_bytes(LLAMA3_8B_Q4_K_M, 8192) == 576 * MIB
-    # At a short context the output logits (vocab × batch) dominate instead.
-    assert compute_bytes(LLAMA3_8B_Q4_K_M, 512) == 128_256 * 512 * 4 + 64 * MIB
+    # Without flash attention llama.cpp reports a compute buffer of about 560 MiB for
+    # Llama-3-8B at 8192 tokens: the attention scores of a micro-batch.
+    assert compute_bytes(LLAMA3_8B_Q4_K_M, 8192, flash_attention=False) == 576 * MIB
+    # At a short context the output logits (vocab × batch) dominate instead, and with flash
+    # attention (the default) they always do: the scores are never held whole.
+    assert compute_bytes(LLAMA3_8B_Q4_K_M, 512, flash_attention=False) == 128_256 * 512 * 4 + 64 * MIB
+    assert compute_bytes(LLAMA3_8B_Q4_K_M, 8192) == 128_256 * 512 * 4 + 64 * MIB
 
 
 def test_llama3_8b_on_a_24_gib_gpu_fits() -> None:
     estimate = estimate_fit(LLAMA3_8B_Q4_K_M, machine(32, 24), context=8192)
     assert estimate.verdict == FITS_GPU and estimate.label == "fits on GPU"
     assert estimate.gpu_layers == estimate.total_layers == 33
-    # 4.92 GB weights + 1 GiB KV + 576 MiB compute ≈ 6.60 GB.
-    assert estimate.total_bytes == 4_920_739_232 + GIB + 576 * MIB
-    assert 6.59e9 < estimate.total_bytes < 6.61e9
+    # 4.92 GB weights + 1 GiB KV + 314.5 MiB compute (logits of a 512-row batch) ≈ 6.32 GB.
+    assert estimate.total_bytes == 4_920_739_232 + GIB + 128_256 * 512 * 4 + 64 * MIB
+    assert 6.31e9 < estimate.total_bytes < 6.33e9
 
 
 def test_llama3_8b_on_a_4_gib_gpu_offloads_part_of_its_layers() -> None:
     estimate = estimate_fit(LLAMA3_8B_Q4_K_M, machine(32, 4), context=8192)
-    # (4 GiB − 256 MiB − 576 MiB) ÷ (133.6 MB of weights + 32 MiB of KV per layer) = 20.5 layers.
+    # (4 GiB − 256 MiB − 314.5 MiB) ÷ (133.6 MB of weights + 32 MiB of KV per layer) = 22.1 layers.
     assert estimate.verdict == PARTIAL
-    assert estimate.label == "partial offload (20 of 33 layers)"
+    assert estimate.label == "partial offload (22 of 33 layers)"
+    # Without flash attention the attention scores of a micro-batch take 512 MiB more.
+    no_flash = estimate_fit(LLAMA3_8B_Q4_K_M, machine(32, 4), context=8192, flash_attention=False)
+    assert no_flash.label == "partial offload (20 of 33 layers)"
 
 
 def test_without_a_gpu_it_is_cpu_only_or_too_large() -> None:
