@@ -24,6 +24,7 @@ that shapes the binary (version, flags, variant list, compiler, platform).
     python scripts/llama_build.py llama-lookup            # print llama-lookup's path (prompt lookup)
     python scripts/llama_build.py rpc [--cuda] [--python VENV_PYTHON]  # RPC: rpc-server + ggml-rpc module
     python scripts/llama_build.py info                    # the recipe as JSON
+    python scripts/llama_build.py llama-bench --upstream  # without SOURCE_PATCHES, for A/B benchmarks
 
 Environment: INGLENOOK_BUILD_CACHE moves the cache folder; CUDA_ARCHITECTURES overrides
 the CUDA targets (default 80;86;89;90).
@@ -164,7 +165,7 @@ def recipe(cuda: bool) -> dict[str, object]:
         "x86_variants": X86_VARIANTS,
         # Each patch by name with a digest of its edits, so changing one rebuilds.
         "patches": {name: hashlib.sha256(json.dumps(edits).encode()).hexdigest()[:12]
-                    for name, edits in SOURCE_PATCHES.items()},
+                    for name, edits in applied_patches().items()},
         "machine": platform.machine(),
         "system": sys.platform,
         "compiler": compiler_version(),
@@ -290,10 +291,20 @@ SOURCE_PATCHES: dict[str, list[tuple[str, str, str]]] = {
 }
 
 
+# ``--upstream``: build llama.cpp as its authors wrote it (no ``SOURCE_PATCHES``), in a cache
+# folder of its own, for benchmarks that measure what a patch changes
+# (benchmarks/flash_attention_patch.py). The engine then reads prompts as upstream needs.
+UPSTREAM = {"value": False}
+
+
+def applied_patches() -> dict[str, list[tuple[str, str, str]]]:
+    return {} if UPSTREAM["value"] else SOURCE_PATCHES
+
+
 def patch_source(source: Path) -> None:
     """Apply ``SOURCE_PATCHES`` to the unpacked sdist's llama.cpp."""
     root = source / "vendor" / "llama.cpp"
-    for name, edits in SOURCE_PATCHES.items():
+    for name, edits in applied_patches().items():
         for relative, old, new in edits:
             path = root / relative
             text = path.read_text()
@@ -432,7 +443,10 @@ def main() -> int:
     parser.add_argument("action", choices=["install", "wheel", *TOOLS, "rpc", "info"])
     parser.add_argument("--cuda", action="store_true", help="also build the CUDA backend module")
     parser.add_argument("--python", default=sys.executable, help="the interpreter to install into")
+    parser.add_argument("--upstream", action="store_true",
+                        help="llama.cpp without this recipe's source patches (for A/B benchmarks)")
     args = parser.parse_args()
+    UPSTREAM["value"] = args.upstream
     if args.action == "install":
         install(args.cuda, args.python)
     elif args.action == "wheel":

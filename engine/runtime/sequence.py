@@ -17,6 +17,7 @@ from ..text import TextStream
 from .native_sampler import NativeSampler
 from .slots import DECODE, DONE, PREFILL, PREFILL_ALIGN, KvSlot
 from .speculative import DraftControl, PromptLookup
+from .swa_checkpoints import LAST_TURN_REACH
 
 if TYPE_CHECKING:
     # The types only: the model opens sequences (it imports this module), and each one
@@ -86,8 +87,8 @@ class Sequence:
         a full prefill writes, so the prefix cache may reuse it (``prefilled``); the cut
         never leaves a tail shorter than that, taking a little more or less than
         ``budget`` instead. A prompt shorter than that is read whole. Only a budget below
-        it (prompt reading squeezed between streaming answers) gives smaller chunks, which
-        are read but not reused.
+        it or below ``PREFILL_ALIGN`` (prompt reading squeezed between streaming answers)
+        gives smaller chunks, which are read but not reused.
         """
         least = self.model.canonical_rows
         most = self.model.options.batch_size
@@ -97,7 +98,8 @@ class Sequence:
             left = min(left, self.boundary - start)
         if left <= least or (left <= most and left <= budget):
             take = left
-        elif budget < least:
+        elif budget < max(least, PREFILL_ALIGN):
+            # Too little to reach the next aligned position (or to make a canonical chunk).
             take = max(1, min(budget, left - least) if left - budget < least else budget)
         else:
             take = min(budget, most)
@@ -112,12 +114,18 @@ class Sequence:
 
     def _resume_cut(self, start: int, take: int, least: int) -> int:
         """The rest of the prompt, ``take`` tokens, fits one chunk: with a window-sized cache,
-        end a chunk where a later prompt sharing this one resumes (the last aligned position
-        that leaves a canonical tail, ``KvStates.reusable_length``), so that a window
-        checkpoint is taken there (``WindowCheckpoints.after_chunk``)."""
-        resume = start + take - least
-        resume -= resume % PREFILL_ALIGN
-        return resume - start if resume - start >= least else take
+        end chunks where a later prompt sharing this one resumes, so that window checkpoints
+        are taken there (``WindowCheckpoints.after_chunk``): ``LAST_TURN_REACH`` tokens
+        before the end (an edit of the last question, a branch), then the last aligned
+        position that leaves a canonical tail (a regenerate: ``KvStates.reusable_length``).
+        Each on an aligned position, the first of them at least ``least`` tokens on."""
+        end = start + take
+        for back in sorted({LAST_TURN_REACH, least}, reverse=True):
+            resume = end - back
+            resume -= resume % PREFILL_ALIGN
+            if resume - start >= least:
+                return resume - start
+        return take
 
     def prefilled(self, chunk: list[int]) -> None:
         """``chunk`` is in the KV cache now: say how far the prompt's reading has come."""

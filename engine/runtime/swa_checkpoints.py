@@ -38,6 +38,12 @@ PARTIAL_ONLY = 1  # LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY (llama.h): the window lay
 # its full-size window cache did. A cut between two of them reads up to SPACING tokens again.
 SPACING = 2048
 MAX_CHECKPOINTS = 8
+# Besides where a prompt's last few tokens start (a regenerate resumes there), a checkpoint
+# this many tokens before its end, on an aligned position: an edit of the last question or
+# a branch from it cuts back that far, and a window model cannot cut back at all without a
+# checkpoint at or before the cut (upstream's flash attention re-read 64 tokens anyway,
+# which put the one resume checkpoint there).
+LAST_TURN_REACH = 64
 
 # The envelope of a saved state with checkpoints: the full state, each checkpoint's bytes,
 # then per checkpoint (position, size), their count, the full state's size and a magic.
@@ -60,6 +66,12 @@ class WindowCheckpoints:
     def enabled(self) -> bool:
         return self.context.window_cache
 
+    @property
+    def near_end(self) -> int:
+        """A chunk that ends fewer than this many tokens before its prompt's end ends at one
+        of the prompt's resume cuts (``Sequence._resume_cut``)."""
+        return max(self.context.canonical_rows, LAST_TURN_REACH) + PREFILL_ALIGN
+
     def after_chunk(self, slot: KvSlot, remaining: int, boundary: int) -> None:
         """A prompt chunk was read into ``slot`` with ``remaining`` prompt tokens still to
         read: keep a checkpoint where a later prompt is likely to resume. That is where the
@@ -71,7 +83,7 @@ class WindowCheckpoints:
         if not self.enabled or remaining == 0 or slot.prefilled != position or position == 0:
             return
         last = slot.checkpoints[-1].position if slot.checkpoints else 0
-        final = remaining < self.context.canonical_rows + PREFILL_ALIGN
+        final = remaining < self.near_end
         if final or position == boundary or position - last >= SPACING:
             self.take(slot)
 
@@ -81,7 +93,7 @@ class WindowCheckpoints:
         checkpoint of it now (the same prompt again, a regenerate, resumes exactly there)."""
         position = len(slot.kv_tokens)
         if (not self.enabled or position == 0 or slot.prefilled != position
-                or prompt_tokens - position >= self.context.canonical_rows + PREFILL_ALIGN
+                or prompt_tokens - position >= self.near_end
                 or any(c.position == position for c in slot.checkpoints)):
             return
         self.take(slot)

@@ -37,9 +37,13 @@ def llama_server(smollm2_path: Path) -> Iterator[str]:
 def _answers(base_url: str, model: str) -> list[str]:
     answers = []
     for seed in range(3):
-        # No temperature, top_k, top_p or min_p: each server's defaults.
+        # No temperature, top_k, top_p or min_p: each server's defaults. Each request reads
+        # its prompt whole: with its prompt cache, llama-server reads a repeated prompt's last
+        # token again alone, a one-row batch whose logits differ in the last bits from its
+        # own full prefill's (flash attention's one-row path), so a seeded draw could differ
+        # from what llama-server itself answers cold.
         body = {"model": model, "messages": [{"role": "user", "content": "Say this is a test"}],
-                "seed": seed, "max_tokens": 16}
+                "seed": seed, "max_tokens": 16, "cache_prompt": False}
         reply = httpx.post(f"{base_url}/chat/completions", json=body, timeout=300)
         reply.raise_for_status()
         answers.append(reply.json()["choices"][0]["message"]["content"])

@@ -27,7 +27,7 @@ from inglenook.engine.runtime.speculative import RowCost
 from inglenook.engine.runtime.swa_checkpoints import unpack
 from inglenook.engine.store.cache import MIB, PrefixCache
 
-from ..prefix_rule import served
+from ..prefix_rule import least_read_again, served
 from .conftest import GPU_LAYERS, record_for
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=12, seed=3)
@@ -110,7 +110,8 @@ def test_edits_past_the_window_resume_from_checkpoints_and_answer_as_a_full_pref
     # The second question edited: the cache holds the long question past the window, so
     # the cut back to the first prompt's end resumes from its checkpoint.
     got, finished = answer(gemma, edited)
-    assert finished.usage.cached_tokens == len(first) - 64 - (len(first) - 64) % PREFILL_ALIGN
+    least = least_read_again()
+    assert finished.usage.cached_tokens == len(first) - least - (len(first) - least) % PREFILL_ALIGN
     assert got == references["edited"]
     # The first question edited: the checkpoint at 512, the last one before position 600.
     got, finished = answer(gemma, far_back)
@@ -153,7 +154,7 @@ def test_saved_states_carry_their_checkpoints_across_a_restart(gemma_path: Path,
             reference = fresh(model, wanted)
             model.kv.clear()
             restored = cache.restore(view, wanted, conversation_id=conversation_id)
-            assert 0 < restored <= len(prompt) - 64
+            assert 0 < restored <= len(prompt) - least_read_again()
             got, finished = answer(model, wanted)
             assert finished.usage.cached_tokens == restored
             assert got == reference
