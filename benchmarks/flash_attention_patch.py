@@ -1,11 +1,11 @@
 """What the recipe's flash-attention patch changes in speed: llama-bench built with it beside
 llama-bench built from upstream's source, in one run.
 
-The patch (``flash-attention-tiles-from-2-rows`` in scripts/llama_build.py) sends prompt
-chunks of 2 to 63 rows through the CPU kernel's tiled path and sizes a tile's products to
-the rows it holds. So the cells that can move are prompt reading in small chunks (what a
-resumed conversation reads, a speculative draft being checked) and the last, partial tile
-of every larger chunk; a decode step (1 row) runs the same code in both. For each model,
+The patch (``flash-attention-tiles-from-32-rows`` in scripts/llama_build.py) sends prompt
+chunks of 32 to 63 rows through the CPU kernel's tiled path and sizes a tile's products to
+the rows it holds. So the cells that can move are prompt reading in chunks of those sizes
+(what a resumed conversation reads) and the last, partial tile of every larger chunk;
+fewer rows (a decode step, a speculative draft being checked) run the same code in both. For each model,
 ``pp N`` reads an N-token prompt as one batch after ``depth`` tokens already in the context,
 ``tg 64`` writes 64 tokens; f16 cache, flash attention on (llama-server's default). Rounds
 alternate the two binaries and medians are reported. Prints JSON.
@@ -13,7 +13,7 @@ alternate the two binaries and medians are reported. Prints JSON.
     python benchmarks/flash_attention_patch.py \\
         --patched "$(python scripts/llama_build.py llama-bench)" \\
         --upstream "$(python scripts/llama_build.py llama-bench --upstream)" \\
-        [--model PATH ...] [--prompts 4,16,48,512] [--depths 0,4096] [--rounds 3]
+        [--model PATH ...] [--prompts 4,16,32,48,512] [--depths 0,4096] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def main() -> int:
     parser.add_argument("--patched", type=Path, required=True, help="llama-bench built by the recipe")
     parser.add_argument("--upstream", type=Path, required=True, help="llama-bench built with --upstream")
     parser.add_argument("--model", type=Path, action="append")
-    parser.add_argument("--prompts", default="4,16,48,512")
+    parser.add_argument("--prompts", default="4,16,32,48,512")
     parser.add_argument("--depths", default="0,4096")
     parser.add_argument("--tg", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=3)

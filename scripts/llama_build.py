@@ -245,20 +245,22 @@ def patch_variants(source: Path) -> None:
 # inglenook_build.json). Each is a list of (file under vendor/llama.cpp, text, replacement);
 # the build stops if a text is not there exactly once, so a new llama.cpp cannot skip one.
 #
-# flash-attention-tiles-from-2-rows: ggml's CPU flash-attention kernel takes its tiled path
+# flash-attention-tiles-from-32-rows: ggml's CPU flash-attention kernel takes its tiled path
 # only for 64 or more query rows of a sequence and a row-at-a-time path below that, and the
 # two give a row different last bits. So a prompt resumed from a saved state had to read
 # at least its last 64 tokens again for its logits to be a full prefill's
 # (model_loading.canonical_rows). In the tiled path each row's result depends on nothing
 # but that row (its tile's other rows are masked out or zero, every product is summed in
-# the same order), so the patch sends every prompt chunk of 2 rows or more through it and
-# sizes the tile's matrix products to the rows it holds instead of always 64. A decode step
-# (1 row) keeps the split-KV path. With it, a resume reads only what is new.
+# the same order), so the patch sends every prompt chunk of 32 rows or more through it and
+# sizes the tile's matrix products to the rows it holds instead of always 64. Fewer rows
+# keep upstream's path: a decode step, a speculative draft being checked (at most 17 rows),
+# where the tiled path's cost of unpacking the cache per tile made 4-row batches of
+# gemma-3-270m at depth 2,048 half as fast (benchmarks/flash_attention_patch.py).
 SOURCE_PATCHES: dict[str, list[tuple[str, str, str]]] = {
-    "flash-attention-tiles-from-2-rows": [
+    "flash-attention-tiles-from-32-rows": [
         ("ggml/src/ggml-cpu/ops.cpp",
          "                                neq1 >= Q_TILE_SZ);",
-         "                                neq1 >= 2);"),
+         "                                neq1 >= 32);"),
         ("ggml/src/ggml-cpu/ops.cpp",
          "            simd_gemm(KQ, (const float *)Q_q, K_f32, Q_TILE_SZ, DK, KV_TILE_SZ);\n"
          "            ggml_vec_scale_f32(Q_TILE_SZ * KV_TILE_SZ, KQ, scale);",

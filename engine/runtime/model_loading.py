@@ -394,9 +394,10 @@ def flash_attention_for(options: LoadOptions) -> bool:
     return True
 
 
-# scripts/llama_build.py's patch that sends prompt chunks of 2 rows or more through the CPU
-# flash-attention kernel's tiled path (``SOURCE_PATCHES``).
-FA_TILES_FROM_2_ROWS = "flash-attention-tiles-from-2-rows"
+# scripts/llama_build.py's patch that sends prompt chunks of ``PATCHED_TILE_ROWS`` rows or
+# more through the CPU flash-attention kernel's tiled path (``SOURCE_PATCHES``).
+FA_TILES_FROM_32_ROWS = "flash-attention-tiles-from-32-rows"
+PATCHED_TILE_ROWS = 32
 
 
 def canonical_rows(options: LoadOptions, kv_cache_type: str, flash_attention: bool, *, offloads: bool = False,
@@ -412,15 +413,14 @@ def canonical_rows(options: LoadOptions, kv_cache_type: str, flash_attention: bo
     differ in those 44 rows by up to 1.4). So the engine reads prompts in chunks of at
     least that many rows, reuses only KV written that way, and always re-reads at least
     that many tokens of a prompt. The llama.cpp that scripts/llama_build.py builds takes the
-    tiled path from 2 rows (``FA_TILES_FROM_2_ROWS``), so there, as without flash attention
-    or over a quantized cache, the one-row path (each decode step) is the only different
-    one: two rows suffice. Layers on a GPU run that backend's kernels, which the patch does
-    not touch.
+    tiled path from ``PATCHED_TILE_ROWS`` (``FA_TILES_FROM_32_ROWS``), so a resume reads
+    half as much again. Without flash attention, or over a quantized cache, the one-row
+    path (each decode step) is the only different one: two rows suffice. Layers on a GPU
+    run that backend's kernels, which the patch does not touch.
     """
-    tiled_above_one_row = FA_TILES_FROM_2_ROWS in patches and not offloads
-    if (flash_attention and kv_cache_type in ("f16", "f32") and options.batch_size >= 4 * FA_TILE_ROWS
-            and not tiled_above_one_row):
-        return FA_TILE_ROWS
+    if flash_attention and kv_cache_type in ("f16", "f32") and options.batch_size >= 4 * FA_TILE_ROWS:
+        tiled_sooner = FA_TILES_FROM_32_ROWS in patches and not offloads
+        return PATCHED_TILE_ROWS if tiled_sooner else FA_TILE_ROWS
     return 2
 
 

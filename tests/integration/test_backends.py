@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from inglenook.engine.runtime.backends import UNSAFE_VARIANTS
-from inglenook.engine.runtime.native import backend_report, llama_cpp_version
+from inglenook.engine.runtime.model_loading import FA_TILES_FROM_32_ROWS
+from inglenook.engine.runtime.native import backend_report, build_patches, llama_cpp_version
 from tests.integration.test_cli import STARTER, inglenook
 
 
@@ -29,6 +30,8 @@ def test_the_build_is_portable_and_picks_the_best_safe_variant() -> None:
     assert "-DGGML_NATIVE=OFF" in build["cmake_args"] and "-DGGML_BACKEND_DL=ON" in build["cmake_args"]
     version, commit = llama_cpp_version()
     assert version.startswith("0.3.36+inglenook") and len(commit) == 40
+    # The recipe's source patches are named in the build, so the engine knows what it runs.
+    assert set(build["patches"]) == set(build_patches()) == {FA_TILES_FROM_32_ROWS}
 
 
 @pytest.mark.parametrize("variant", ["haswell"])

@@ -5,7 +5,7 @@ full prefill bit for bit only if every reused row's KV, and the rows read again,
 computed as a full prefill computes them. The default ("auto": f16 K/V with flash
 attention) gets there by reading prompts in chunks of at least ``canonical_rows``: 64 with
 upstream llama.cpp, whose CPU flash-attention kernel takes another path for fewer rows, and
-2 with the recipe's patch, which sends every chunk of 2 rows or more down the tiled path;
+32 with the recipe's patch, which sends every chunk of 32 rows or more down the tiled path;
 each row's result depends only on the path (``model_loading.canonical_rows``). These tests check the
 logits themselves, through the engine's own step, on both test models.
 """
@@ -65,7 +65,7 @@ def model(request: pytest.FixtureRequest, smollm2_path: Path, gemma_path: Path):
 
 def test_the_cpu_default_is_f16_with_flash_attention_read_in_tiles(model: LoadedModel) -> None:
     if GPU_LAYERS == 0:
-        # 2 with the recipe's flash-attention patch (tiles from 2 rows), 64 without it.
+        # 32 with the recipe's flash-attention patch (tiles from 32 rows), 64 without it.
         assert (model.kv_cache_type, model.flash_attention, model.canonical_rows) == ("f16", True, least_read_again())
 
 
