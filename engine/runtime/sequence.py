@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from ..base import Chunk, Finished, GenerationEvent, PromptProgress, SamplingParams, Timings, TokenLogprob, Usage
 from ..text import TextStream
 from .native_sampler import NativeSampler
-from .slots import DECODE, DONE, PREFILL, PREFILL_ALIGN, KvSlot
+from .slots import DECODE, DONE, FA_TILE_ROWS, PREFILL, PREFILL_ALIGN, KvSlot
 from .speculative import DraftControl, PromptLookup
 from .swa_checkpoints import LAST_TURN_REACH
 
@@ -86,7 +86,8 @@ class Sequence:
         that ends on a multiple of ``PREFILL_ALIGN`` (or at the prompt's end) writes the KV
         a full prefill writes, so the prefix cache may reuse it (``prefilled``); the cut
         never leaves a tail shorter than that, taking a little more or less than
-        ``budget`` instead. A prompt shorter than that is read whole. Only a budget below
+        ``budget`` instead. A prompt shorter than that, or than a flash-attention tile
+        (``FA_TILE_ROWS``), is read whole. Only a budget below
         it or below ``PREFILL_ALIGN`` (prompt reading squeezed between streaming answers)
         gives smaller chunks, which are read but not reused.
         """
@@ -96,7 +97,10 @@ class Sequence:
         start = len(self.slot.kv_tokens)
         if start < self.boundary:  # the shared block is read as if the prompt ended with it
             left = min(left, self.boundary - start)
-        if left <= least or (left <= most and left <= budget):
+        # A rest of at most a flash-attention tile is read whole even when the budget is
+        # smaller: one short step, and squeezed into pieces it would take another kernel
+        # path than it does alone, so an answer beside others would not be its lone self.
+        if left <= max(least, FA_TILE_ROWS) or (left <= most and left <= budget):
             take = left
         elif budget < max(least, PREFILL_ALIGN):
             # Too little to reach the next aligned position (or to make a canonical chunk).
