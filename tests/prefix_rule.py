@@ -10,20 +10,15 @@ the arithmetic.
 from __future__ import annotations
 
 import functools
-import os
 
-from inglenook.engine.runtime.model_loading import FA_TILES_FROM_32_ROWS, PATCHED_TILE_ROWS
-from inglenook.engine.runtime.native import build_patches
 from inglenook.engine.runtime.slots import FA_TILE_ROWS, PREFILL_ALIGN
 
 
 @functools.cache
 def least_read_again() -> int:
-    """The default configuration's ``canonical_rows`` with the llama.cpp installed here: 32
-    where scripts/llama_build.py's flash-attention patch is in it and no layer runs on a GPU
-    (``model_loading.canonical_rows``), else flash attention's tile of 64 rows."""
-    on_gpu = int(os.environ.get("INGLENOOK_TEST_GPU_LAYERS", "0")) > 0
-    return PATCHED_TILE_ROWS if FA_TILES_FROM_32_ROWS in build_patches() and not on_gpu else FA_TILE_ROWS
+    """The default configuration's ``canonical_rows``: flash attention's tile of 64 rows
+    (``model_loading.canonical_rows``, which does not rely on the recipe's patch yet)."""
+    return FA_TILE_ROWS
 
 
 def served(read_before: int, prompt: int, common: int | None = None, least: int | None = None) -> int:

@@ -413,14 +413,16 @@ def canonical_rows(options: LoadOptions, kv_cache_type: str, flash_attention: bo
     differ in those 44 rows by up to 1.4). So the engine reads prompts in chunks of at
     least that many rows, reuses only KV written that way, and always re-reads at least
     that many tokens of a prompt. The llama.cpp that scripts/llama_build.py builds takes the
-    tiled path from ``PATCHED_TILE_ROWS`` (``FA_TILES_FROM_32_ROWS``), so a resume reads
-    half as much again. Without flash attention, or over a quantized cache, the one-row
-    path (each decode step) is the only different one: two rows suffice. Layers on a GPU
-    run that backend's kernels, which the patch does not touch.
+    tiled path from ``PATCHED_TILE_ROWS`` (``FA_TILES_FROM_32_ROWS``), which would halve that,
+    but the engine does not rely on it yet: on the AVX2 variant with the test-only logit
+    jitter, a gemma-3 conversation restored from a window checkpoint and read on from there
+    in a 40-row chunk answered other than a full prefill (the 64-row rule passes there).
+    Without flash attention, or over a quantized cache, the one-row path (each decode step)
+    is the only different one: two rows suffice.
     """
+    del offloads, patches  # see above: the patch is not relied on yet
     if flash_attention and kv_cache_type in ("f16", "f32") and options.batch_size >= 4 * FA_TILE_ROWS:
-        tiled_sooner = FA_TILES_FROM_32_ROWS in patches and not offloads
-        return PATCHED_TILE_ROWS if tiled_sooner else FA_TILE_ROWS
+        return FA_TILE_ROWS
     return 2
 
 

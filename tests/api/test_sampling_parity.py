@@ -7,6 +7,7 @@ not, so a client saw other answers (and other lengths) than llama-server gives.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -50,6 +51,8 @@ def _answers(base_url: str, model: str) -> list[str]:
     return answers
 
 
+@pytest.mark.skipif(bool(os.environ.get("INGLENOOK_TEST_LOGIT_JITTER")),
+                    reason="the test-only logit jitter perturbs our logits, not llama-server's")
 def test_default_sampling_answers_as_llama_server_does(server: ApiServer, llama_server: str) -> None:
     ours = _answers(server.url, STARTER)
     theirs = _answers(llama_server, "model")

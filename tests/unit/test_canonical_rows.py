@@ -26,10 +26,11 @@ def test_upstream_flash_attention_needs_a_whole_tile() -> None:
     assert canonical_rows(LoadOptions(), "q8_0", True) == 2  # a quantized cache never tiles
 
 
-def test_the_patched_kernel_needs_32_rows_on_the_cpu_only() -> None:
-    assert canonical_rows(LoadOptions(), "f16", True, patches=PATCHED) == PATCHED_TILE_ROWS == 32
-    # Layers on a GPU run that backend's kernels, which the patch does not touch.
-    assert canonical_rows(LoadOptions(), "f16", True, offloads=True, patches=PATCHED) == FA_TILE_ROWS
+def test_the_engine_does_not_rely_on_the_patch_yet() -> None:
+    # The patched kernel tiles from 32 rows, but a restored window model read on in a
+    # 40-row chunk answered otherwise on the AVX2 variant under jitter: 64 stays the rule.
+    assert PATCHED_TILE_ROWS == 32
+    assert canonical_rows(LoadOptions(), "f16", True, patches=PATCHED) == FA_TILE_ROWS
 
 
 def _recipe() -> ModuleType:
