@@ -194,6 +194,8 @@ def bench_model(model_id: str, path: Path, target_tokens: int, rounds: int, cont
         "regenerate_identical": regenerate["text"] == without[0]["text"],
         "context_size": options.context_size,
         "ttft_after_restart_with_cache_s": round(a, 4),
+        # Each round in order: the first is the process's first load, the honest cold case.
+        "ttft_after_restart_with_cache_rounds_s": [round(r["ttft_s"], 4) for r in with_cache],
         "ttft_without_cache_s": round(b, 4),
         "ttft_speedup_b_over_a": round(b / a, 1) if a > 0 else None,
         "identical_answers": all(w["text"] == wo["text"] for w, wo in zip(with_cache, without)),

@@ -168,8 +168,18 @@ class RunningApp:
         if self.process.poll() is not None:
             raise RuntimeError(f"Inglenook exited with {self.process.returncode}\n{self.log_text()}")
 
+    @property
+    def app_log(self) -> Path:
+        """The app's own log (platformdirs' user log folder), where its workers write."""
+        return self.home / ".local" / "state" / "Inglenook" / "log" / "inglenook.log"
+
     def log_text(self) -> str:
-        return self.log.read_text(errors="replace")[-4000:] if self.log.exists() else ""
+        """The tails of what the app printed and of its own log, for a failure's message."""
+        parts = []
+        for name, path in (("stdout", self.log), ("inglenook.log", self.app_log)):
+            if path.exists():
+                parts.append(f"--- {name} ---\n" + path.read_text(errors="replace")[-4000:])
+        return "\n".join(parts)
 
     def screenshot(self, target: Path, window: str = "root") -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -329,16 +339,21 @@ def assistant_answers(database: Path) -> list[sqlite3.Row]:
         connection.close()
 
 
-def wait_answers(app: RunningApp, count: int, stop_after: float = 150.0, timeout: float = 900.0) -> list[sqlite3.Row]:
+def wait_answers(app: RunningApp, count: int, stop_after: float = 150.0, timeout: float = 240.0) -> list[sqlite3.Row]:
     """Wait for ``count`` finished answers. The 135M starter model sometimes rambles to its
     token limit, minutes on a busy machine: after ``stop_after`` seconds the answer is stopped
     with Esc, as a person would, and kept as 'partial' (with its text: by then its first tokens
-    have long arrived)."""
+    have long arrived). An answer stored as failed ends the wait at once; so does ``timeout``,
+    well inside pytest's own limit, so the failure carries the app's logs."""
     started = time.monotonic()
     stopped = False
     while time.monotonic() - started < timeout:
         app.check_alive()
-        answers = [a for a in assistant_answers(app.database) if a["status"] in ("complete", "partial")]
+        stored = assistant_answers(app.database)
+        failed = [a for a in stored if a["status"] == "error"]
+        if failed:
+            raise AssertionError(f"an answer failed: {dict(failed[0])}\n{app.log_text()}")
+        answers = [a for a in stored if a["status"] in ("complete", "partial")]
         if len(answers) >= count:
             return answers
         if not stopped and time.monotonic() - started > stop_after:
@@ -347,7 +362,22 @@ def wait_answers(app: RunningApp, count: int, stop_after: float = 150.0, timeout
                 app.type_into(windows[-1], key="Escape")
                 stopped = True
         time.sleep(0.2)
-    raise TimeoutError(f"no finished answer #{count} after {timeout:.0f} s\n{app.log_text()}")
+    raise TimeoutError(f"no finished answer #{count} after {timeout:.0f} s (Esc sent: {stopped}; stored: "
+                       f"{[dict(a) for a in assistant_answers(app.database)]}; questions stored: "
+                       f"{len(user_questions(app.database))})\n{app.log_text()}")
+
+
+def user_questions(database: Path) -> list[str]:
+    """The person's messages in the store, read as another program would."""
+    if not database.exists():
+        return []
+    connection = sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=5)
+    try:
+        return [row[0] for row in connection.execute("SELECT content FROM messages WHERE role = 'user' ORDER BY id")]
+    except sqlite3.OperationalError:
+        return []
+    finally:
+        connection.close()
 
 
 def integrity(database: Path) -> str:

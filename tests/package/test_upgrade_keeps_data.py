@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from .desktop_session import MAIN_TITLE, ROOT, WELCOME_TITLE, cannot_run, integrity, launch, missing_tools, newest_deb, \
-    wait_answers, xvfb
+from .desktop_session import MAIN_TITLE, ROOT, WELCOME_TITLE, RunningApp, cannot_run, integrity, launch, \
+    missing_tools, newest_deb, user_questions, wait_answers, xvfb
 
 pytestmark = pytest.mark.package
 
@@ -63,6 +63,7 @@ def chat_once(home: Path, question: str, answers_expected: int, first_run: bool)
                 time.sleep(1.0)  # the latest chat opens on start (a worker reads it)
                 assert not app.window_ids(WELCOME_TITLE), "the welcome came back after an upgrade"
             app.type_into(main, text=question, key="Return")
+            wait_question_stored(app, question, tmp_screens=home / "screens")
             wait_answers(app, answers_expected)
             assert app.quit() == 0, app.log_text()
         finally:
@@ -71,6 +72,22 @@ def chat_once(home: Path, question: str, answers_expected: int, first_run: bool)
                 app.process.wait(10)
 
 
+def wait_question_stored(app: RunningApp, question: str, tmp_screens: Path, timeout: float = 60.0) -> None:
+    """The typed question reaches the store within ``timeout``: else the keystrokes went
+    somewhere else, and the failure shows where (a screenshot, the logs)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        app.check_alive()
+        if question in user_questions(app.database):
+            return
+        time.sleep(0.2)
+    shot = tmp_screens / "question-lost.png"
+    app.screenshot(shot)
+    raise AssertionError(f"{question!r} was typed but not stored after {timeout:.0f} s (screen: {shot})\n"
+                         f"{app.log_text()}")
+
+
+@pytest.mark.timeout(1200)  # two launches, each with an answer the test may have to stop
 def test_an_upgrade_keeps_the_chat_and_runs_the_new_migration(tmp_path: Path) -> None:
     assert OLDER is not None and NEWER is not None
     home = tmp_path / "home"
