@@ -10,22 +10,29 @@ the arithmetic.
 from __future__ import annotations
 
 import functools
+import os
 
-from inglenook.engine.runtime.slots import FA_TILE_ROWS, PREFILL_ALIGN
+from inglenook.engine.runtime.model_loading import LoadOptions, canonical_rows
+from inglenook.engine.runtime.native import build_patches
+from inglenook.engine.runtime.slots import PREFILL_ALIGN
 
 
 @functools.cache
-def least_read_again() -> int:
-    """The default configuration's ``canonical_rows``: flash attention's tile of 64 rows
-    (``model_loading.canonical_rows``, which does not rely on the recipe's patch yet)."""
-    return FA_TILE_ROWS
+def least_read_again(window_cache: bool = False) -> int:
+    """The default configuration's ``canonical_rows`` with the llama.cpp this checkout built:
+    32 rows on the CPU with the recipe's flash-attention patch, 64 (one tile) for a model
+    with a window-sized cache, with layers on a GPU or without the patch."""
+    offloads = int(os.environ.get("INGLENOOK_TEST_GPU_LAYERS", "0")) != 0
+    return canonical_rows(LoadOptions(), "f16", True, offloads=offloads, patches=build_patches(),
+                          window_cache=window_cache)
 
 
-def served(read_before: int, prompt: int, common: int | None = None, least: int | None = None) -> int:
+def served(read_before: int, prompt: int, common: int | None = None, least: int | None = None,
+           window_cache: bool = False) -> int:
     """Tokens reused for a ``prompt``-token prompt from a slot that read ``read_before``
     prompt tokens (in one prompt read, the default configuration's ``least``), sharing
     ``common`` leading tokens with it (all of ``read_before`` when None)."""
-    least = least_read_again() if least is None else least
+    least = least_read_again(window_cache) if least is None else least
     if read_before < least:  # a prompt shorter than a tile is read whole and not kept
         return 0
     kept = read_before - read_before % PREFILL_ALIGN

@@ -279,7 +279,8 @@ def _context_on(lib: Any, record: ModelRecord, info: GGUFInfo, options: LoadOpti
     # Sliding-window attention: layers that only see the last n_swa positions.
     n_swa = int(info.arch_value("attention.sliding_window") or 0)
 
-    plan = _context_plan(lib, record, options, len(slots), gpu_layers, n_ctx_train)
+    window_cache = n_swa > 0 and not options.swa_full
+    plan = _context_plan(lib, record, options, len(slots), gpu_layers, n_ctx_train, window_cache)
     ctx_params, batch_capacity = plan.params, plan.batch_capacity
     ctx_params.no_perf = True
     ctx = lib.llama_init_from_model(model, ctx_params)
@@ -299,7 +300,7 @@ def _context_on(lib: Any, record: ModelRecord, info: GGUFInfo, options: LoadOpti
         record=record, options=options, info=info, slots=slots,
         lib=lib, model=model, ctx=ctx, vocab=vocab, memory=memory, batch=batch, batch_capacity=batch_capacity,
         progress_cb=progress_cb, n_vocab=n_vocab, n_ctx=n_ctx, n_ctx_train=n_ctx_train, n_layer=n_layer,
-        n_swa=n_swa, window_cache=n_swa > 0 and not options.swa_full, threads=plan.threads, gpu_layers=gpu_layers, kv_cache_type=plan.kv_cache_type,
+        n_swa=n_swa, window_cache=window_cache, threads=plan.threads, gpu_layers=gpu_layers, kv_cache_type=plan.kv_cache_type,
         flash_attention=plan.flash_attention, canonical_rows=plan.canonical_rows, context_note=plan.context_note,
         chat_template=chat_template, add_bos=bool(lib.llama_vocab_get_add_bos(vocab)), speculative_mode=mode,
         vocabulary=vocabulary, adapters=adapters,
@@ -323,7 +324,7 @@ class _ContextPlan:
 
 
 def _context_plan(lib: Any, record: ModelRecord, options: LoadOptions, sequences: int, gpu_layers: int,
-                  n_ctx_train: int) -> _ContextPlan:
+                  n_ctx_train: int, window_cache: bool) -> _ContextPlan:
     """The parameters of a context of ``sequences`` sequences for ``options``."""
     ctx_params = lib.llama_context_default_params()
     per_sequence, context_note = context_per_sequence(
@@ -358,7 +359,8 @@ def _context_plan(lib: Any, record: ModelRecord, options: LoadOptions, sequences
     ctx_params.type_k = kv_type
     ctx_params.type_v = kv_type
     flash_attention = flash_attention_for(options)
-    rows = canonical_rows(options, kv_cache_type, flash_attention, offloads=offloads, patches=build_patches())
+    rows = canonical_rows(options, kv_cache_type, flash_attention, offloads=offloads, patches=build_patches(),
+                          window_cache=window_cache)
     ctx_params.flash_attn_type = (
         lib.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash_attention else lib.LLAMA_FLASH_ATTN_TYPE_DISABLED
     )
@@ -401,7 +403,7 @@ PATCHED_TILE_ROWS = 32
 
 
 def canonical_rows(options: LoadOptions, kv_cache_type: str, flash_attention: bool, *, offloads: bool = False,
-                   patches: frozenset[str] = frozenset()) -> int:
+                   patches: frozenset[str] = frozenset(), window_cache: bool = False) -> int:
     """The fewest prompt rows one ``llama_decode`` must give a sequence for the KV it
     writes to be what a full prefill of the same prompt writes, bit for bit.
 
@@ -412,18 +414,28 @@ def canonical_rows(options: LoadOptions, kv_cache_type: str, flash_attention: bo
     300 bit for bit, on SmolLM2 and gemma-3-270m alike; chunks of 64 + a 44-row tail
     differ in those 44 rows by up to 1.4). So the engine reads prompts in chunks of at
     least that many rows, reuses only KV written that way, and always re-reads at least
-    that many tokens of a prompt. The llama.cpp that scripts/llama_build.py builds takes the
-    tiled path from ``PATCHED_TILE_ROWS`` (``FA_TILES_FROM_32_ROWS``), which would halve that,
-    but the engine does not rely on it yet: on the AVX2 variant with the test-only logit
-    jitter, a gemma-3 conversation restored from a window checkpoint and read on from there
-    in a 40-row chunk answered other than a full prefill (the 64-row rule passes there).
+    that many tokens of a prompt.
+
+    The llama.cpp that scripts/llama_build.py builds takes the tiled path from
+    ``PATCHED_TILE_ROWS`` (``FA_TILES_FROM_32_ROWS``); the tiled path's result for a row
+    does not depend on how many rows share its tile (its GEMM accumulates each element in
+    the same order whatever the tile's height), so on the CPU with that build 32 rows are
+    enough: a restored SmolLM2 conversation read on in 32-63-row chunks gives every
+    log-probability of a full prefill bit for bit, on the zen4 and haswell variants. Not
+    for a window-sized cache: a window checkpoint restored at a position that is not a
+    multiple of the kernel's 64-cell KV tiles puts its cells in other tiles than a full
+    prefill does, and the online softmax then sums them in another order (gemma-3-270m,
+    restored at 864: first log-probability off by 0.06). Nor with layers on a GPU, whose
+    kernels the patch does not touch.
+
     Without flash attention, or over a quantized cache, the one-row path (each decode step)
     is the only different one: two rows suffice.
     """
-    del offloads, patches  # see above: the patch is not relied on yet
-    if flash_attention and kv_cache_type in ("f16", "f32") and options.batch_size >= 4 * FA_TILE_ROWS:
-        return FA_TILE_ROWS
-    return 2
+    if not (flash_attention and kv_cache_type in ("f16", "f32") and options.batch_size >= 4 * FA_TILE_ROWS):
+        return 2
+    if FA_TILES_FROM_32_ROWS in patches and not offloads and not window_cache:
+        return PATCHED_TILE_ROWS
+    return FA_TILE_ROWS
 
 
 def draft_room(options: LoadOptions) -> int:

@@ -103,14 +103,14 @@ def test_edits_past_the_window_resume_from_checkpoints_and_answer_as_a_full_pref
                   (("follow", follow), ("edited", edited), ("far_back", far_back))}
 
     answer(gemma, first, reuse=False)
-    resume = served(len(first), len(follow))
+    resume = served(len(first), len(follow), window_cache=True)
     got, finished = answer(gemma, follow)
     assert finished.usage.cached_tokens == resume > 512  # the window was intact: a plain cut
     assert got == references["follow"]
     # The second question edited: the cache holds the long question past the window, so
     # the cut back to the first prompt's end resumes from its checkpoint.
     got, finished = answer(gemma, edited)
-    least = least_read_again()
+    least = least_read_again(window_cache=True)
     assert finished.usage.cached_tokens == len(first) - least - (len(first) - least) % PREFILL_ALIGN
     assert got == references["edited"]
     # The first question edited: the checkpoint at 512, the last one before position 600.
@@ -154,7 +154,7 @@ def test_saved_states_carry_their_checkpoints_across_a_restart(gemma_path: Path,
             reference = fresh(model, wanted)
             model.kv.clear()
             restored = cache.restore(view, wanted, conversation_id=conversation_id)
-            assert 0 < restored <= len(prompt) - least_read_again()
+            assert 0 < restored <= len(prompt) - least_read_again(window_cache=True)
             got, finished = answer(model, wanted)
             assert finished.usage.cached_tokens == restored
             assert got == reference

@@ -26,11 +26,16 @@ def test_upstream_flash_attention_needs_a_whole_tile() -> None:
     assert canonical_rows(LoadOptions(), "q8_0", True) == 2  # a quantized cache never tiles
 
 
-def test_the_engine_does_not_rely_on_the_patch_yet() -> None:
-    # The patched kernel tiles from 32 rows, but a restored window model read on in a
-    # 40-row chunk answered otherwise on the AVX2 variant under jitter: 64 stays the rule.
+def test_the_patch_halves_the_rule_on_the_cpu_for_full_attention_caches() -> None:
+    # The patched kernel tiles from 32 rows, and a tile's rows do not change each other's
+    # results: 32 rows suffice on the CPU.
     assert PATCHED_TILE_ROWS == 32
-    assert canonical_rows(LoadOptions(), "f16", True, patches=PATCHED) == FA_TILE_ROWS
+    assert canonical_rows(LoadOptions(), "f16", True, patches=PATCHED) == PATCHED_TILE_ROWS
+    # A window-sized cache restored at a 32- but not 64-aligned checkpoint puts its cells in
+    # other KV tiles than a full prefill: 64 stays its rule. GPU kernels are not patched.
+    assert canonical_rows(LoadOptions(), "f16", True, patches=PATCHED, window_cache=True) == FA_TILE_ROWS
+    assert canonical_rows(LoadOptions(), "f16", True, patches=PATCHED, offloads=True) == FA_TILE_ROWS
+    assert canonical_rows(LoadOptions(), "q8_0", True, patches=PATCHED) == 2
 
 
 def _recipe() -> ModuleType:
