@@ -53,6 +53,10 @@ class ActiveChat(QObject):
         # chat when the first message creates it.
         self.draft_assistant: Assistant | None = None
         self.errors: dict[int, BaseException] = {}  # the last failure of each conversation
+        # A message sent while the chat being opened was still being read (at start the
+        # latest chat opens by itself, and a person may type at once): it goes to that chat
+        # once it is on screen (``_loaded``), never to a new chat behind the person's back.
+        self._waiting_for_open: tuple[int, str, list[ImageInput], list[Picture]] | None = None
         # The chat's tool switches (Settings → Tools holds the servers), and the blocks of
         # calls in flight by call id (a result finds its block).
         # The window's operations: what nobody handles goes to the chat page's banner.
@@ -102,6 +106,7 @@ class ActiveChat(QObject):
 
     def new_chat(self) -> None:
         page = self.page
+        self._send_waiting(None)  # a message waiting for a chat to open goes back into the box
         page.panel.flush()
         self.conversation = None
         self._set_current(None)
@@ -120,6 +125,8 @@ class ActiveChat(QObject):
     def open(self, conversation_id: int) -> None:
         if conversation_id == self.current_id and self.conversation is not None:
             return
+        if self._waiting_for_open is not None and self._waiting_for_open[0] != conversation_id:
+            self._send_waiting(None)  # the person moved on: the waiting message goes back into the box
         self.page.panel.flush()
         self.current_id = conversation_id
         chats = self.engine.chats
@@ -163,6 +170,19 @@ class ActiveChat(QObject):
         if error is not None:
             self.show_error(error)
         self._check_missing_model()
+        self._send_waiting(conversation.id)
+
+    def _send_waiting(self, opened_id: int | None) -> None:
+        """Send the message that waited for ``opened_id`` to be read; a message that waited
+        for a chat the person then left goes back into the message box instead."""
+        waiting, self._waiting_for_open = self._waiting_for_open, None
+        if waiting is None:
+            return
+        conversation_id, text, images, pictures = waiting
+        if conversation_id == opened_id and not self._busy():
+            self.send(text, images, pictures)
+        else:
+            self.page.set_message_text(text)
 
     def _pictures_loaded(self, loaded: tuple[int, dict[int, list[Picture]]]) -> None:
         conversation_id, pictures = loaded
@@ -223,6 +243,13 @@ class ActiveChat(QObject):
             return
         images, pictures = images or [], pictures or []
         self.page.panel.flush()
+        if self.current_id is not None and self.conversation is None:
+            if self._waiting_for_open is not None:  # one message waits already: this one stays in the box
+                self.page.set_message_text(text)
+                return
+            self._waiting_for_open = (self.current_id, text, images, pictures)
+            self.page.view.add_pending_user(text).set_pictures(pictures)
+            return
         if self.current_id is None or self.conversation is None:
             self._create_then_send(text, images, pictures)
             return

@@ -244,3 +244,36 @@ def test_api_answers_while_the_window_is_open(qtbot, qapp, engine) -> None:
             httpx.get(f"{base}/models", timeout=5)
     finally:
         win.shutdown()
+
+
+def test_a_message_sent_while_its_chat_is_still_being_read_goes_to_that_chat(qtbot, window) -> None:
+    # At start the latest chat opens by itself, read on the disk lane, and a person may type
+    # before it is on screen. The message must land in that chat once it is, not in a new
+    # chat made behind their back (the view then showed the old chat with the new answer).
+    store = window.engine.store
+    earlier = new_chat(qtbot, window, max_tokens=8)
+    store.add_message(earlier, "user", "An older question")
+    store.add_message(earlier, "assistant", "An older answer")
+    window.new_chat()
+    chats_before = len(window.engine.chats.conversations())
+    window.open_conversation(earlier)
+    assert window.conversation is None  # still being read: nothing has run the event loop yet
+    window.send("Say hello.")
+    qtbot.waitUntil(lambda: window.conversation is not None and window.conversation.id == earlier)
+    wait_answer(qtbot, window, earlier)
+    stored = store.messages(earlier)
+    assert [m.content for m in stored[:3]] == ["An older question", "An older answer", "Say hello."]
+    assert stored[-1].role == "assistant" and stored[-1].status == "complete"
+    assert len(window.engine.chats.conversations()) == chats_before
+    assert [w.text for w in window.view.widgets] == [m.content for m in stored]
+
+
+def test_a_message_waiting_for_a_chat_the_person_left_goes_back_into_the_box(qtbot, window) -> None:
+    earlier = new_chat(qtbot, window, max_tokens=8)
+    window.new_chat()
+    window.open_conversation(earlier)
+    window.send("Never mind.")
+    window.new_chat()  # before the chat was read
+    assert window.composer.input.toPlainText() == "Never mind."
+    qtbot.wait(300)  # the read lands, and sends nothing
+    assert window.engine.store.messages(earlier) == []
