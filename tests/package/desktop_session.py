@@ -324,19 +324,25 @@ def request_close(display: str, window: str) -> None:
         x11.XCloseDisplay(connection)
 
 
-def assistant_answers(database: Path) -> list[sqlite3.Row]:
-    """The finished answers in the store, read as another program would (read-only)."""
+def stored_rows(database: Path, query: str) -> list[sqlite3.Row]:
+    """``query``'s rows from the store, read as another program would (read-only); none
+    while the file or its schema is still being created."""
     if not database.exists():
         return []
     connection = sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=5)
     connection.row_factory = sqlite3.Row
     try:
-        return connection.execute(
-            "SELECT content, status, ttft_ms, created_at FROM messages WHERE role = 'assistant' ORDER BY id").fetchall()
+        return connection.execute(query).fetchall()
     except sqlite3.OperationalError:  # the schema is still being created
         return []
     finally:
         connection.close()
+
+
+def assistant_answers(database: Path) -> list[sqlite3.Row]:
+    """The finished answers in the store."""
+    return stored_rows(database, "SELECT content, status, ttft_ms, created_at FROM messages"
+                                 " WHERE role = 'assistant' ORDER BY id")
 
 
 def wait_answers(app: RunningApp, count: int, stop_after: float = 150.0, timeout: float = 240.0) -> list[sqlite3.Row]:
@@ -368,16 +374,8 @@ def wait_answers(app: RunningApp, count: int, stop_after: float = 150.0, timeout
 
 
 def user_questions(database: Path) -> list[str]:
-    """The person's messages in the store, read as another program would."""
-    if not database.exists():
-        return []
-    connection = sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=5)
-    try:
-        return [row[0] for row in connection.execute("SELECT content FROM messages WHERE role = 'user' ORDER BY id")]
-    except sqlite3.OperationalError:
-        return []
-    finally:
-        connection.close()
+    """The person's messages in the store."""
+    return [row[0] for row in stored_rows(database, "SELECT content FROM messages WHERE role = 'user' ORDER BY id")]
 
 
 def integrity(database: Path) -> str:
