@@ -15,7 +15,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .model_loading import LlamaContext
-from .slots import PREFILL_ALIGN, Checkpoint, KvSlot
+from .slots import Checkpoint, KvSlot
 from .swa_checkpoints import WindowCheckpoints, pack, packed_size, unpack
 
 log = logging.getLogger("inglenook.engine.runtime.model")
@@ -45,7 +45,7 @@ class KvStates:
         documents block) breaks: the last aligned position within them, so that the block's
         KV ends there in every chat and reading the rest starts there, cold or restored
         alike. 0 (no break) when no canonical chunk fits before it."""
-        boundary = shared - shared % PREFILL_ALIGN
+        boundary = shared - shared % self.context.prefill_align
         return boundary if boundary >= self.context.canonical_rows else 0
 
     def reusable_length(self, prompt_tokens: int, common: int, shared: int = 0) -> int:
@@ -61,13 +61,13 @@ class KvStates:
         after a document is often shorter than ``canonical_rows``), and a restored prefix
         within the first part leaves a canonical chunk before the boundary."""
         limit = max(0, min(common, prompt_tokens - self.context.canonical_rows))
-        limit -= limit % PREFILL_ALIGN
+        limit -= limit % self.context.prefill_align
         boundary = self.shared_boundary(shared)
         if boundary and boundary < prompt_tokens:
             if common >= boundary:
                 return max(limit, boundary)
             limit = min(limit, boundary - self.context.canonical_rows)
-            limit -= limit % PREFILL_ALIGN
+            limit -= limit % self.context.prefill_align
         return max(0, limit)
 
     def reuse_prefix(self, slot: KvSlot, prompt: list[int], shared: int = 0) -> int:

@@ -143,6 +143,10 @@ class LoadedModel:
         return self.context.canonical_rows
 
     @property
+    def prefill_align(self) -> int:
+        return self.context.prefill_align
+
+    @property
     def window_cache(self) -> bool:
         return self.context.window_cache
 

@@ -45,6 +45,9 @@ class ModelView(Protocol):
     def canonical_rows(self) -> int: ...
 
     @property
+    def prefill_align(self) -> int: ...
+
+    @property
     def window_cache(self) -> bool: ...
 
     @property

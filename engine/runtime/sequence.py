@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from ..base import Chunk, Finished, GenerationEvent, PromptProgress, SamplingParams, Timings, TokenLogprob, Usage
 from ..text import TextStream
 from .native_sampler import NativeSampler
-from .slots import DECODE, DONE, FA_TILE_ROWS, PREFILL, PREFILL_ALIGN, KvSlot
+from .slots import DECODE, DONE, FA_TILE_ROWS, PREFILL, KvSlot
 from .speculative import DraftControl, PromptLookup
 from .swa_checkpoints import LAST_TURN_REACH
 
@@ -83,15 +83,16 @@ class Sequence:
         """The next prompt chunk, about ``budget`` tokens, cut so that its KV is exact.
 
         A chunk of at least the model's ``canonical_rows`` (and no more than a micro-batch)
-        that ends on a multiple of ``PREFILL_ALIGN`` (or at the prompt's end) writes the KV
+        that ends on a multiple of the model's ``prefill_align`` (or at the prompt's end) writes the KV
         a full prefill writes, so the prefix cache may reuse it (``prefilled``); the cut
         never leaves a tail shorter than that, taking a little more or less than
         ``budget`` instead. A prompt shorter than that, or than a flash-attention tile
         (``FA_TILE_ROWS``), is read whole. Only a budget below
-        it or below ``PREFILL_ALIGN`` (prompt reading squeezed between streaming answers)
+        it or below the alignment (prompt reading squeezed between streaming answers)
         gives smaller chunks, which are read but not reused.
         """
         least = self.model.canonical_rows
+        align = self.model.prefill_align
         most = self.model.options.batch_size
         left = len(self.pending)
         start = len(self.slot.kv_tokens)
@@ -102,15 +103,15 @@ class Sequence:
         # path than it does alone, so an answer beside others would not be its lone self.
         if left <= max(least, FA_TILE_ROWS) or (left <= most and left <= budget):
             take = left
-        elif budget < max(least, PREFILL_ALIGN):
+        elif budget < max(least, align):
             # Too little to reach the next aligned position (or to make a canonical chunk).
             take = max(1, min(budget, left - least) if left - budget < least else budget)
         else:
             take = min(budget, most)
-            take -= (start + take) % PREFILL_ALIGN
+            take -= (start + take) % align
             if left - take < least or take < least:
                 # Leave a full canonical tail: take less, or everything when that fits.
-                take = left if left <= most else left - least - (start + left - least) % PREFILL_ALIGN
+                take = left if left <= most else left - least - (start + left - least) % align
         if take == left and self.model.window_cache:
             take = self._resume_cut(start, take, least)
         chunk, self.pending = self.pending[:take], self.pending[take:]
@@ -126,7 +127,7 @@ class Sequence:
         end = start + take
         for back in sorted({LAST_TURN_REACH, least}, reverse=True):
             resume = end - back
-            resume -= resume % PREFILL_ALIGN
+            resume -= resume % self.model.prefill_align
             if resume - start >= least:
                 return resume - start
         return take
@@ -138,8 +139,8 @@ class Sequence:
         slot.kv_tokens.extend(chunk)
         if contiguous and len(chunk) >= self.model.canonical_rows:
             # Up to the last aligned position: rows after it were a chunk's leftover group,
-            # which a longer prompt would compute within a group (PREFILL_ALIGN).
-            slot.prefilled = len(slot.kv_tokens) - len(slot.kv_tokens) % PREFILL_ALIGN
+            # which a longer prompt would compute within a group (``prefill_align``).
+            slot.prefilled = len(slot.kv_tokens) - len(slot.kv_tokens) % self.model.prefill_align
         self._chunks_read += 1
         total = self.usage.prompt_tokens
         self.events.append(PromptProgress(total - len(self.pending), total, self.usage.cached_tokens,

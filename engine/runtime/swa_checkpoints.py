@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .slots import PREFILL_ALIGN, Checkpoint, KvSlot
+from .slots import Checkpoint, KvSlot
 
 if TYPE_CHECKING:
     from .model_loading import LlamaContext
@@ -70,7 +70,7 @@ class WindowCheckpoints:
     def near_end(self) -> int:
         """A chunk that ends fewer than this many tokens before its prompt's end ends at one
         of the prompt's resume cuts (``Sequence._resume_cut``)."""
-        return max(self.context.canonical_rows, LAST_TURN_REACH) + PREFILL_ALIGN
+        return max(self.context.canonical_rows, LAST_TURN_REACH) + self.context.prefill_align
 
     def after_chunk(self, slot: KvSlot, remaining: int, boundary: int) -> None:
         """A prompt chunk was read into ``slot`` with ``remaining`` prompt tokens still to

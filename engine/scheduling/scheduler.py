@@ -256,6 +256,7 @@ class Scheduler:
                     return
                 if not self._running and not self._waiting and not self._embeddings:
                     self._beat(None)
+                    self._page_in_spare()
                     if not self._wake.wait(timeout=1.0):
                         self._unload_idle()
                     continue
@@ -264,6 +265,7 @@ class Scheduler:
                 if self._running:
                     self._beat(f"a step of {len(self._running)} sequence(s): {describe_job(self._running[0].handle.job)}")
                     self._step()
+                    self._page_in_spare()
                 if self._embeddings:
                     self._embeddings.embed_next(lambda job: self._beat(describe_job(job)), self._embedding_ended)
                 if time.monotonic() - self._idle_checked > 1.0:
@@ -408,6 +410,12 @@ class Scheduler:
                     self._observe_finished(running.handle.job, event)
             if running.sequence.done:
                 self._finish(model, running)
+
+    def _page_in_spare(self) -> None:
+        """Let the prompt cache page in its next save's buffer once no prompt is being read
+        (``cache_spare``): on a machine of few cores it would slow a first token down."""
+        if self.cache is not None and all(r.sequence.state == DECODE for r in self._running):
+            self.cache.prompts_read()
 
     def _finish(self, model: BatchedModel, running: Running) -> None:
         self._running.remove(running)

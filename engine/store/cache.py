@@ -198,10 +198,16 @@ class PrefixCache:
         if kept == 0:
             log.info("saved state %s could not be restored; prefilling the whole prompt", best.name)
             return 0
-        self._spares.prepare(len(payload))  # this turn's save will be about this size
+        self._spares.want(len(payload))  # this turn's save will be about this size
         self._touch(best)
         log.debug("restored %d of %d prompt tokens from %s", kept, len(prompt), best.name)
         return kept
+
+    def prompts_read(self) -> None:
+        """The scheduler's word that no prompt is being read now: the buffer the next save
+        wants is paged in from here on (``cache_spare``), beside decoding or idle time, never
+        beside the prompt whose first token a person is waiting for."""
+        self._spares.start()
 
     def reserve_save(self) -> None:
         """Announce a ``save(..., reserved=True)`` that will run shortly; ``flush`` waits for it."""
@@ -245,7 +251,7 @@ class PrefixCache:
         if exported is None:
             return
         tokens, payload = exported
-        self._spares.prepare(len(payload))  # for the next save, which is usually a little larger
+        self._spares.want(len(payload))  # for the next save, which is usually a little larger
         state_key = model.state_key()
         header = StateHeader(
             state_key=state_key,

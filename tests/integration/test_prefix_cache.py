@@ -17,12 +17,11 @@ from inglenook.engine.base.sampling import SamplingParams
 from inglenook.engine.core.engine import Engine
 from inglenook.engine.runtime.model import LoadedModel
 from inglenook.engine.runtime.model_loading import LoadOptions
-from inglenook.engine.runtime.slots import PREFILL_ALIGN
 from inglenook.engine.scheduling.scheduler import Scheduler
 from inglenook.engine.store.cache import MIB, PrefixCache
 from inglenook.engine.store.statefile import SUFFIX, StateHeader, read_state_file, write_state_file
 
-from ..prefix_rule import least_read_again, served
+from ..prefix_rule import alignment, least_read_again, served
 from .conftest import record_for
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=10, seed=3)
@@ -137,7 +136,7 @@ def test_regenerate_and_edit_after_restart_reuse_the_common_prefix(home: Path) -
         # The system prompt (and the start of the question) comes from the saved state.
         # (Up to an aligned position, never the prompt's last tokens: tests/prefix_rule.py.)
         readable = usage.prompt_tokens - least_read_again()
-        assert min(system_tokens - 5, readable) - PREFILL_ALIGN <= usage.cached_tokens <= min(system_tokens + 5, readable)
+        assert min(system_tokens - 5, readable) - alignment() <= usage.cached_tokens <= min(system_tokens + 5, readable)
         assert usage.cached_tokens > 0
         reference = engine.chats.edit_and_resend(
             engine.store.messages(conversation.id)[0].id, "Do you sell spelt bread?", use_cache=False, **settings

@@ -12,12 +12,40 @@ from types import ModuleType
 
 import pytest
 
+from inglenook.engine.base.gguf import GGUFInfo, TensorInfo
 from inglenook.engine.runtime.model_loading import (FA_TILES_FROM_32_ROWS, PATCHED_TILE_ROWS, LoadOptions,
-                                                     canonical_rows)
-from inglenook.engine.runtime.slots import FA_TILE_ROWS
+                                                     canonical_rows, prefill_alignment)
+from inglenook.engine.runtime.slots import FA_TILE_ROWS, PREFILL_ALIGN
 
 ROOT = Path(__file__).resolve().parents[2]
 PATCHED = frozenset({FA_TILES_FROM_32_ROWS})
+
+
+Q4_1, Q8_0, Q4_K, F32 = 3, 8, 12, 0
+
+
+def weights(*tensors: tuple[str, int]) -> GGUFInfo:
+    """A header with these 2-D weights (name, ggml type) and a 1-D norm."""
+    infos = [TensorInfo(name, (576, 576), kind, 0) for name, kind in tensors]
+    infos.append(TensorInfo("blk.0.attn_norm.weight", (576,), F32, 0))
+    return GGUFInfo(path=Path("model.gguf"), version=3, file_size=0, metadata={}, tensors=infos, data_offset=0)
+
+
+def test_weights_computed_row_by_row_let_a_restore_resume_anywhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    # SmolLM2's file: Q4_1 matrices, its Q8_0 embeddings only looked up (and tied to the output).
+    smollm2 = weights(("token_embd.weight", Q8_0), ("blk.0.attn_q.weight", Q4_1), ("blk.0.ffn_up.weight", Q4_1))
+    monkeypatch.setattr("platform.machine", lambda: "x86_64")
+    assert prefill_alignment(smollm2, offloads=False) == 1
+    # Layers on a GPU, whose kernels tile rows: the safe rule.
+    assert prefill_alignment(smollm2, offloads=True) == PREFILL_ALIGN
+    # One matrix of a repacked type (gemma-3's Q4_K, rows in groups of 4) is enough to need it.
+    mixed = weights(("blk.0.attn_q.weight", Q4_1), ("blk.0.ffn_down.weight", Q4_K))
+    assert prefill_alignment(mixed, offloads=False) == PREFILL_ALIGN
+    # A Q8_0 matrix that writes KV goes through llamafile's tiles or a repacked layout.
+    assert prefill_alignment(weights(("blk.0.attn_k.weight", Q8_0)), offloads=False) == PREFILL_ALIGN
+    # ARM's int8 matrix kernels take rows in pairs.
+    monkeypatch.setattr("platform.machine", lambda: "aarch64")
+    assert prefill_alignment(smollm2, offloads=False) == PREFILL_ALIGN
 
 
 def test_upstream_flash_attention_needs_a_whole_tile() -> None:

@@ -168,8 +168,10 @@ def turn(cache: PrefixCache, model: StateModel, prompt: list[int], conversation_
     common = 0
     while common < min(len(model.kv_tokens), len(prompt) - 2) and model.kv_tokens[common] == prompt[common]:
         common += 1
+    cache.prompts_read()  # the scheduler's word once the prompt is read (the spare pages in)
     model.kv_tokens = list(prompt) + [900_000 + i for i in range(answer)]
     cache.save(model, len(prompt), conversation_id)
+    cache.prompts_read()  # and when it is idle after the save
     return max(restored, common)
 
 
