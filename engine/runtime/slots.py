@@ -25,7 +25,8 @@ FA_TILE_ROWS = 64
 # bits: a 150-row chunk after a restored prefix gave other logits than the same rows inside
 # one 400-row batch. With chunk boundaries on fixed positions, the same rows fall in the
 # same groups whatever was restored; 32 covers the 4-, 8- and 16-row groupings of the CPU
-# backends' kernels.
+# backends' kernels. A model none of whose KV-writing matrices such a kernel takes uses 1
+# instead (``model_loading.prefill_alignment``; a context's ``prefill_align``).
 PREFILL_ALIGN = 32
 
 
