@@ -134,19 +134,22 @@ def test_follow_ups_and_restarts_reuse_the_image_and_answer_as_a_fresh_prefill(v
 
 
 def test_a_reused_prefix_that_ends_inside_an_image_answers_as_a_full_prefill(vision_record, picture: ImageInput):
-    # A short question: the slot's reusable prefix (whole 32-token blocks, and the prompt's
-    # last tokens always read again: tests/prefix_rule.py) ends inside the image. How short
-    # depends on how many tokens are read again, so the question is the first that does it.
+    # Questions short enough that the slot's reusable prefix ends inside the image: it ends
+    # on an aligned position (for a model with 32-token alignment, within the image's block
+    # after a short first question) and leaves the prompt's last tokens to read again
+    # (tests/prefix_rule.py: with a model that resumes anywhere, the follow-up must be
+    # shorter than those tokens). How short depends on both, so the first pair that does it.
     model = LoadedModel(vision_record, LoadOptions(context_size=1024))
     try:
-        follow_up_question = {"role": "user", "content": "Which colours does it have? Name three of them, say which "
-                              "one covers most of the picture, and whether any shapes or letters can be seen in it "
-                              "at all."}
-        for question in ("What is this?", "What?", ""):
+        long_follow_up = ("Which colours does it have? Name three of them, say which one covers most of the "
+                          "picture, and whether any shapes or letters can be seen in it at all.")
+        pairs = [(question, follow) for follow in (long_follow_up, "Colours?", "")
+                 for question in ("What is this?", "What?", "")]
+        for question, follow in pairs:
             first = image_turn(picture, question)
             prompt = model.chat_tokens(first)
             image_at = [i for i, t in enumerate(prompt) if is_image_id(t)]
-            follow_up = first + [{"role": "assistant", "content": "A picture."}, follow_up_question]
+            follow_up = first + [{"role": "assistant", "content": "A picture."}, {"role": "user", "content": follow}]
             longer = model.chat_tokens(follow_up)
             if image_at[0] < served(len(prompt), len(longer)) <= image_at[-1]:
                 break
