@@ -86,7 +86,9 @@ def test_create_returns_a_message_and_a_repeat_reads_its_prompt_from_the_cache(c
                                    temperature=0)
     assert again.usage.cache_read_input_tokens > 0
     # Anthropic counts cache reads apart from new input: together they are the whole prompt.
-    assert again.usage.input_tokens + again.usage.cache_read_input_tokens == briefed.usage.input_tokens
+    whole = briefed.usage.input_tokens + briefed.usage.cache_read_input_tokens
+    assert again.usage.input_tokens + again.usage.cache_read_input_tokens == whole
+    assert again.usage.cache_read_input_tokens > briefed.usage.cache_read_input_tokens
 
 
 def test_an_unknown_model_name_is_served_by_the_default_model(claude: anthropic.Anthropic) -> None:
