@@ -54,6 +54,8 @@ class SpareBuffer:
 
     def start(self) -> None:
         """Page in what ``want`` noted, on a helper thread (no prompt is being read now)."""
+        if not self._wanted:  # the scheduler asks after every step: most find nothing noted
+            return
         with self._lock:
             size, self._wanted = self._wanted, 0
         if size:
