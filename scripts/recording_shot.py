@@ -2,7 +2,8 @@
 recording with an answer that cites times, and the player a click on such a citation opens,
 playing from that time.
 
-Runs like scripts/screenshots.py (offscreen, 1280x800, a throwaway INGLENOOK_HOME). The
+Runs like scripts/screenshots.py (offscreen, 1280x800, a throwaway INGLENOOK_HOME), on a
+PulseAudio daemon of its own (tests/audio_device.py), so the player plays into a speaker. The
 recording is spoken now by the starter voice (never committed) and attached through the window
 (transcribed by the engine's speech room); the exchange is written into the store, as
 documents_shot.py writes its own, so the answer cites times whatever the starter model says.
@@ -13,6 +14,7 @@ documents_shot.py writes its own, so the answer cites times whatever the starter
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -67,7 +69,18 @@ def main() -> int:
         bar.player.grab().save(str(out / "recording-player.png"))
         bar.player.close()
 
-    shoot_alone("inglenook-recording-shots-", shoot)
+    from tests import audio_device
+
+    missing = audio_device.missing()
+    if missing:  # without a speaker the player would show its "no speaker" message
+        print(f"recording screenshots skipped: {missing}", file=sys.stderr)
+        return 0
+    server = audio_device.PulseServer(Path(tempfile.mkdtemp(prefix="inglenook-recording-pulse-")))
+    os.environ["PULSE_SERVER"] = server.address  # before Qt first looks for a sound device
+    try:
+        shoot_alone("inglenook-recording-shots-", shoot)
+    finally:
+        server.close()
     return 0
 
 

@@ -83,7 +83,7 @@ class FilePlayer(QObject):
             return reader, reader.read(CHUNK_S)
 
         self._reading = True
-        self._lane.run(open_reader, lambda got: self._opened(generation, got),
+        self._lane.run(open_reader, lambda got: self._opened(generation, path, got),
                        lambda exc: self._read_failed(generation, exc))
         self._tick.start()
         self._set_playing(True)
@@ -109,14 +109,17 @@ class FilePlayer(QObject):
         self.stop()
         self._lane.close()
 
-    def _opened(self, generation: int, got: tuple[PcmReader, bytes]) -> None:
+    def _opened(self, generation: int, path: Path, got: tuple[PcmReader, bytes]) -> None:
         reader, chunk = got
+        if path == self.source:
+            # The length even when paused before the first chunk came (a click on a citation,
+            # then Pause at once): the slider would keep Qt's default range of 0-99 otherwise.
+            self.duration_ms = int(reader.duration_s * 1000)
+            self.duration_changed.emit(self.duration_ms)
         if generation != self._generation:  # stopped meanwhile: free the file on its lane
             self._lane.run(reader.close)
             return
         self._reader = reader
-        self.duration_ms = int(reader.duration_s * 1000)
-        self.duration_changed.emit(self.duration_ms)
         self._feed(generation, chunk)
 
     def _feed(self, generation: int, chunk: bytes) -> None:

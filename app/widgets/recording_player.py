@@ -55,7 +55,7 @@ class RecordingPlayer(QDialog):
         layout = QVBoxLayout(self)
         layout.addWidget(self.title)
         layout.addLayout(row)
-        self.player.duration_changed.connect(lambda ms: self.slider.setRange(0, max(0, ms)))
+        self.player.duration_changed.connect(self._length_known)
         self.player.position_changed.connect(self._moved)
         self.player.playing_changed.connect(lambda on: self.play_button.setText("Pause" if on else "Play"))
         self.player.failed.connect(lambda text: self.title.setText(f"Cannot play: {text}"))
@@ -90,6 +90,11 @@ class RecordingPlayer(QDialog):
         # A click beside the handle or a key: the new place is known now; a drag seeks on release.
         if action != QAbstractSlider.SliderAction.SliderMove.value:
             self._seek(self.slider.sliderPosition())
+
+    def _length_known(self, ms: int) -> None:
+        self.slider.setRange(0, max(0, ms))
+        # A position set before the range was known was clamped to Qt's default range (0-99).
+        self._moved(self.player.position())
 
     def _moved(self, position: int) -> None:
         if not self.slider.isSliderDown():

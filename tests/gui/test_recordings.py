@@ -165,6 +165,17 @@ def test_the_player_seeks_with_its_slider_plays_to_the_end_and_refuses_what_is_n
     player.close()
     assert not player.playing
 
+    # Paused at once, before the first sound was decoded: the slider still learns the length
+    # (it kept Qt's default range of 0-99, its handle at the end, when the pause came first).
+    again = RecordingPlayer()
+    qtbot.addWidget(again)
+    again.show()
+    again.play_from(short, 2.0)
+    again.pause()
+    qtbot.waitUntil(lambda: again.slider.maximum() == length, timeout=30_000)
+    assert again.slider.value() == 2000 and not again.playing
+    again.close()
+
     # A file that holds no sound: the player says so instead of playing.
     notes = tmp_path / "notes.mp3"
     notes.write_text("not a recording")
