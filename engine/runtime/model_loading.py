@@ -131,7 +131,7 @@ class LlamaContext:
     flash_attention: bool
     canonical_rows: int  # the fewest prompt rows a chunk needs for exact KV (``canonical_rows``)
     # Where reused prompt chunks may end without adapters (``prefill_alignment``); see ``prefill_align``.
-    row_alignment: int = PREFILL_ALIGN
+    row_alignment: int
     offload_note: str = ""  # why fewer layers than planned run on the GPU, or ""
     context_note: str  # why the context runs past the training context, or ""
     load_seconds: float = 0.0  # the weights and the context (a draft model's load is LoadedModel's)
@@ -290,7 +290,7 @@ def _context_on(lib: Any, record: ModelRecord, info: GGUFInfo, options: LoadOpti
     n_swa = int(info.arch_value("attention.sliding_window") or 0)
 
     window_cache = n_swa > 0 and not options.swa_full
-    plan = _context_plan(lib, record, options, len(slots), gpu_layers, n_ctx_train, window_cache)
+    plan = _context_plan(lib, record, info, options, len(slots), gpu_layers, n_ctx_train, window_cache)
     ctx_params, batch_capacity = plan.params, plan.batch_capacity
     ctx_params.no_perf = True
     ctx = lib.llama_init_from_model(model, ctx_params)
@@ -312,7 +312,7 @@ def _context_on(lib: Any, record: ModelRecord, info: GGUFInfo, options: LoadOpti
         progress_cb=progress_cb, n_vocab=n_vocab, n_ctx=n_ctx, n_ctx_train=n_ctx_train, n_layer=n_layer,
         n_swa=n_swa, window_cache=window_cache, threads=plan.threads, gpu_layers=gpu_layers, kv_cache_type=plan.kv_cache_type,
         flash_attention=plan.flash_attention, canonical_rows=plan.canonical_rows, context_note=plan.context_note,
-        row_alignment=prefill_alignment(info, offloads=gpu_layers > 0 and bool(lib.llama_supports_gpu_offload())),
+        row_alignment=plan.row_alignment,
         chat_template=chat_template, add_bos=bool(lib.llama_vocab_get_add_bos(vocab)), speculative_mode=mode,
         vocabulary=vocabulary, adapters=adapters,
         # An embeddings context pools instead of writing logits rows: nothing to perturb.
@@ -331,10 +331,11 @@ class _ContextPlan:
     kv_cache_type: str
     flash_attention: bool
     canonical_rows: int
+    row_alignment: int  # where reused chunks may end (``prefill_alignment``)
     context_note: str
 
 
-def _context_plan(lib: Any, record: ModelRecord, options: LoadOptions, sequences: int, gpu_layers: int,
+def _context_plan(lib: Any, record: ModelRecord, info: GGUFInfo, options: LoadOptions, sequences: int, gpu_layers: int,
                   n_ctx_train: int, window_cache: bool) -> _ContextPlan:
     """The parameters of a context of ``sequences`` sequences for ``options``."""
     ctx_params = lib.llama_context_default_params()
@@ -379,7 +380,8 @@ def _context_plan(lib: Any, record: ModelRecord, options: LoadOptions, sequences
     if options.embeddings:
         ctx_params.pooling_type = (lib.LLAMA_POOLING_TYPE_LAST if options.pooling == "last"
                                    else lib.LLAMA_POOLING_TYPE_MEAN)
-    return _ContextPlan(ctx_params, batch_capacity, threads, kv_cache_type, flash_attention, rows, context_note)
+    return _ContextPlan(ctx_params, batch_capacity, threads, kv_cache_type, flash_attention, rows,
+                        prefill_alignment(info, offloads=offloads), context_note)
 
 
 def planned_gpu_layers(record: ModelRecord, info: GGUFInfo, options: LoadOptions, sequences: int) -> int:
