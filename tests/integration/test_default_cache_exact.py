@@ -21,7 +21,7 @@ from inglenook.engine.base.sampling import SamplingParams
 from inglenook.engine.runtime.model import LoadedModel
 from inglenook.engine.runtime.model_loading import LoadOptions
 
-from ..prefix_rule import least_read_again
+from ..prefix_rule import least_read_again, served
 from .conftest import GPU_LAYERS, record_for
 
 pytestmark = pytest.mark.integration
@@ -40,13 +40,6 @@ def first_token(model: LoadedModel, prompt: list[int], reuse: bool) -> tuple[lis
     done = events[-1]
     assert isinstance(done, Finished) and chunk.logprobs
     return [lp for _, _, lp in chunk.logprobs[0].top], done.usage.cached_tokens
-
-
-def reusable(read_before: int, prompt: int, least: int, align: int) -> int:
-    """What the slot may serve: tokens read in tiles, up to an aligned position, leaving at
-    least ``least`` tokens of the prompt to read again."""
-    served = min(read_before, prompt - least) if read_before >= least else 0
-    return max(0, served - served % align)
 
 
 def load(path: Path, model_id: str, batch: int = 512) -> LoadedModel:
@@ -78,7 +71,7 @@ def test_a_reused_prefix_gives_the_logits_of_a_full_prefill_bit_for_bit(model: L
     first_token(model, prompt[:cached], reuse=False)  # the earlier turn, now in the slot
     again, reused = first_token(model, prompt, reuse=True)
     # The slot serves what it read in tiles, and the last rows are always read again.
-    assert reused == reusable(cached, len(prompt), model.canonical_rows, model.prefill_align)
+    assert reused == served(cached, len(prompt), least=model.canonical_rows, align=model.prefill_align)
     assert again == whole  # bit for bit: the prefix cache's exactness is not a tolerance
 
 
@@ -90,7 +83,7 @@ def test_an_answer_in_the_prefix_is_read_again_and_the_logits_still_match(model:
     answer = [t for e in events if isinstance(e, Chunk) for t in e.token_ids]
     follow_up = question + answer + model.tokenize(" And then?", add_special=False)
     again, reused = first_token(model, follow_up, reuse=True)
-    assert reused == reusable(len(question), len(follow_up), model.canonical_rows, model.prefill_align)
+    assert reused == served(len(question), len(follow_up), least=model.canonical_rows, align=model.prefill_align)
     whole, _ = first_token(model, follow_up, reuse=False)
     assert again == whole
 
