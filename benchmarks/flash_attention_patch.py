@@ -1,10 +1,11 @@
-"""What the recipe's flash-attention patch changes in speed: llama-bench built with it beside
-llama-bench built from upstream's source, in one run.
+"""What the recipe's flash-attention patches change in speed: llama-bench built with them
+beside llama-bench built from upstream's source, in one run.
 
-The patch (``flash-attention-tiles-from-32-rows`` in scripts/llama_build.py) sends prompt
-chunks of 32 to 63 rows through the CPU kernel's tiled path and sizes a tile's products to
-the rows it holds. So the cells that can move are prompt reading in chunks of those sizes
-(what a resumed conversation reads) and the last, partial tile of every larger chunk;
+The first patch (``flash-attention-tiles-from-32-rows`` in scripts/llama_build.py) sends
+prompt chunks of 32 to 63 rows through the CPU kernel's tiled path and sizes a tile's
+products to the rows it holds; the second (``flash-attention-k-rows-as-stored``) makes that
+path read the cache's K rows as stored instead of packing them one value at a time. So the
+cells that can move are prompt reading in chunks of 32 rows or more, most at depth;
 fewer rows (a decode step, a speculative draft being checked) run the same code in both. For each model,
 ``pp N`` reads an N-token prompt as one batch after ``depth`` tokens already in the context,
 ``tg 64`` writes 64 tokens; f16 cache, flash attention on (llama-server's default). Rounds

@@ -19,6 +19,9 @@ from inglenook.engine.runtime.slots import FA_TILE_ROWS, PREFILL_ALIGN
 
 ROOT = Path(__file__).resolve().parents[2]
 PATCHED = frozenset({FA_TILES_FROM_32_ROWS})
+# The recipe's second patch changes only speed (every result bit for bit as before), so the
+# engine never asks for it by name.
+FA_K_ROWS_AS_STORED = "flash-attention-k-rows-as-stored"
 
 
 Q4_1, Q8_0, Q4_K, F32 = 3, 8, 12, 0
@@ -77,7 +80,7 @@ def _recipe() -> ModuleType:
 
 def test_the_recipe_names_its_patches_and_upstream_builds_without_them() -> None:
     recipe = _recipe()
-    assert set(recipe.recipe(False)["patches"]) == {FA_TILES_FROM_32_ROWS}
+    assert set(recipe.recipe(False)["patches"]) == {FA_TILES_FROM_32_ROWS, FA_K_ROWS_AS_STORED}
     recipe.UPSTREAM["value"] = True
     try:
         assert recipe.recipe(False)["patches"] == {}
@@ -99,5 +102,11 @@ def test_the_patch_applies_to_the_pinned_source_exactly_once(tmp_path: Path) -> 
     recipe.patch_source(source)
     text = (source / "vendor" / "llama.cpp" / "ggml/src/ggml-cpu/ops.cpp").read_text()
     assert "neq1 >= 32);" in text and "simd_gemm(VKQ32, KQ, V32, tile_rows, KV_TILE_SZ, DV);" in text
+    # The second patch: cache rows widened as stored, multiplying the transposed query tile,
+    # and one more score block in the scratch that ggml-cpu.c sizes.
+    assert "simd_gemm(KQT, K_f32, (const float *)Q_q, kv_tile, DK, tile_rows);" in text
+    assert "K_f32[dk * KV_TILE_SZ + tk]" not in text
+    scratch = (source / "vendor" / "llama.cpp" / "ggml/src/ggml-cpu/ggml-cpu.c").read_text()
+    assert "3*GGML_FA_TILE_Q*GGML_FA_TILE_KV" in scratch
     with pytest.raises(SystemExit, match="exactly once"):  # a second time: the texts are gone
         recipe.patch_source(source)
