@@ -413,6 +413,9 @@ def flash_attention_for(options: LoadOptions) -> bool:
 # more through the CPU flash-attention kernel's tiled path (``SOURCE_PATCHES``).
 FA_TILES_FROM_32_ROWS = "flash-attention-tiles-from-32-rows"
 PATCHED_TILE_ROWS = 32
+# The recipe's second patch: the same tiled path reads the cache's K rows as stored. It
+# changes only speed (every result bit for bit as before), so no rule here depends on it.
+FA_K_ROWS_AS_STORED = "flash-attention-k-rows-as-stored"
 
 
 def canonical_rows(options: LoadOptions, kv_cache_type: str, flash_attention: bool, *, offloads: bool = False,

@@ -13,15 +13,12 @@ from types import ModuleType
 import pytest
 
 from inglenook.engine.base.gguf import GGUFInfo, TensorInfo
-from inglenook.engine.runtime.model_loading import (FA_TILES_FROM_32_ROWS, PATCHED_TILE_ROWS, LoadOptions,
-                                                     canonical_rows, prefill_alignment)
+from inglenook.engine.runtime.model_loading import (FA_K_ROWS_AS_STORED, FA_TILES_FROM_32_ROWS, PATCHED_TILE_ROWS,
+                                                     LoadOptions, canonical_rows, prefill_alignment)
 from inglenook.engine.runtime.slots import FA_TILE_ROWS, PREFILL_ALIGN
 
 ROOT = Path(__file__).resolve().parents[2]
 PATCHED = frozenset({FA_TILES_FROM_32_ROWS})
-# The recipe's second patch changes only speed (every result bit for bit as before), so the
-# engine never asks for it by name.
-FA_K_ROWS_AS_STORED = "flash-attention-k-rows-as-stored"
 
 
 Q4_1, Q8_0, Q4_K, F32 = 3, 8, 12, 0
