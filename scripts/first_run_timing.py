@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.package.desktop_session import MAIN_TITLE, WELCOME_TITLE, launch, newest_deb, wait_answers, xvfb
+from tests.package.desktop_session import WELCOME_TITLE, launch, newest_deb, wait_answers, xvfb
 
 log = logging.getLogger("first_run_timing")
 QUESTION = "Hi! Who are you?"
@@ -49,8 +49,7 @@ def one_run(program: Path, work: Path) -> dict[str, float]:
                 if app.colours(probe) > 40 or time.monotonic() - app.started > 120:
                     break
             painted_s = time.monotonic() - app.started
-            app.type_into(welcome, key="Return")
-            main = app.wait_window(MAIN_TITLE)
+            main = app.start_chatting(welcome)
             app.type_into(main, text=QUESTION, key="Return")
             question_sent_s = time.monotonic() - app.started
             answer = wait_answers(app, 1)[0]

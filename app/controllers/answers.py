@@ -10,10 +10,13 @@ thread as it always did.)
 
 Chunks are collected as they arrive and handed to the view at most every ``FLUSH_MS``
 milliseconds: one repaint per batch instead of one per token keeps the window smooth and
-flicker-free. Before the first chunk, the prompt's reading progress comes back the same way
-(the latest one per flush), so a long prompt shows "Reading 3,200 of 6,159 prompt tokens"
-instead of minutes of "Starting the answer…". Each conversation can have one answer in flight; the
-scheduler queues them in order.
+flicker-free. An update that costs more (a long table or list is laid out again as it grows)
+spaces the next one out to twice its cost, so the window always has time for the person:
+Esc and typing stay prompt however heavy the answer gets. Before the first chunk, the
+prompt's reading progress comes back the same way (the latest one per flush), so a long
+prompt shows "Reading 3,200 of 6,159 prompt tokens" instead of minutes of "Starting the
+answer…". Each conversation can have one answer in flight; the scheduler queues them in
+order.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import enum
 import functools
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -39,6 +43,7 @@ from inglenook.app.services.workers import Lane, Wakeups
 log = logging.getLogger(__name__)
 
 FLUSH_MS = 40
+MAX_FLUSH_MS = 10_000  # however slow an update, the answer still shows at least this often
 
 
 class AnswerControl:
@@ -172,6 +177,7 @@ class ChatController(QObject):
         state = self.streams.get(conversation_id)
         if state is None:
             return False
+        log.info("answer in conversation %d: stop asked (%s)", conversation_id, state.phase.value)
         state.control.cancel()  # the job ends within a step; its end arrives as usual
         self.approvals.cancel(conversation_id)  # a call waiting for the person is not run
         return True
@@ -230,6 +236,8 @@ class ChatController(QObject):
         if self.streams.get(cid) is not state:
             return  # stop_all handed it to a lane thread, which has already saved it
         turn, messages = begun
+        log.info("answer in conversation %d started (%s)", cid, "with tools" if isinstance(turn, ToolTurn) else
+                 "local" if turn.pollable else "remote")
         self._on_started(cid, messages)
         if state.phase is not Phase.STARTING:
             return  # stop_all handed it to a lane thread meanwhile
@@ -352,6 +360,13 @@ class ChatController(QObject):
             state.parts.clear()
 
     def _flush(self) -> None:
+        started = time.perf_counter()
+        self._hand_over()
+        cost_ms = (time.perf_counter() - started) * 1000
+        self._flush_timer.setInterval(int(min(MAX_FLUSH_MS, max(FLUSH_MS, 2 * cost_ms))))
+
+    def _hand_over(self) -> None:
+        """Give the view what arrived since the last update (it renders as the signals land)."""
         for conversation_id, state in list(self.streams.items()):
             if state.progress is not None and not state.dirty:
                 self.answer_progress.emit(conversation_id, state.progress)
@@ -362,6 +377,14 @@ class ChatController(QObject):
                 self.answer_text.emit(conversation_id, state.text)
 
     def _on_finished(self, conversation_id: int, message: Message | None) -> None:
+        # One line per answer in the log: a person's report of "it never answered" can then
+        # be told apart from an answer that was saved but not shown.
+        if message is None:
+            log.info("answer in conversation %d ended with nothing to keep", conversation_id)
+        else:
+            log.info("answer in conversation %d saved: %s (%s), %s tokens, first after %s ms, %s tokens/s",
+                     conversation_id, message.status, message.finish_reason, message.completion_tokens,
+                     _rounded(message.ttft_ms), _rounded(message.tokens_per_s))
         state = self.streams.pop(conversation_id, None)
         if state is not None:
             self._collect(state)
@@ -374,6 +397,10 @@ class ChatController(QObject):
         self.streams.pop(conversation_id, None)
         self.streams_changed.emit()
         self.answer_failed.emit(conversation_id, exc)
+
+
+def _rounded(value: float | None) -> str:
+    return "?" if value is None else f"{value:.0f}"
 
 
 def _refuse_in_place(request: CallRequest) -> Decision:

@@ -6,6 +6,9 @@ opens one ``CrashGuard`` per process:
 
 * ``faulthandler`` writes every thread's Python stack into ``logs/fault-<pid>.log`` when a
   fatal signal arrives (it is a signal handler, so it runs even then);
+* on POSIX, ``SIGUSR1`` writes the same stacks there without stopping anything: a process
+  that seems stuck (a window that no longer answers) can be asked what each thread is
+  waiting on (``kill -USR1 <pid>``; the pid is in the marker's name);
 * a small marker, ``logs/run-<pid>.json``, says what the process is doing right now
   ("loading smollm2…", "answering in conversation 12"), updated as jobs start and end;
 * a clean exit removes both. A marker left behind by a process that no longer runs means
@@ -31,6 +34,7 @@ import faulthandler
 import json
 import logging
 import os
+import signal
 import sys
 import threading
 import time
@@ -46,6 +50,8 @@ log = logging.getLogger(__name__)
 
 MARKER_GLOB = "run-*.json"
 FAULT_EXCERPT_LINES = 40
+# Asks a live run for every thread's stack (Windows has no such signal).
+DUMP_SIGNAL: signal.Signals | None = getattr(signal, "SIGUSR1", None)
 
 
 @dataclass(frozen=True)
@@ -105,6 +111,8 @@ class CrashGuard:
         if not _lock(self._fault_file.fileno()):  # held until this process ends, however it ends
             log.warning("cannot lock %s; another start may take this run for a crashed one", self.fault_log)
         faulthandler.enable(file=self._fault_file, all_threads=True)
+        if DUMP_SIGNAL is not None:
+            faulthandler.register(DUMP_SIGNAL, file=self._fault_file, all_threads=True)
         self._write_marker()
         return self.last_crashes
 
@@ -114,6 +122,8 @@ class CrashGuard:
             if self._fault_file is None:
                 return
             faulthandler.disable()
+            if DUMP_SIGNAL is not None:
+                faulthandler.unregister(DUMP_SIGNAL)
             # Removed while still locked, then closed (which drops the lock): no other start
             # sees the marker of this run unlocked.
             for path in (self.marker, self.fault_log):
@@ -262,4 +272,7 @@ def _excerpt(fault_log: Path) -> str:
         text = fault_log.read_text(errors="replace") if fault_log.is_file() else ""
     except OSError:
         return ""
-    return "\n".join(text.strip().splitlines()[:FAULT_EXCERPT_LINES])
+    lines = text.strip().splitlines()
+    # Stacks asked for earlier (DUMP_SIGNAL) come before the crash's own report: start there.
+    fatal = [i for i, line in enumerate(lines) if line.startswith("Fatal Python error")]
+    return "\n".join(lines[fatal[-1] if fatal else 0:][:FAULT_EXCERPT_LINES])

@@ -49,6 +49,32 @@ def test_send_shows_the_answer_streaming_in(qtbot, window) -> None:
     qtbot.waitUntil(lambda: title in window.sidebar.titles() and window.title_label.text() == title)
 
 
+
+def test_a_costly_update_spaces_out_the_next_so_the_window_stays_free(qtbot, window) -> None:
+    """When showing the answer so far costs more than a flush's 40 ms (a long table laid out
+    again), the next update waits twice that cost: the window keeps time for keys and
+    paints. A slow view is stood in by a handler that takes 150 ms per update."""
+    from inglenook.app.controllers.answers import FLUSH_MS
+
+    cid = new_chat(qtbot, window, max_tokens=24)
+    intervals: list[int] = []
+
+    def slow_view(_cid: int, _text: str) -> None:
+        time.sleep(0.15)
+        intervals.append(window.chat._flush_timer.interval())  # set by the update before this one
+
+    window.chat.answer_text.connect(slow_view)
+    try:
+        type_and_send(qtbot, window, "Count from one to twenty.")
+        wait_answer(qtbot, window, cid)
+    finally:
+        window.chat.answer_text.disconnect(slow_view)
+    assert intervals and intervals[0] == FLUSH_MS  # the first update waited the usual 40 ms
+    assert window.chat._flush_timer.interval() >= 300  # after updates of 150 ms: twice that
+    assert all(interval >= 300 for interval in intervals[1:])
+    assert window.engine.store.messages(cid)[-1].status == "complete"
+
+
 def test_signal_emits_keep_their_references_to_true() -> None:
     """PySide6 6.12 drops a reference to True on every Signal.emit() (pyproject excludes it):
     a long session aborts with "bool_dealloc" after a few thousand emits, one streamed answer.

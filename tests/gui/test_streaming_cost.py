@@ -96,3 +96,44 @@ def test_a_long_question_is_not_laid_out_again_while_the_answer_below_grows(qtbo
     assert fitted == []
     view.resize(700, 700)
     qtbot.waitUntil(lambda: bool(fitted))  # a new width fits it again
+
+
+def test_an_answer_full_of_inline_code_is_laid_out_a_few_times_not_once_per_span(qtbot) -> None:
+    """Styling inline code and quotes is one edit: done span by span, every span laid the
+    whole document out again, and an answer with a few thousand spans held the window for
+    seconds per update (Esc went unheard while it streamed). Counted in layout passes."""
+    from PySide6.QtGui import QTextCursor
+    from PySide6.QtWidgets import QTextBrowser
+
+    from inglenook.app.text.markdown import render_markdown
+    from inglenook.app.widgets import theme
+
+    browser = QTextBrowser()
+    qtbot.addWidget(browser)
+    browser.resize(600, 400)
+    browser.show()
+    document = browser.document()
+    passes: list[object] = []
+    document.documentLayout().update.connect(lambda *changed: passes.append(changed))
+    document.documentLayout().documentSizeChanged.connect(lambda *size: passes.append(size))
+    palette = theme.colors(theme.current_mode())
+    spans = 300
+    render_markdown(document, "Call `step` then " * spans + "\n\n> `quoted` words", palette)
+    assert len(passes) < 20, f"{len(passes)} layout passes for {spans} inline code spans"
+    # Every span got the code background, and the quote its muted colour.
+    cursor = QTextCursor(document)
+    code_backgrounds = set()
+    block = document.begin()
+    while block.isValid():
+        iterator = block.begin()
+        while not iterator.atEnd():
+            fragment = iterator.fragment()
+            if fragment.charFormat().fontFixedPitch():
+                code_backgrounds.add(fragment.charFormat().background().color().name())
+                spans -= 1
+            iterator += 1
+        block = block.next()
+    assert spans == -1  # the 300 and the quote's
+    assert code_backgrounds == {palette["code_header"].lower()}
+    cursor.setPosition(document.characterCount() - 2)
+    assert cursor.charFormat().foreground().color().name() == palette["muted"].lower()

@@ -164,6 +164,19 @@ class RunningApp:
         if key:
             self.xdotool("key", key)
 
+    def start_chatting(self, welcome: str | None = None, timeout: float = 60.0) -> str:
+        """Press "Start chatting" (Return) on the first-run welcome and return the main
+        window once the welcome has gone: the composer takes the focus only then, and keys
+        typed before it went to whatever had it (a question lost its first letters)."""
+        self.type_into(welcome or self.wait_window(WELCOME_TITLE), key="Return")
+        deadline = time.monotonic() + timeout
+        while self.window_ids(WELCOME_TITLE):
+            self.check_alive()
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the welcome stayed open {timeout:.0f} s after Return\n{self.log_text()}")
+            time.sleep(0.05)
+        return self.wait_window(MAIN_TITLE)
+
     def check_alive(self) -> None:
         if self.process.poll() is not None:
             raise RuntimeError(f"Inglenook exited with {self.process.returncode}\n{self.log_text()}")
@@ -180,6 +193,33 @@ class RunningApp:
             if path.exists():
                 parts.append(f"--- {name} ---\n" + path.read_text(errors="replace")[-4000:])
         return "\n".join(parts)
+
+    def stuck_report(self, screen: Path) -> str:
+        """What a run that seems stuck is doing, for a failure's message: the crash guard's
+        marker (the engine's activity), every thread's Python stack (the guard writes them into
+        its fault log when asked with SIGUSR1), a screenshot, and the logs. The app keeps
+        running; the test ends it."""
+        parts = []
+        for marker in sorted(self.app_log.parent.glob("run-*.json")):
+            record = json.loads(marker.read_text())
+            parts.append(f"--- {marker.name} ---\n{json.dumps(record)}")
+            fault_log = self.app_log.parent / str(record.get("fault_log", ""))
+            try:
+                os.kill(int(record["pid"]), signal.SIGUSR1)
+            except (OSError, KeyError, ValueError) as exc:
+                parts.append(f"(no stacks: {exc})")
+                continue
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and "most recent call first" not in _read(fault_log):
+                time.sleep(0.1)
+            time.sleep(0.5)  # the rest of the threads
+            parts.append(f"--- {fault_log.name} ---\n{_read(fault_log)[-12000:]}")
+        try:
+            self.screenshot(screen)
+            parts.append(f"(screen: {screen})")
+        except (OSError, subprocess.SubprocessError) as exc:
+            parts.append(f"(no screenshot: {exc})")
+        return "\n".join([*parts, self.log_text()])
 
     def screenshot(self, target: Path, window: str = "root") -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -370,7 +410,15 @@ def wait_answers(app: RunningApp, count: int, stop_after: float = 150.0, timeout
         time.sleep(0.2)
     raise TimeoutError(f"no finished answer #{count} after {timeout:.0f} s (Esc sent: {stopped}; stored: "
                        f"{[dict(a) for a in assistant_answers(app.database)]}; questions stored: "
-                       f"{len(user_questions(app.database))})\n{app.log_text()}")
+                       f"{len(user_questions(app.database))})\n"
+                       f"{app.stuck_report(app.home / 'screens' / f'no-answer-{count}.png')}")
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
 
 
 def user_questions(database: Path) -> list[str]:

@@ -89,8 +89,7 @@ def test_installed_app_chats_offline_serves_the_api_and_keeps_data(tmp_path: Pat
             try:
                 welcome = app.wait_window(WELCOME_TITLE)
                 assert app.screenshot_when_painted(SCREENSHOT, welcome) > 40, "the welcome never painted"
-                app.type_into(welcome, key="Return")  # "Start chatting"
-                main = app.wait_window(MAIN_TITLE)
+                main = app.start_chatting(welcome)
                 app.type_into(main, text="What is the capital of France?", key="Return")
                 answers = wait_answers(app, 1)
                 assert answers[0]["content"].strip(), "the starter model gave an empty answer"

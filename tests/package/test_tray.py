@@ -16,7 +16,7 @@ import pytest
 
 from tests.polling import wait_until
 
-from .desktop_session import MAIN_TITLE, MODELS_SCRIPT, WELCOME_TITLE, launch, missing_tools, request_close, \
+from .desktop_session import MAIN_TITLE, MODELS_SCRIPT, launch, missing_tools, request_close, \
     user_environment, xvfb
 
 pytestmark = pytest.mark.gui
@@ -40,8 +40,7 @@ def test_closing_while_the_api_serves_keeps_running_in_the_tray(tmp_path: Path) 
         app = launch([sys.executable, "-m", "inglenook"], home, display, installed=False)
         tray_host = None
         try:
-            app.type_into(app.wait_window(WELCOME_TITLE), key="Return")
-            main = app.wait_window(MAIN_TITLE)
+            main = app.start_chatting()
             # The tray comes up after the app, as a panel does when Inglenook starts at login
             # (on a fast machine the app used to win that race, find no tray, and quit on close).
             tray_host = subprocess.Popen(["trayer", "--edge", "top", "--align", "right", "--widthtype", "pixel",

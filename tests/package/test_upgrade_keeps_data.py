@@ -56,9 +56,7 @@ def chat_once(home: Path, question: str, answers_expected: int, first_run: bool)
     with xvfb() as display:
         app = launch(PROGRAM, home, display)
         try:
-            if first_run:
-                app.type_into(app.wait_window(WELCOME_TITLE), key="Return")
-            main = app.wait_window(MAIN_TITLE)
+            main = app.start_chatting() if first_run else app.wait_window(MAIN_TITLE)
             if not first_run:
                 time.sleep(1.0)  # the latest chat opens on start (a worker reads it)
                 assert not app.window_ids(WELCOME_TITLE), "the welcome came back after an upgrade"

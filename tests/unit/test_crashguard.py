@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
-from inglenook.engine.core.crashguard import CrashGuard, find_crashed_runs
+import pytest
+
+from inglenook.engine.core.crashguard import DUMP_SIGNAL, CrashGuard, find_crashed_runs
 
 
 def test_a_clean_run_leaves_nothing_to_report(tmp_path: Path) -> None:
@@ -82,3 +86,48 @@ def test_a_live_run_whose_start_time_reads_differently_keeps_its_records(tmp_pat
         child.wait()
     # Once it is gone (killed: no clean exit), the next start reports it.
     assert [c.pid for c in find_crashed_runs(tmp_path, own_pid=os.getpid())] == [child.pid]
+
+
+STUCK_CHILD = """
+import sys, threading, time
+from pathlib import Path
+from inglenook.engine.core.crashguard import CrashGuard
+
+guard = CrashGuard(Path(sys.argv[1]), 'app', '9.9')
+guard.start()
+never = threading.Lock()
+never.acquire()
+
+def waiting_for_a_lock_nobody_releases():
+    never.acquire()
+
+threading.Thread(target=waiting_for_a_lock_nobody_releases, daemon=True).start()
+print('ready', flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.mark.skipif(DUMP_SIGNAL is None, reason="no signal asks a live run for its stacks on this system")
+def test_a_stuck_run_tells_its_stacks_on_request_and_a_later_crash_is_still_reported(tmp_path: Path) -> None:
+    assert DUMP_SIGNAL is not None
+    child = subprocess.Popen([sys.executable, "-c", STUCK_CHILD, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        fault_log = tmp_path / f"fault-{child.pid}.log"
+        os.kill(child.pid, DUMP_SIGNAL)
+        deadline = time.monotonic() + 30
+        while "waiting_for_a_lock_nobody_releases" not in fault_log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "waiting_for_a_lock_nobody_releases" in fault_log.read_text()  # the stuck thread, by name
+        assert child.poll() is None  # asking did not stop it
+        assert find_crashed_runs(tmp_path, own_pid=os.getpid()) == []  # alive: not a crash
+        os.kill(child.pid, signal.SIGSEGV)
+        child.wait(30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(10)
+    crashes = find_crashed_runs(tmp_path, own_pid=os.getpid())
+    assert len(crashes) == 1 and crashes[0].fault_log is not None
+    # The excerpt is the crash's report, not the stacks asked for before it.
+    assert crashes[0].fault_excerpt.startswith("Fatal Python error: Segmentation fault")
