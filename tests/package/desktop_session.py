@@ -15,6 +15,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -94,21 +95,39 @@ def missing_tools() -> list[str]:
 
 @contextmanager
 def xvfb(width: int = 1280, height: int = 800) -> Iterator[str]:
-    """A private X display (":N"), gone afterwards."""
+    """A private X display (":N"), gone afterwards: yielded once an X client has connected to
+    it (its socket file alone was taken for a ready server, and an app launched at once
+    once failed with "could not connect to display"). What the server says goes to
+    ``xvfb_log``, which a failure's message shows."""
     number = next(n for n in range(140, 400) if not Path(f"/tmp/.X11-unix/X{n}").exists()
                   and not Path(f"/tmp/.X{n}-lock").exists())
-    server = subprocess.Popen(["Xvfb", f":{number}", "-screen", "0", f"{width}x{height}x24", "-nolisten", "tcp"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    display = f":{number}"
+    log = xvfb_log(display)
+    with log.open("wb") as out:
+        server = subprocess.Popen(["Xvfb", display, "-screen", "0", f"{width}x{height}x24", "-nolisten", "tcp"],
+                                  stdout=out, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 20
-        while not Path(f"/tmp/.X11-unix/X{number}").exists():
+        deadline = time.monotonic() + 30
+        while not _accepts_clients(display):
             if server.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"Xvfb :{number} did not start")
+                raise RuntimeError(f"Xvfb {display} did not start: {log.read_text(errors='replace')[-2000:]}")
             time.sleep(0.1)
-        yield f":{number}"
+        yield display
     finally:
         server.terminate()
         server.wait(10)
+
+
+def xvfb_log(display: str) -> Path:
+    return Path(tempfile.gettempdir()) / f"inglenook-xvfb{display.lstrip(':')}.log"
+
+
+def _accepts_clients(display: str) -> bool:
+    if not Path(f"/tmp/.X11-unix/X{display.lstrip(':')}").exists():
+        return False
+    done = subprocess.run(["xdotool", "getdisplaygeometry"], env={**os.environ, "DISPLAY": display},
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, timeout=30)
+    return done.returncode == 0
 
 
 def user_environment(home: Path, display: str) -> dict[str, str]:
@@ -189,7 +208,7 @@ class RunningApp:
     def log_text(self) -> str:
         """The tails of what the app printed and of its own log, for a failure's message."""
         parts = []
-        for name, path in (("stdout", self.log), ("inglenook.log", self.app_log)):
+        for name, path in (("stdout", self.log), ("inglenook.log", self.app_log), ("Xvfb", xvfb_log(self.display))):
             if path.exists():
                 parts.append(f"--- {name} ---\n" + path.read_text(errors="replace")[-4000:])
         return "\n".join(parts)
