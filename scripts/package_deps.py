@@ -7,7 +7,7 @@
 Two kinds: the libraries the bundle leaves to the system (installer/deb/build_deb.py checks
 with ldd that each resolves, so it can declare it: the X11/xcb and GL libraries Qt's platform
 plugins link, the Wayland client libraries) and the tools the installed-app tests drive it
-with (Xvfb, xdotool, xwininfo, xwd, ImageMagick, unshare/nsenter, ip). Only what
+with (Xvfb, xdotool, xwininfo, xwd, ImageMagick, unshare/nsenter, ip, trayer). Only what
 `dpkg-query` does not already report installed is asked for, so a second run does nothing.
 """
 
@@ -32,10 +32,11 @@ BUNDLE_LIBRARIES = ["libwayland-client0", "libwayland-cursor0", "libwayland-egl1
 # The packages of the tools the build and tests/package use (desktop_session.missing_tools):
 # Xvfb, xauth, xdotool, xwininfo (x11-utils), xwd (x11-apps), convert (ImageMagick), unshare
 # and nsenter (util-linux), ip (iproute2), readelf and strip (binutils), a sound server of the
-# test's own (pulseaudio, pactl and parec: tests/audio_device.py). Asked for by package, not by
-# a name on PATH: a stand-in `convert` is not ImageMagick.
+# test's own (pulseaudio, pactl and parec: tests/audio_device.py), a system tray host
+# (trayer: test_tray.py). Asked for by package, not by a name on PATH: a stand-in `convert` is
+# not ImageMagick.
 TOOLS = ["xvfb", "xauth", "xdotool", "x11-utils", "x11-apps", "imagemagick", "util-linux", "iproute2", "binutils",
-         "pulseaudio", "pulseaudio-utils"]
+         "pulseaudio", "pulseaudio-utils", "trayer"]
 
 
 def wanted() -> list[str]:

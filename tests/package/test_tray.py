@@ -16,16 +16,17 @@ import pytest
 
 from tests.polling import wait_until
 
-from .desktop_session import MAIN_TITLE, MODELS_SCRIPT, launch, missing_tools, request_close, \
+from .desktop_session import MAIN_TITLE, MODELS_SCRIPT, cannot_run, launch, missing_tools, request_close, \
     user_environment, xvfb
 
-pytestmark = pytest.mark.gui
+# Also under `make package-test`, where CI has installed the tools (scripts/package_deps.py):
+# there a missing one fails the run instead of skipping the tray unseen.
+pytestmark = [pytest.mark.gui, pytest.mark.package]
 
 if missing_tools() or shutil.which("trayer") is None:
-    pytest.skip(f"needs Xvfb, xdotool, unshare and trayer (missing: {', '.join(missing_tools()) or 'trayer'})",
-                allow_module_level=True)
+    cannot_run(f"needs Xvfb, xdotool, unshare and trayer (missing: {', '.join(missing_tools()) or 'trayer'})")
 if os.geteuid() != 0:
-    pytest.skip("runs the app in its own network namespace, which needs root", allow_module_level=True)
+    cannot_run("runs the app in its own network namespace, which needs root")
 
 
 def wait_for(condition: Callable[[], bool], failure: str) -> None:
