@@ -6,9 +6,13 @@ opens one ``CrashGuard`` per process:
 
 * ``faulthandler`` writes every thread's Python stack into ``logs/fault-<pid>.log`` when a
   fatal signal arrives (it is a signal handler, so it runs even then);
-* on POSIX, ``SIGUSR1`` writes the same stacks there without stopping anything: a process
-  that seems stuck (a window that no longer answers) can be asked what each thread is
-  waiting on (``kill -USR1 <pid>``; the pid is in the marker's name);
+* on POSIX, ``SIGUSR1`` writes every thread's stack there too, without stopping anything: a
+  process that seems stuck (a window that no longer answers) can be asked what each thread
+  is waiting on (``kill -USR1 <pid>``; the pid is in the marker's name). A Python handler
+  does it, under the GIL, between bytecodes of the main thread (the app's ticker gives it a
+  turn twice a second). ``faulthandler.register`` would answer even with the main thread
+  stuck in C, but it reads the other threads' frames while they run: it crashed a live app
+  here twice in eleven asks, mid-dump, with a segmentation fault;
 * a small marker, ``logs/run-<pid>.json``, says what the process is doing right now
   ("loading smollm2…", "answering in conversation 12"), updated as jobs start and end;
 * a clean exit removes both. A marker left behind by a process that no longer runs means
@@ -38,6 +42,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -96,6 +101,7 @@ class CrashGuard:
         self._lock = threading.Lock()
         self._started = time.time()
         self._activity = ""
+        self._previous_handler: Any = None  # DUMP_SIGNAL's handler before start()
         self.last_crashes: list[LastCrash] = []
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -111,8 +117,8 @@ class CrashGuard:
         if not _lock(self._fault_file.fileno()):  # held until this process ends, however it ends
             log.warning("cannot lock %s; another start may take this run for a crashed one", self.fault_log)
         faulthandler.enable(file=self._fault_file, all_threads=True)
-        if DUMP_SIGNAL is not None:
-            faulthandler.register(DUMP_SIGNAL, file=self._fault_file, all_threads=True)
+        if DUMP_SIGNAL is not None and threading.current_thread() is threading.main_thread():
+            self._previous_handler = signal.signal(DUMP_SIGNAL, self._dump_stacks)
         self._write_marker()
         return self.last_crashes
 
@@ -122,8 +128,10 @@ class CrashGuard:
             if self._fault_file is None:
                 return
             faulthandler.disable()
-            if DUMP_SIGNAL is not None:
-                faulthandler.unregister(DUMP_SIGNAL)
+            if DUMP_SIGNAL is not None and self._previous_handler is not None:
+                with contextlib.suppress(ValueError):  # not the main thread: the handler stays, harmless
+                    signal.signal(DUMP_SIGNAL, self._previous_handler)
+                self._previous_handler = None
             # Removed while still locked, then closed (which drops the lock): no other start
             # sees the marker of this run unlocked.
             for path in (self.marker, self.fault_log):
@@ -137,6 +145,26 @@ class CrashGuard:
             self._fault_file = None
             for path in (self.marker, self.fault_log):
                 path.unlink(missing_ok=True)
+
+    def _dump_stacks(self, _signum: int, interrupted: Any) -> None:
+        """DUMP_SIGNAL's handler: every thread's stack, most recent call first, into the fault
+        log. It takes no lock: it runs on the main thread, which may hold ``_lock`` already."""
+        out = self._fault_file
+        if out is None:
+            return
+        names = {thread.ident: thread.name for thread in threading.enumerate()}
+        lines = [f"Stacks asked for at {time.strftime('%Y-%m-%d %H:%M:%S')}"]
+        here = threading.get_ident()
+        for ident, frame in sys._current_frames().items():
+            if ident == here:  # where the signal found this thread, not this handler
+                frame = interrupted
+            lines.append(f"\nThread {names.get(ident, '?')} ({ident:#x}) (most recent call first):")
+            lines.extend(entry.rstrip("\n") for entry in reversed(traceback.format_stack(frame)))
+        try:
+            out.write("\n".join(lines) + "\n\n")
+            out.flush()
+        except (OSError, ValueError) as exc:  # a full disk, or the file closed by stop()
+            log.warning("cannot write the stacks asked for: %s", exc)
 
     def doing(self, activity: str | None) -> None:
         """Record what the engine is doing now ("" or None: idle). Cheap; called per job."""

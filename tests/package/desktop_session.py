@@ -96,9 +96,9 @@ def missing_tools() -> list[str]:
 @contextmanager
 def xvfb(width: int = 1280, height: int = 800) -> Iterator[str]:
     """A private X display (":N"), gone afterwards: yielded once an X client has connected to
-    it (its socket file alone was taken for a ready server, and an app launched at once
-    once failed with "could not connect to display"). What the server says goes to
-    ``xvfb_log``, which a failure's message shows."""
+    it, not merely once its socket file exists (an app has failed with "could not connect to
+    display" right after a start, cause unknown). What the server says goes to ``xvfb_log``,
+    which a failure's message shows."""
     number = next(n for n in range(140, 400) if not Path(f"/tmp/.X11-unix/X{n}").exists()
                   and not Path(f"/tmp/.X{n}-lock").exists())
     display = f":{number}"
@@ -220,19 +220,19 @@ class RunningApp:
         running; the test ends it."""
         parts = []
         for marker in sorted(self.app_log.parent.glob("run-*.json")):
-            record = json.loads(marker.read_text())
-            parts.append(f"--- {marker.name} ---\n{json.dumps(record)}")
-            fault_log = self.app_log.parent / str(record.get("fault_log", ""))
-            try:
+            parts.append(f"--- {marker.name} ---\n{_read(marker)}")
+            try:  # a report of a failure must not fail itself
+                record = json.loads(_read(marker))
+                fault_log = self.app_log.parent / str(record.get("fault_log", ""))
                 os.kill(int(record["pid"]), signal.SIGUSR1)
-            except (OSError, KeyError, ValueError) as exc:
+            except (OSError, KeyError, ValueError, TypeError, AttributeError) as exc:
                 parts.append(f"(no stacks: {exc})")
                 continue
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline and "most recent call first" not in _read(fault_log):
                 time.sleep(0.1)
             time.sleep(0.5)  # the rest of the threads
-            parts.append(f"--- {fault_log.name} ---\n{_read(fault_log)[-12000:]}")
+            parts.append(f"--- {fault_log.name} ---\n{_read(fault_log)[-40000:]}")
         try:
             self.screenshot(screen)
             parts.append(f"(screen: {screen})")

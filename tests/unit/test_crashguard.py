@@ -114,11 +114,13 @@ def test_a_stuck_run_tells_its_stacks_on_request_and_a_later_crash_is_still_repo
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "ready"
         fault_log = tmp_path / f"fault-{child.pid}.log"
-        os.kill(child.pid, DUMP_SIGNAL)
         deadline = time.monotonic() + 30
         while "waiting_for_a_lock_nobody_releases" not in fault_log.read_text() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert "waiting_for_a_lock_nobody_releases" in fault_log.read_text()  # the stuck thread, by name
+            os.kill(child.pid, DUMP_SIGNAL)  # again until the thread is in its function
+            time.sleep(0.2)
+        stacks = fault_log.read_text()
+        assert "waiting_for_a_lock_nobody_releases" in stacks  # the stuck thread, by its function
+        assert "_dump_stacks" not in stacks  # the main thread where the signal found it, not the handler
         assert child.poll() is None  # asking did not stop it
         assert find_crashed_runs(tmp_path, own_pid=os.getpid()) == []  # alive: not a crash
         os.kill(child.pid, signal.SIGSEGV)
