@@ -49,7 +49,6 @@ def test_send_shows_the_answer_streaming_in(qtbot, window) -> None:
     qtbot.waitUntil(lambda: title in window.sidebar.titles() and window.title_label.text() == title)
 
 
-
 def test_a_costly_update_spaces_out_the_next_so_the_window_stays_free(qtbot, window) -> None:
     """When showing the answer so far costs more than a flush's 40 ms (a long table laid out
     again), the next update waits twice that cost: the window keeps time for keys and
