@@ -57,7 +57,7 @@ $(PY):
 
 # llama.cpp, built by the recipe, goes in before the project so pip never builds its own.
 # The RPC backend module and rpc-server (`inglenook worker`) come from the same CMake tree.
-$(VENV)/.llama-installed: scripts/llama_build.py | $(PY)
+$(VENV)/.llama-installed: scripts/llama_build.py $(wildcard scripts/llama_patches/*) | $(PY)
 	$(PY) scripts/llama_build.py install
 	$(PY) scripts/llama_build.py rpc
 	touch $@

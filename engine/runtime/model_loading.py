@@ -416,6 +416,10 @@ PATCHED_TILE_ROWS = 32
 # The recipe's second patch: the same tiled path reads the cache's K rows as stored. It
 # changes only speed (every result bit for bit as before), so no rule here depends on it.
 FA_K_ROWS_AS_STORED = "flash-attention-k-rows-as-stored"
+# The third: a decode step over 512 or more cells walks the cache once per KV head for all
+# the query heads it serves. Decode results change in their last bits, prompt reading not at
+# all (it never takes that path), so no rule here depends on it either.
+FA_DECODE_GROUPED_HEADS = "flash-attention-decode-grouped-heads"
 
 
 def canonical_rows(options: LoadOptions, kv_cache_type: str, flash_attention: bool, *, offloads: bool = False,

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from inglenook.engine.runtime.backends import UNSAFE_VARIANTS
-from inglenook.engine.runtime.model_loading import FA_K_ROWS_AS_STORED, FA_TILES_FROM_32_ROWS
+from inglenook.engine.runtime.model_loading import (FA_DECODE_GROUPED_HEADS, FA_K_ROWS_AS_STORED,
+                                                     FA_TILES_FROM_32_ROWS)
 from inglenook.engine.runtime.native import backend_report, build_patches, llama_cpp_version
 from tests.integration.test_cli import STARTER, inglenook
 
@@ -31,7 +32,8 @@ def test_the_build_is_portable_and_picks_the_best_safe_variant() -> None:
     version, commit = llama_cpp_version()
     assert version.startswith("0.3.36+inglenook") and len(commit) == 40
     # The recipe's source patches are named in the build, so the engine knows what it runs.
-    assert set(build["patches"]) == set(build_patches()) == {FA_TILES_FROM_32_ROWS, FA_K_ROWS_AS_STORED}
+    assert set(build["patches"]) == set(build_patches()) == {FA_TILES_FROM_32_ROWS, FA_K_ROWS_AS_STORED,
+                                                             FA_DECODE_GROUPED_HEADS}
 
 
 @pytest.mark.parametrize("variant", ["haswell"])

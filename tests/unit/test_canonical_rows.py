@@ -13,8 +13,8 @@ from types import ModuleType
 import pytest
 
 from inglenook.engine.base.gguf import GGUFInfo, TensorInfo
-from inglenook.engine.runtime.model_loading import (FA_K_ROWS_AS_STORED, FA_TILES_FROM_32_ROWS, PATCHED_TILE_ROWS,
-                                                     LoadOptions, canonical_rows, prefill_alignment)
+from inglenook.engine.runtime.model_loading import (FA_DECODE_GROUPED_HEADS, FA_K_ROWS_AS_STORED, FA_TILES_FROM_32_ROWS,
+                                                     PATCHED_TILE_ROWS, LoadOptions, canonical_rows, prefill_alignment)
 from inglenook.engine.runtime.slots import FA_TILE_ROWS, PREFILL_ALIGN
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,7 +77,8 @@ def _recipe() -> ModuleType:
 
 def test_the_recipe_names_its_patches_and_upstream_builds_without_them() -> None:
     recipe = _recipe()
-    assert set(recipe.recipe(False)["patches"]) == {FA_TILES_FROM_32_ROWS, FA_K_ROWS_AS_STORED}
+    assert set(recipe.recipe(False)["patches"]) == {FA_TILES_FROM_32_ROWS, FA_K_ROWS_AS_STORED,
+                                                    FA_DECODE_GROUPED_HEADS}
     recipe.UPSTREAM["value"] = True
     try:
         assert recipe.recipe(False)["patches"] == {}
