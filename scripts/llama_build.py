@@ -399,8 +399,10 @@ SOURCE_PATCHES: dict[str, list[tuple[str, str, str]]] = {
 # query heads of one KV head together, each K and V row widened to f32 once for the group,
 # the block's scores first, then one vectorised softmax step, and V summed in f32. On the
 # engine's own CPU variants (AVX-512 and AVX2) the widening is done in registers; elsewhere
-# through ggml's row conversion. The attention node alone (benchmark shapes, 2 threads,
-# zen4): SmolLM2 at 4,096 cells 0.68x the time, gemma-3 0.69x; haswell 0.52x. Decode results
+# through ggml's row conversion. The attention node alone, against the recipe without this
+# patch (benchmarks/decode_attention.py, 2 threads, 1,024-16,384 cells): SmolLM2 0.65-0.79x
+# the time, gemma-3-270m 0.59-0.60x, a Llama-3-8B-like layer 0.33-0.71x on zen4; 0.46-0.82x
+# on haswell. Decode results
 # change in their last bits and are nearer exact attention (f32 sums: ~1e-6 of the output's
 # scale, upstream's f16 running sum 5e-3 to 1e-2; tests/integration/test_flash_attention_kernel.py).
 # Prompt reading never takes this path, so the prefix cache's rules (canonical_rows) stay.
