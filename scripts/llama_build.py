@@ -400,8 +400,8 @@ SOURCE_PATCHES: dict[str, list[tuple[str, str, str]]] = {
 # the block's scores first, then one vectorised softmax step, and V summed in f32. On the
 # engine's own CPU variants (AVX-512 and AVX2) the widening is done in registers; elsewhere
 # through ggml's row conversion. The attention node alone, against the recipe without this
-# patch (benchmarks/decode_attention.py, 2 threads, 1,024-16,384 cells): SmolLM2 0.65-0.79x
-# the time, gemma-3-270m 0.59-0.60x, a Llama-3-8B-like layer 0.33-0.71x on zen4; 0.46-0.82x
+# patch (benchmarks/decode_attention.py, 2 threads, 1,024-16,384 cells): SmolLM2 0.63-0.78x
+# the time, gemma-3-270m 0.64-0.67x, a Llama-3-8B-like layer 0.28-0.61x on zen4; 0.22-0.85x
 # on haswell. Decode results
 # change in their last bits and are nearer exact attention (f32 sums: ~1e-6 of the output's
 # scale, upstream's f16 running sum 5e-3 to 1e-2; tests/integration/test_flash_attention_kernel.py).
