@@ -133,9 +133,12 @@ def test_answers_are_read_as_they_stream_when_asked(qtbot, window, pulse) -> Non
 
 
 def test_voice_mode_hears_a_question_speaks_the_answer_and_listens_again(qtbot, window, pulse, spoken) -> None:
-    long_answer = " ".join([ANSWER] * 8)  # long enough to be talked over
+    # Long enough to be talked over while it still streams: eight times over (136 tokens) was
+    # written in full before the barge-in once decode at depth got faster, and then the stop
+    # found it finished (saved complete, not partial).
+    long_answer = " ".join([ANSWER] * 40)
     window.engine.update_settings(voice_keep_recordings=True)
-    cid = new_chat(qtbot, window, max_tokens=200, grammar=forced(long_answer))
+    cid = new_chat(qtbot, window, max_tokens=1000, grammar=forced(long_answer))
     mode = window.voice_mode
     states: list[str] = []
     mode.state_changed.connect(states.append)
