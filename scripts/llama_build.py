@@ -422,11 +422,53 @@ SOURCE_PATCHES["flash-attention-decode-grouped-heads"] = [
     ("ggml/src/ggml-cpu/ops.cpp",
      "        if (ic_start < nek1) {\n"
      "            for (int64_t q_head = 0; q_head < neq2; q_head++) {\n",
-     "        if (ic_start < nek1 && nek2 == nev2 && neq2 % nek2 == 0) {\n"
-     "            ggml_compute_forward_flash_attn_ext_f16_decode_grouped(\n"
-     "                params, dst, ic_start, ic_end, chunk_partials, partial_stride);\n"
+     "        if (nek2 == nev2 && neq2 % nek2 == 0) {\n"
+     "            ggml_compute_forward_flash_attn_ext_f16_decode_grouped(params, dst, chunk_partials, partial_stride);\n"
      "        } else if (ic_start < nek1) {\n"
      "            for (int64_t q_head = 0; q_head < neq2; q_head++) {\n"),
+    # Its blocks go round the threads, so every thread's partial counts (no range to skip).
+    ("ggml/src/ggml-cpu/ops.cpp",
+     "        ggml_flash_attn_ext_reduce_partials(params, dst, nth, chunk_size);\n",
+     "        ggml_flash_attn_ext_reduce_partials(params, dst, nth,\n"
+     "                                            nek2 == nev2 && neq2 % nek2 == 0 ? 0 : chunk_size);\n"),
+]
+
+
+# kv-cells-by-position: llama.cpp puts a micro-batch's tokens in the first free cells from
+# the cache's head, so where a position sits depends on the sequence's history: how its
+# prompt was cut into chunks, which drafts were cut, whether it was read or restored. A
+# window-sized cache (gemma-3's 1,024 cells for a 512-token window) goes round its cells, and
+# a window checkpoint restored into it landed in other cells than a full prefill of the same
+# tokens; flash attention sums cells in tiles and blocks by index, so the restored
+# conversation's log-probabilities moved (gemma-3-270m: a checkpoint at 1,120 restored after
+# the cells had gone round, the first token's by 0.04; one at 832, later tokens' by up to
+# 0.16). The patch
+# (scripts/llama_patches/kv_cells_by_position.cpp) puts each of a sequence's tokens in cell
+# position modulo size, when those cells are free (empty, or left behind by the window) and
+# no two tokens share one; anything else (several sequences in one stream, positions that
+# repeat) searches as before. A cache's layout is then a function of the positions it
+# holds (a checkpoint's cells come back in the order they were saved, which wraps round). The
+# split-KV decode path (the third patch) takes its 64-cell blocks round the threads by
+# index instead of cutting the cache into one range per thread, so the cells a window
+# restore leaves empty at the end (a full prefill leaves stale ones there, masked) change
+# no sum.
+_CELLS_BY_POSITION = (Path(__file__).resolve().parent / "llama_patches" / "kv_cells_by_position.cpp").read_text()
+SOURCE_PATCHES["kv-cells-by-position"] = [
+    ("src/llama-kv-cache.cpp",
+     "llama_kv_cache::slot_info llama_kv_cache::find_slot(const llama_ubatch & ubatch, bool cont) const {\n",
+     _CELLS_BY_POSITION +
+     "llama_kv_cache::slot_info llama_kv_cache::find_slot(const llama_ubatch & ubatch, bool cont) const {\n"),
+    ("src/llama-kv-cache.cpp",
+     '            LLAMA_LOG_ERROR("%s: n_tokens = %d > size = %u\\n", __func__, n_tokens, cells.size());\n'
+     "            return { };\n"
+     "        }\n",
+     '            LLAMA_LOG_ERROR("%s: n_tokens = %d > size = %u\\n", __func__, n_tokens, cells.size());\n'
+     "            return { };\n"
+     "        }\n"
+     "\n"
+     "        if (!cont && inglenook_cells_by_position(cells, ubatch, s*n_tokens, n_tokens, n_swa, swa_type, res.idxs[s])) {\n"
+     "            continue;\n"
+     "        }\n"),
 ]
 
 

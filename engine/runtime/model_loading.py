@@ -420,6 +420,11 @@ FA_K_ROWS_AS_STORED = "flash-attention-k-rows-as-stored"
 # the query heads it serves. Decode results change in their last bits, prompt reading not at
 # all (it never takes that path), so no rule here depends on it either.
 FA_DECODE_GROUPED_HEADS = "flash-attention-decode-grouped-heads"
+# The fourth: a sequence's positions sit in cells by position (modulo the cache's size), so a
+# restored window checkpoint lands where a full prefill put the same tokens, and the decode
+# path above takes its blocks round the threads by index. Restores of window-sized caches
+# then give a full prefill's log-probabilities bit for bit, every token of the answer.
+KV_CELLS_BY_POSITION = "kv-cells-by-position"
 
 
 def canonical_rows(options: LoadOptions, kv_cache_type: str, flash_attention: bool, *, offloads: bool = False,
@@ -441,19 +446,20 @@ def canonical_rows(options: LoadOptions, kv_cache_type: str, flash_attention: bo
     does not depend on how many rows share its tile (its GEMM accumulates each element in
     the same order whatever the tile's height), so on the CPU with that build 32 rows are
     enough: a restored SmolLM2 conversation read on in 32-63-row chunks gives every
-    log-probability of a full prefill bit for bit, on the zen4 and haswell variants. Not
-    for a window-sized cache: a window checkpoint restored at a position that is not a
-    multiple of the kernel's 64-cell KV tiles puts its cells in other tiles than a full
-    prefill does, and the online softmax then sums them in another order (gemma-3-270m,
-    restored at 864: first log-probability off by 0.06). Nor with layers on a GPU, whose
-    kernels the patch does not touch.
+    log-probability of a full prefill bit for bit, on the zen4 and haswell variants. A
+    window-sized cache needs the recipe's ``KV_CELLS_BY_POSITION`` too: without it a window
+    checkpoint restored at a position that is not a multiple of the kernel's 64-cell KV
+    tiles puts its cells in other tiles than a full prefill does, and the online softmax
+    then sums them in another order (gemma-3-270m, restored at 864: first log-probability
+    off by 0.06); with it the cells sit where a full prefill puts them. Not with layers on a
+    GPU, whose kernels the patch does not touch.
 
     Without flash attention, or over a quantized cache, the one-row path (each decode step)
     is the only different one: two rows suffice.
     """
     if not (flash_attention and kv_cache_type in ("f16", "f32") and options.batch_size >= 4 * FA_TILE_ROWS):
         return 2
-    if FA_TILES_FROM_32_ROWS in patches and not offloads and not window_cache:
+    if FA_TILES_FROM_32_ROWS in patches and not offloads and (not window_cache or KV_CELLS_BY_POSITION in patches):
         return PATCHED_TILE_ROWS
     return FA_TILE_ROWS
 

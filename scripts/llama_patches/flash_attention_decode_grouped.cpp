@@ -133,7 +133,11 @@ static inline bool fa_decode_add_f16_row(int64_t DV, int64_t heads, const ggml_f
 #endif
 }
 
-// One query row (a decode step) over the cache cells [ic_start, ic_end), for every head.
+// One query row (a decode step) over this thread's share of the cache, for every head: the
+// 64-cell blocks b with b % nth == ith, in order. Blocks go round the threads by index, not
+// in one range per thread, so cells past the last one in use (fully masked: identity in
+// every sum) move no block to another thread or range, and a cache whose used cells sit in
+// the same places gives the same sums however many cells it spans (kv-cells-by-position).
 // The cache stores each cell's K (and V) for all KV heads side by side, so the cells are
 // taken in blocks of 64 and each block serves every head before the next is read: every
 // row is fetched from memory once. Within a block the query heads that share a KV head go
@@ -143,7 +147,6 @@ static inline bool fa_decode_add_f16_row(int64_t DV, int64_t heads, const ggml_f
 static void ggml_compute_forward_flash_attn_ext_f16_decode_grouped(
         const ggml_compute_params * params,
         ggml_tensor * dst,
-        int64_t ic_start, int64_t ic_end,
         float * partials, int64_t partial_stride) {
 
     const ggml_tensor * q     = dst->src[0];
@@ -186,6 +189,8 @@ static void ggml_compute_forward_flash_attn_ext_f16_decode_grouped(
     ggml_vec_dot_t    const kq_vec_dot     = ggml_get_type_traits_cpu(k->type)->vec_dot;
 
     constexpr int64_t BLOCK = 64;
+    const int64_t ith  = params->ith;
+    const int64_t step = params->nth*BLOCK;  // from one of this thread's blocks to its next
     const size_t k_row_bytes = ggml_row_size(k->type, DK);
     const size_t v_row_bytes = ggml_row_size(v->type, DV);
 
@@ -229,18 +234,18 @@ static void ggml_compute_forward_flash_attn_ext_f16_decode_grouped(
         }
     }
 
-    for (int64_t ic0 = ic_start; ic0 < ic_end; ic0 += BLOCK) {
-        const int64_t n_block = MIN(BLOCK, ic_end - ic0);
+    for (int64_t ic0 = ith*BLOCK; ic0 < nek1; ic0 += step) {
+        const int64_t n_block = MIN(BLOCK, nek1 - ic0);
 
         for (int64_t ik2 = 0; ik2 < nek2; ++ik2) {
             const int64_t h0 = ik2*heads_per_kv;
 
             for (int64_t i = 0; i < n_block; ++i) {
                 const int64_t ic = ic0 + i;
-                if (ik2 == 0 && ic + BLOCK < ic_end) {
+                if (ik2 == 0 && ic + step < nek1) {
                     for (int64_t jk2 = 0; jk2 < nek2; ++jk2) {
-                        fa_decode_prefetch((const char *) k->data + (ic + BLOCK)*nbk1 + jk2*nbk2, k_row_bytes);
-                        fa_decode_prefetch((const char *) v->data + (ic + BLOCK)*nbv1 + jk2*nbv2, v_row_bytes);
+                        fa_decode_prefetch((const char *) k->data + (ic + step)*nbk1 + jk2*nbk2, k_row_bytes);
+                        fa_decode_prefetch((const char *) v->data + (ic + step)*nbv1 + jk2*nbv2, v_row_bytes);
                     }
                 }
                 // every head of the group masked: no dot product to take
@@ -327,8 +332,8 @@ static void ggml_compute_forward_flash_attn_ext_f16_decode_grouped(
 
     for (int64_t h = 0; h < n_heads; ++h) {
         float * acc = VKQ + h*DV;
-        // sinks: only on the first cache chunk, as the row-at-a-time path does
-        if (sinks && ic_start == 0) {
+        // sinks: once, on the thread that holds the first block (the first chunk upstream)
+        if (sinks && ith == 0) {
             const float s = ((const float *) sinks->data)[h];
             float ms = 1.0f;
             float vs = 1.0f;
@@ -346,7 +351,6 @@ static void ggml_compute_forward_flash_attn_ext_f16_decode_grouped(
         partial[1] = S[h];
         memcpy(partial + 2, acc, DV*sizeof(float));
     }
-    GGML_UNUSED(params);
     GGML_UNUSED(nbk3);
     GGML_UNUSED(nbv3);
 }

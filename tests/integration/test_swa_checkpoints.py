@@ -63,6 +63,24 @@ def fresh(model: LoadedModel, prompt: list[int]) -> list[int]:
     return answer(model, prompt, reuse=False)[0]
 
 
+# Greedy, with every answer token's top log-probabilities: a log-softmax over all logits, so
+# any difference in any logit of any step shows.
+TRACED = SamplingParams(temperature=0.0, max_tokens=16, logprobs=8, seed=3)
+
+
+def traced(model: LoadedModel, prompt: list[int], reuse: bool = True) -> tuple[list[list[float]], int]:
+    """Each answer token's top log-probabilities, and how many prompt tokens were reused."""
+    rows: list[list[float]] = []
+    cached = -1
+    for event in model.generate(prompt, TRACED, reuse_kv=reuse):
+        if isinstance(event, Chunk):
+            assert event.logprobs is not None
+            rows += [[lp for _, _, lp in item.top] for item in event.logprobs]
+        elif isinstance(event, Finished):
+            cached = event.usage.cached_tokens
+    return rows, cached
+
+
 def test_the_window_layers_load_at_window_size(gemma_path: Path, gemma: LoadedModel,
                                                caplog: pytest.LogCaptureFixture) -> None:
     # llama.cpp sizes the window layers' cache at the window plus a micro-batch (padded to
@@ -119,6 +137,31 @@ def test_edits_past_the_window_resume_from_checkpoints_and_answer_as_a_full_pref
     assert got == references["far_back"]
 
 
+def test_a_window_restored_past_its_cells_wrapping_answers_every_token_bit_for_bit(
+        gemma: LoadedModel, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The window layers keep 1,024 cells per sequence and take them again round the ring
+    # once a sequence passes them. A checkpoint restored there must sit in the cells a full
+    # prefill of the same tokens uses, or a decode step sums the window's cells in another
+    # order and every later token's log-probabilities drift (by up to 0.16 before the
+    # recipe's kv-cells-by-position patch). Decode here runs the split-KV path (1,024
+    # cells); the comparison is exact, token by token, not a tolerance.
+    monkeypatch.setattr(swa_checkpoints, "SPACING", 512)
+    first = gemma.prompt_tokens("The harbour log.\n\n" + log_lines(60) + "\nWhich ship carried the most crates?")
+    assert len(first) > 1024 + 64
+    ids = fresh(gemma, first)
+    follow = first + ids + gemma.prompt_tokens("\nNow the evening log.\n" + log_lines(24, "e") + "\nAnd the fewest?")
+    edited = first[:-40] + gemma.prompt_tokens(" Which ship carried the fewest crates, and at what hour?")
+    assert len(follow) < 2048 - 16
+    reference, _ = traced(gemma, edited, reuse=False)
+    assert len(reference) == TRACED.max_tokens
+
+    answer(gemma, first, reuse=False)
+    answer(gemma, follow)  # past the window again: the cut below restores a checkpoint
+    got, cached = traced(gemma, edited)
+    assert 1024 <= cached < len(first) - 40  # a checkpoint at or past the window layers' 1,024 cells
+    assert got == reference
+
+
 def test_saved_states_carry_their_checkpoints_across_a_restart(gemma_path: Path, tmp_path: Path) -> None:
     record = record_for(gemma_path, GEMMA)
     cache = PrefixCache(tmp_path, lambda: 64 * MIB, lambda: 256 * MIB)
@@ -143,6 +186,12 @@ def test_saved_states_carry_their_checkpoints_across_a_restart(gemma_path: Path,
         again, finished = answer(model, prompt)
         assert finished.usage.cached_tokens == restored
         assert again == ids == fresh(model, prompt)
+        # Every answer token's log-probabilities, not only the tokens: a full prefill's, bit
+        # for bit (the checkpoint's cells sit where a full prefill puts those positions).
+        reference, _ = traced(model, prompt, reuse=False)
+        model.kv.clear()
+        assert cache.restore(view, prompt, conversation_id=7) == restored
+        assert traced(model, prompt) == (reference, restored)
         # Continuing the answer (its first tokens are part of the prompt now), then a branch
         # (the state copied to a new conversation) whose question is another: both from the
         # file, both cut back past the saved state's window.

@@ -14,7 +14,8 @@ import pytest
 
 from inglenook.engine.base.gguf import GGUFInfo, TensorInfo
 from inglenook.engine.runtime.model_loading import (FA_DECODE_GROUPED_HEADS, FA_K_ROWS_AS_STORED, FA_TILES_FROM_32_ROWS,
-                                                     PATCHED_TILE_ROWS, LoadOptions, canonical_rows, prefill_alignment)
+                                                     KV_CELLS_BY_POSITION, PATCHED_TILE_ROWS, LoadOptions,
+                                                     canonical_rows, prefill_alignment)
 from inglenook.engine.runtime.slots import FA_TILE_ROWS, PREFILL_ALIGN
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,7 +61,10 @@ def test_the_patch_halves_the_rule_on_the_cpu_for_full_attention_caches() -> Non
     assert PATCHED_TILE_ROWS == 32
     assert canonical_rows(LoadOptions(), "f16", True, patches=PATCHED) == PATCHED_TILE_ROWS
     # A window-sized cache restored at a 32- but not 64-aligned checkpoint puts its cells in
-    # other KV tiles than a full prefill: 64 stays its rule. GPU kernels are not patched.
+    # other KV tiles than a full prefill, unless its cells sit by position (the recipe's
+    # fourth patch): 64 without it. GPU kernels are not patched.
+    by_position = PATCHED | {KV_CELLS_BY_POSITION}
+    assert canonical_rows(LoadOptions(), "f16", True, patches=by_position, window_cache=True) == PATCHED_TILE_ROWS
     assert canonical_rows(LoadOptions(), "f16", True, patches=PATCHED, window_cache=True) == FA_TILE_ROWS
     assert canonical_rows(LoadOptions(), "f16", True, patches=PATCHED, offloads=True) == FA_TILE_ROWS
     assert canonical_rows(LoadOptions(), "q8_0", True, patches=PATCHED) == 2
@@ -78,7 +82,7 @@ def _recipe() -> ModuleType:
 def test_the_recipe_names_its_patches_and_upstream_builds_without_them() -> None:
     recipe = _recipe()
     assert set(recipe.recipe(False)["patches"]) == {FA_TILES_FROM_32_ROWS, FA_K_ROWS_AS_STORED,
-                                                    FA_DECODE_GROUPED_HEADS}
+                                                    FA_DECODE_GROUPED_HEADS, KV_CELLS_BY_POSITION}
     recipe.UPSTREAM["value"] = True
     try:
         assert recipe.recipe(False)["patches"] == {}
