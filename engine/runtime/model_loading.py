@@ -447,19 +447,20 @@ def canonical_rows(options: LoadOptions, kv_cache_type: str, flash_attention: bo
     the same order whatever the tile's height), so on the CPU with that build 32 rows are
     enough: a restored SmolLM2 conversation read on in 32-63-row chunks gives every
     log-probability of a full prefill bit for bit, on the zen4 and haswell variants. A
-    window-sized cache needs the recipe's ``KV_CELLS_BY_POSITION`` too: without it a window
+    window-sized cache keeps 64: without the recipe's ``KV_CELLS_BY_POSITION`` a window
     checkpoint restored at a position that is not a multiple of the kernel's 64-cell KV
-    tiles puts its cells in other tiles than a full prefill does, and the online softmax
-    then sums them in another order (gemma-3-270m, restored at 864: first log-probability
-    off by 0.06); with it the cells sit where a full prefill puts them. Not with layers on a
-    GPU, whose kernels the patch does not touch.
+    tiles put its cells in other tiles than a full prefill does (gemma-3-270m, restored at
+    864: first log-probability off by 0.06); with it the cells sit where a full prefill puts
+    them, but 32 would also make the last-turn checkpoint (``LAST_TURN_REACH``, 64 tokens
+    back) and the resume cut two cuts instead of one, an extra small chunk per prompt, which
+    is not measured yet. Not with layers on a GPU, whose kernels the patch does not touch.
 
     Without flash attention, or over a quantized cache, the one-row path (each decode step)
     is the only different one: two rows suffice.
     """
     if not (flash_attention and kv_cache_type in ("f16", "f32") and options.batch_size >= 4 * FA_TILE_ROWS):
         return 2
-    if FA_TILES_FROM_32_ROWS in patches and not offloads and (not window_cache or KV_CELLS_BY_POSITION in patches):
+    if FA_TILES_FROM_32_ROWS in patches and not offloads and not window_cache:
         return PATCHED_TILE_ROWS
     return FA_TILE_ROWS
 
