@@ -20,7 +20,8 @@ from inglenook.engine.lab.backend import NumpyBackend
 from inglenook.engine.runtime.batch import LAST, BatchRow
 from inglenook.engine.runtime.fit import ModelShape, kv_cache_bytes
 from inglenook.engine.runtime.model import LoadedModel
-from inglenook.engine.runtime.model_loading import LoadOptions
+from inglenook.engine.runtime.model_loading import KV_CELLS_BY_POSITION, LoadOptions
+from inglenook.engine.runtime.native import build_patches
 from inglenook.engine.runtime import swa_checkpoints
 from inglenook.engine.runtime.slots import PREFILL_ALIGN
 from inglenook.engine.runtime.speculative import RowCost
@@ -66,6 +67,11 @@ def fresh(model: LoadedModel, prompt: list[int]) -> list[int]:
 # Greedy, with every answer token's top log-probabilities: a log-softmax over all logits, so
 # any difference in any logit of any step shows.
 TRACED = SamplingParams(temperature=0.0, max_tokens=16, logprobs=8, seed=3)
+
+
+# Decode after a window restore is a full prefill's bit for bit where the cells sit by
+# position (the recipe's fourth patch) and every layer runs on the CPU kernels it patches.
+EXACT_DECODE = KV_CELLS_BY_POSITION in build_patches() and GPU_LAYERS == 0
 
 
 def traced(model: LoadedModel, prompt: list[int], reuse: bool = True) -> tuple[list[list[float]], int]:
@@ -145,6 +151,8 @@ def test_a_window_restored_past_its_cells_wrapping_answers_every_token_bit_for_b
     # order and every later token's log-probabilities drift (by up to 0.16 before the
     # recipe's kv-cells-by-position patch). Decode here runs the split-KV path (1,024
     # cells); the comparison is exact, token by token, not a tolerance.
+    if not EXACT_DECODE:
+        pytest.skip("needs the recipe's kv-cells-by-position patch and every layer on the CPU")
     monkeypatch.setattr(swa_checkpoints, "SPACING", 512)
     first = gemma.prompt_tokens("The harbour log.\n\n" + log_lines(60) + "\nWhich ship carried the most crates?")
     assert len(first) > 1024 + 64
@@ -188,10 +196,11 @@ def test_saved_states_carry_their_checkpoints_across_a_restart(gemma_path: Path,
         assert again == ids == fresh(model, prompt)
         # Every answer token's log-probabilities, not only the tokens: a full prefill's, bit
         # for bit (the checkpoint's cells sit where a full prefill puts those positions).
-        reference, _ = traced(model, prompt, reuse=False)
-        model.kv.clear()
-        assert cache.restore(view, prompt, conversation_id=7) == restored
-        assert traced(model, prompt) == (reference, restored)
+        if EXACT_DECODE:
+            full_prefill, _ = traced(model, prompt, reuse=False)
+            model.kv.clear()
+            assert cache.restore(view, prompt, conversation_id=7) == restored
+            assert traced(model, prompt) == (full_prefill, restored)
         # Continuing the answer (its first tokens are part of the prompt now), then a branch
         # (the state copied to a new conversation) whose question is another: both from the
         # file, both cut back past the saved state's window.
