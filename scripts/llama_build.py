@@ -406,7 +406,12 @@ SOURCE_PATCHES: dict[str, list[tuple[str, str, str]]] = {
 # change in their last bits and are nearer exact attention (f32 sums: ~1e-6 of the output's
 # scale, upstream's f16 running sum 5e-3 to 1e-2; tests/integration/test_flash_attention_kernel.py).
 # Prompt reading never takes this path, so the prefix cache's rules (canonical_rows) stay.
-_DECODE_KERNEL = (Path(__file__).resolve().parent / "llama_patches" / "flash_attention_decode_grouped.cpp").read_text()
+def _inserted_source(name: str) -> str:
+    """C++ a patch inserts, kept as a file of its own in scripts/llama_patches/."""
+    return (Path(__file__).resolve().parent / "llama_patches" / name).read_text()
+
+
+_DECODE_KERNEL = _inserted_source("flash_attention_decode_grouped.cpp")
 SOURCE_PATCHES["flash-attention-decode-grouped-heads"] = [
     ("ggml/src/ggml-cpu/ops.cpp",
      "#include <algorithm>\n",
@@ -452,7 +457,7 @@ SOURCE_PATCHES["flash-attention-decode-grouped-heads"] = [
 # index instead of cutting the cache into one range per thread, so the cells a window
 # restore leaves empty at the end (a full prefill leaves stale ones there, masked) change
 # no sum.
-_CELLS_BY_POSITION = (Path(__file__).resolve().parent / "llama_patches" / "kv_cells_by_position.cpp").read_text()
+_CELLS_BY_POSITION = _inserted_source("kv_cells_by_position.cpp")
 SOURCE_PATCHES["kv-cells-by-position"] = [
     ("src/llama-kv-cache.cpp",
      "llama_kv_cache::slot_info llama_kv_cache::find_slot(const llama_ubatch & ubatch, bool cont) const {\n",
