@@ -431,7 +431,7 @@ class LoadedModel:
         for (sequence, tokens, _), index in zip(rows, logit_rows):
             if sequence.state == PREFILL:
                 sequence.prefilled(tokens)
-                self.kv.checkpoints.after_chunk(sequence.slot, len(sequence.pending), sequence.boundary)
+                self.kv.checkpoints.after_chunk(sequence.slot, len(tokens), len(sequence.pending), sequence.boundary)
             elif len(tokens) > 1:
                 self._verify(sequence, tokens, index)
                 continue
@@ -464,7 +464,7 @@ class LoadedModel:
                 raise
             position += len(run)
         sequence.prefilled(tokens)
-        self.kv.checkpoints.after_chunk(sequence.slot, len(sequence.pending), sequence.boundary)
+        self.kv.checkpoints.after_chunk(sequence.slot, len(tokens), len(sequence.pending), sequence.boundary)
         if index >= 0:
             self._share_prefill(sequence, [s for s in live if s.leader is sequence], index)
             sequence.on_logits(index)

@@ -26,7 +26,7 @@ from .gguf_headers import checked_header
 from .decode_abort import DecodeAbort
 from .logit_jitter import LogitJitter
 from .lora_runtime import ContextAdapters
-from .native import build_patches, llama, physical_cores
+from .native import build_patches, llama, physical_cores, state_seq_end_at
 from .slots import FA_TILE_ROWS, PREFILL_ALIGN, KvSlot
 from .speculative import MAX_DRAFT, OFF, check_mode
 from .vocabulary import Vocabulary
@@ -144,6 +144,10 @@ class LlamaContext:
     jitter: LogitJitter | None = None
     # Ends a decode whose one sequence is cancelled mid-call (``decode_abort``).
     abort: DecodeAbort | None = None
+    # With window-sized caches and the recipe's ``STATE_SEQ_WINDOW_AT``: sets where the next
+    # sequence-state copies end (``native.state_seq_end_at``), so that a window checkpoint can
+    # be taken at a position inside the chunk just read (``swa_checkpoints``). Else None.
+    state_end_at: Callable[[int], None] | None = None
 
     @property
     def closed(self) -> bool:
@@ -318,6 +322,7 @@ def _context_on(lib: Any, record: ModelRecord, info: GGUFInfo, options: LoadOpti
         # An embeddings context pools instead of writing logits rows: nothing to perturb.
         jitter=None if options.embeddings else LogitJitter.from_environment(n_vocab),
         abort=DecodeAbort(lib, ctx),
+        state_end_at=state_seq_end_at() if window_cache and STATE_SEQ_WINDOW_AT in build_patches() else None,
     )
 
 
@@ -425,6 +430,10 @@ FA_DECODE_GROUPED_HEADS = "flash-attention-decode-grouped-heads"
 # path above takes its blocks round the threads by index. Restores of window-sized caches
 # then give a full prefill's log-probabilities bit for bit, every token of the answer.
 KV_CELLS_BY_POSITION = "kv-cells-by-position"
+# scripts/llama_build.py's patch that lets a sequence-state copy end at a given position:
+# a window checkpoint of where a prompt's last turn starts is then taken after its last
+# chunk is read whole, instead of by ending a chunk there (``swa_checkpoints``).
+STATE_SEQ_WINDOW_AT = "state-seq-window-at"
 
 
 def canonical_rows(options: LoadOptions, kv_cache_type: str, flash_attention: bool, *, offloads: bool = False,
@@ -447,20 +456,22 @@ def canonical_rows(options: LoadOptions, kv_cache_type: str, flash_attention: bo
     the same order whatever the tile's height), so on the CPU with that build 32 rows are
     enough: a restored SmolLM2 conversation read on in 32-63-row chunks gives every
     log-probability of a full prefill bit for bit, on the zen4 and haswell variants. A
-    window-sized cache keeps 64: without the recipe's ``KV_CELLS_BY_POSITION`` a window
-    checkpoint restored at a position that is not a multiple of the kernel's 64-cell KV
-    tiles put its cells in other tiles than a full prefill does (gemma-3-270m, restored at
-    864: first log-probability off by 0.06); with it the cells sit where a full prefill puts
-    them, but 32 would also make the last-turn checkpoint (``LAST_TURN_REACH``, 64 tokens
-    back) and the resume cut two cuts instead of one, an extra small chunk per prompt, which
-    is not measured yet. Not with layers on a GPU, whose kernels the patch does not touch.
+    window-sized cache needs two more of the recipe's patches for 32, else keeps 64: without
+    ``KV_CELLS_BY_POSITION`` a window checkpoint restored at a position that is not a
+    multiple of the kernel's 64-cell KV tiles put its cells in other tiles than a full
+    prefill does (gemma-3-270m, restored at 864: first log-probability off by 0.06); without
+    ``STATE_SEQ_WINDOW_AT`` 32 makes the last-turn checkpoint (``LAST_TURN_REACH``, 64
+    tokens back) and the resume cut (32 back) two cuts of each prompt's end, two small
+    chunks (gemma-3-270m at depth 16,384: 0.69-0.88x llama-server's prompt reading against
+    1.09x with 64). Not with layers on a GPU, whose kernels the patch does not touch.
 
     Without flash attention, or over a quantized cache, the one-row path (each decode step)
     is the only different one: two rows suffice.
     """
     if not (flash_attention and kv_cache_type in ("f16", "f32") and options.batch_size >= 4 * FA_TILE_ROWS):
         return 2
-    if FA_TILES_FROM_32_ROWS in patches and not offloads and not window_cache:
+    window_ready = not window_cache or {KV_CELLS_BY_POSITION, STATE_SEQ_WINDOW_AT} <= patches
+    if FA_TILES_FROM_32_ROWS in patches and not offloads and window_ready:
         return PATCHED_TILE_ROWS
     return FA_TILE_ROWS
 

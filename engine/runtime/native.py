@@ -10,6 +10,7 @@ import ctypes
 import logging
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -102,6 +103,19 @@ def build_patches() -> frozenset[str]:
     (``SOURCE_PATCHES``); empty for a llama.cpp built any other way."""
     patches = backend_report().build.get("patches") or {}
     return frozenset(patches) if isinstance(patches, (dict, list)) else frozenset()
+
+
+def state_seq_end_at() -> Callable[[int], None] | None:
+    """The recipe's ``inglenook_state_seq_end_at`` (patch ``state-seq-window-at``): given a
+    position p, the next sequence-state copies on this thread hold what a copy taken when the
+    sequence ended at p holds; -1 goes back to upstream's copies. None in a llama.cpp built
+    without the patch."""
+    function = getattr(llama().llama_cpp._lib, "inglenook_state_seq_end_at", None)
+    if function is None:
+        return None
+    function.argtypes = [ctypes.c_int32]
+    function.restype = None
+    return function
 
 
 def llama_cpp_version() -> tuple[str, str]:

@@ -17,7 +17,7 @@ from ..text import TextStream
 from .native_sampler import NativeSampler
 from .slots import DECODE, DONE, FA_TILE_ROWS, PREFILL, KvSlot
 from .speculative import DraftControl, PromptLookup
-from .swa_checkpoints import LAST_TURN_REACH
+from .swa_checkpoints import resume_points
 
 if TYPE_CHECKING:
     # The types only: the model opens sequences (it imports this module), and each one
@@ -112,22 +112,18 @@ class Sequence:
             if left - take < least or take < least:
                 # Leave a full canonical tail: take less, or everything when that fits.
                 take = left if left <= most else left - least - (start + left - least) % align
-        if take == left and self.model.window_cache:
+        if take == left and self.model.window_cache and self.model.context.state_end_at is None:
             take = self._resume_cut(start, take, least)
         chunk, self.pending = self.pending[:take], self.pending[take:]
         return chunk
 
     def _resume_cut(self, start: int, take: int, least: int) -> int:
-        """The rest of the prompt, ``take`` tokens, fits one chunk: with a window-sized cache,
-        end chunks where a later prompt sharing this one resumes, so that window checkpoints
-        are taken there (``WindowCheckpoints.after_chunk``): ``LAST_TURN_REACH`` tokens
-        before the end (an edit of the last question, a branch), then the last aligned
-        position that leaves a canonical tail (a regenerate: ``KvStates.reusable_length``).
-        Each on an aligned position, the first of them at least ``least`` tokens on."""
-        end = start + take
-        for back in sorted({LAST_TURN_REACH, least}, reverse=True):
-            resume = end - back
-            resume -= resume % self.model.prefill_align
+        """The rest of the prompt, ``take`` tokens, fits one chunk: with a window-sized cache
+        and a llama.cpp that copies a sequence's state only as it is (without the recipe's
+        ``state-seq-window-at``), end the chunk where a later prompt sharing this one resumes
+        (``swa_checkpoints.resume_points``), the first of them at least ``least`` tokens on,
+        so that a window checkpoint is taken there (``WindowCheckpoints.after_chunk``)."""
+        for resume in resume_points(start + take, least, self.model.prefill_align):
             if resume - start >= least:
                 return resume - start
         return take

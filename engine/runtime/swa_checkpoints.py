@@ -9,9 +9,14 @@ position and are cut like any tail), so the engine keeps such copies at position
 later prompt may resume (``WindowCheckpoints.after_chunk``) and a cut that loses the window
 goes back to the nearest one at or before it and reads the rest again (``restore``).
 
-Checkpoints are taken only where the sequence's KV is canonical (``KvSlot.prefilled``
-reaches the end of what it holds, an aligned prompt-chunk end), so resuming from one reads
-the same chunks a full prefill reads. A saved state carries its slot's checkpoints in an
+Checkpoints are taken only where the sequence's KV is canonical (an aligned position at or
+before ``KvSlot.prefilled``), so resuming from one reads the same chunks a full prefill
+reads. Upstream llama.cpp copies a sequence's state as it is, so a checkpoint can only be
+taken where a chunk ends, and the prompt's end was read as two chunks to make one where its
+last turn starts (``Sequence._resume_cut``). With the recipe's ``state-seq-window-at``
+(``LlamaContext.state_end_at``) a copy can end at an earlier position: the last chunk is
+read whole, and the checkpoints of where it may be resumed are taken after it
+(``after_chunk``), byte for byte what a copy taken at that position holds. A saved state carries its slot's checkpoints in an
 envelope (``pack``/``unpack``): the prefix cache stores it as one opaque payload, counted in
 its budget like the rest.
 """
@@ -67,19 +72,32 @@ class WindowCheckpoints:
         return self.context.window_cache
 
     @property
+    def inside_chunks(self) -> bool:
+        """Whether a checkpoint can be taken at a position inside the chunk just read; else
+        only where a chunk ends, and a prompt's last chunk is cut (``Sequence._resume_cut``)."""
+        return self.enabled and self.context.state_end_at is not None
+
+    @property
     def near_end(self) -> int:
         """A chunk that ends fewer than this many tokens before its prompt's end ends at one
         of the prompt's resume cuts (``Sequence._resume_cut``)."""
         return max(self.context.canonical_rows, LAST_TURN_REACH) + self.context.prefill_align
 
-    def after_chunk(self, slot: KvSlot, remaining: int, boundary: int) -> None:
-        """A prompt chunk was read into ``slot`` with ``remaining`` prompt tokens still to
-        read: keep a checkpoint where a later prompt is likely to resume. That is where the
-        last chunk of this prompt starts (a regenerate, a continued answer or a follow-up
-        after a long answer resumes there: ``Sequence.take_prefill`` cuts the prompt's end
-        so that this point is a chunk end), a shared documents block's end, and every
-        ``SPACING`` tokens of a long prompt (edits and branches further back)."""
+    def after_chunk(self, slot: KvSlot, rows: int, remaining: int, boundary: int) -> None:
+        """A prompt chunk of ``rows`` tokens was read into ``slot`` with ``remaining`` prompt
+        tokens still to read: keep a checkpoint where a later prompt is likely to resume.
+        That is where this prompt's last turn starts (``resume_points``: a regenerate, an
+        edit of the last question, a branch, a continued answer or a follow-up after a long
+        answer resumes there), a shared documents block's end, and every ``SPACING`` tokens
+        of a long prompt (edits and branches further back)."""
         position = len(slot.kv_tokens)
+        if remaining == 0 and self.inside_chunks:
+            start = position - rows
+            for point in resume_points(position, self.context.canonical_rows, self.context.prefill_align):
+                # Inside this chunk only: its cells before the chunk's start may be gone.
+                if start < point <= slot.prefilled and all(c.position != point for c in slot.checkpoints):
+                    self.take(slot, point)
+            return
         if not self.enabled or remaining == 0 or slot.prefilled != position or position == 0:
             return
         last = slot.checkpoints[-1].position if slot.checkpoints else 0
@@ -98,21 +116,41 @@ class WindowCheckpoints:
             return
         self.take(slot)
 
-    def take(self, slot: KvSlot) -> bool:
-        """Copy the window layers' state of ``slot`` as it is now; False when llama.cpp could not."""
+    def take(self, slot: KvSlot, position: int | None = None) -> bool:
+        """Copy the window layers' state of ``slot`` as it is now, or as it was when the
+        sequence ended at ``position`` (``inside_chunks`` only); False when llama.cpp could not."""
         context = self.context
-        lib, ctx, seq_id = context.lib, context.ctx, slot.seq_id
-        size = lib.llama_state_seq_get_size_ext(ctx, seq_id, PARTIAL_ONLY)
-        if size <= 0:
-            return False
-        payload = np.empty(size, dtype=np.uint8)
-        if lib.llama_state_seq_get_data_ext(ctx, _pointer(payload), size, seq_id, PARTIAL_ONLY) != size:
+        at = len(slot.kv_tokens) if position is None else position
+        end_at = context.state_end_at if position is not None else None
+        if position is not None:
+            assert end_at is not None, "checkpoints inside a chunk need state-seq-window-at"
+            end_at(position)
+        try:
+            payload = self._copy(slot.seq_id)
+        finally:
+            if end_at is not None:
+                end_at(-1)
+        if payload is None:
             log.warning("llama.cpp could not copy a window checkpoint of %s", context.record.id)
             return False
-        position = len(slot.kv_tokens)
-        kept = [c for c in slot.checkpoints if c.position < position]
-        slot.checkpoints = _thinned([*kept, Checkpoint(position, payload)])
+        if position is not None and window_cells(payload) != min(position, context.n_swa):
+            # Not the cells a copy taken at ``position`` holds (a window of another shape than
+            # the last n_swa positions, or cells the chunk wrote over): resumes go further back.
+            log.debug("no window checkpoint of %s at %d inside its last chunk", context.record.id, position)
+            return False
+        kept = [c for c in slot.checkpoints if c.position < at]
+        slot.checkpoints = _thinned([*kept, Checkpoint(at, payload)])
         return True
+
+    def _copy(self, seq_id: int) -> np.ndarray | None:
+        lib, ctx = self.context.lib, self.context.ctx
+        size = lib.llama_state_seq_get_size_ext(ctx, seq_id, PARTIAL_ONLY)
+        if size <= 0:
+            return None
+        payload = np.empty(size, dtype=np.uint8)
+        if lib.llama_state_seq_get_data_ext(ctx, _pointer(payload), size, seq_id, PARTIAL_ONLY) != size:
+            return None
+        return payload
 
     def restore(self, slot: KvSlot, keep: int) -> int:
         """``slot`` was cut to ``keep`` tokens and its window lost: resume it from the latest
@@ -138,6 +176,33 @@ class WindowCheckpoints:
             log.debug("resumed %s from its window checkpoint at %d (cut at %d)", context.record.id, position, keep)
             return position
         return 0
+
+
+def resume_points(end: int, least: int, align: int) -> list[int]:
+    """Where a later prompt is likely to resume one that ends at ``end``, earliest first: the
+    last aligned position ``LAST_TURN_REACH`` tokens back (an edit of the last question, a
+    branch) and the last that leaves a canonical tail of ``least`` tokens (a regenerate:
+    ``KvStates.reusable_length``)."""
+    points = {end - back - (end - back) % align for back in (LAST_TURN_REACH, least)}
+    return sorted(point for point in points if point > 0)
+
+
+_STATE_SEQ_MAGIC = 0xAF143CD8  # what llama.cpp's sequence-state copies begin with, then the sequence id
+
+
+def window_cells(payload: np.ndarray) -> int:
+    """The cells a window checkpoint of one sequence holds. After the magic and the sequence
+    id, llama.cpp writes the stream count, then per stream its cell count and, when that is
+    not 0, the cells; a sequence's cells are in one stream, so the first count that is not 0
+    is theirs. -1 for a payload of another shape."""
+    words = payload[:len(payload) - len(payload) % 4].view("<u4")
+    if len(words) < 3 or int(words[0]) != _STATE_SEQ_MAGIC:
+        return -1
+    streams = int(words[2])
+    for count in words[3:3 + streams]:
+        if count:
+            return int(count)
+    return 0
 
 
 def _thinned(checkpoints: list[Checkpoint]) -> list[Checkpoint]:

@@ -11,7 +11,8 @@ import pytest
 
 from inglenook.engine.runtime.backends import UNSAFE_VARIANTS
 from inglenook.engine.runtime.model_loading import (FA_DECODE_GROUPED_HEADS, FA_K_ROWS_AS_STORED,
-                                                     FA_TILES_FROM_32_ROWS, KV_CELLS_BY_POSITION)
+                                                     FA_TILES_FROM_32_ROWS, KV_CELLS_BY_POSITION,
+                                                     STATE_SEQ_WINDOW_AT)
 from inglenook.engine.runtime.native import backend_report, build_patches, llama_cpp_version
 from tests.integration.test_cli import STARTER, inglenook
 
@@ -33,7 +34,8 @@ def test_the_build_is_portable_and_picks_the_best_safe_variant() -> None:
     assert version.startswith("0.3.36+inglenook") and len(commit) == 40
     # The recipe's source patches are named in the build, so the engine knows what it runs.
     assert set(build["patches"]) == set(build_patches()) == {FA_TILES_FROM_32_ROWS, FA_K_ROWS_AS_STORED,
-                                                             FA_DECODE_GROUPED_HEADS, KV_CELLS_BY_POSITION}
+                                                             FA_DECODE_GROUPED_HEADS, KV_CELLS_BY_POSITION,
+                                                             STATE_SEQ_WINDOW_AT}
 
 
 @pytest.mark.parametrize("variant", ["haswell"])

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from inglenook.engine.base.generation_events import Chunk, Finished
+from inglenook.engine.base.generation_events import Chunk, Finished, PromptProgress
 from inglenook.engine.base.sampling import SamplingParams
 from inglenook.engine.base.gguf import read_gguf
 from inglenook.engine.lab.backend import NumpyBackend
 from inglenook.engine.runtime.batch import LAST, BatchRow
 from inglenook.engine.runtime.fit import ModelShape, kv_cache_bytes
 from inglenook.engine.runtime.model import LoadedModel
-from inglenook.engine.runtime.model_loading import KV_CELLS_BY_POSITION, LoadOptions
+from inglenook.engine.runtime.model_loading import KV_CELLS_BY_POSITION, STATE_SEQ_WINDOW_AT, LoadOptions
 from inglenook.engine.runtime.native import build_patches
 from inglenook.engine.runtime import swa_checkpoints
 from inglenook.engine.runtime.slots import PREFILL_ALIGN
@@ -141,6 +141,37 @@ def test_edits_past_the_window_resume_from_checkpoints_and_answer_as_a_full_pref
     got, finished = answer(gemma, far_back)
     assert finished.usage.cached_tokens == 512
     assert got == references["far_back"]
+
+
+@pytest.mark.skipif(STATE_SEQ_WINDOW_AT not in build_patches(), reason="needs the recipe's state-seq-window-at patch")
+def test_the_last_chunk_is_read_whole_and_its_checkpoint_is_the_one_taken_where_it_would_end(
+        gemma: LoadedModel) -> None:
+    # The checkpoint where a later prompt resumes (64 tokens before the end, aligned) is
+    # taken after the prompt's last chunk, from inside it, instead of by cutting the chunk
+    # there: no chunk more than the batch size asks for. Its bytes are those of a checkpoint
+    # taken with the sequence ending at that position, after the window layers' cells have
+    # gone round (1,198 tokens in 1,024 cells).
+    gemma.kv.clear()
+    prompt = gemma.prompt_tokens("The harbour log.\n\n" + log_lines(60))
+    one = SamplingParams(temperature=0.0, max_tokens=1)
+    events = list(gemma.generate(prompt, one, reuse_kv=False))
+    read = [e for e in events if isinstance(e, PromptProgress)]
+    batch = gemma.options.batch_size
+    assert read[-1].chunks == -(-len(prompt) // batch)
+    slot = next(s for s in gemma.slots if s.kv_tokens[:len(prompt)] == prompt)
+    point = len(prompt) - 64 - (len(prompt) - 64) % PREFILL_ALIGN
+    assert len(prompt) // batch * batch < point  # inside the last chunk
+    inside = {c.position: c.payload for c in slot.checkpoints}
+    assert point in inside, [c.position for c in slot.checkpoints]
+
+    gemma.kv.clear()
+    answer(gemma, prompt[:point], reuse=False, sampling=one)
+    there = next(s for s in gemma.slots if s.kv_tokens[:point] == prompt[:point])
+    assert gemma.context.lib.llama_memory_seq_pos_max(gemma.context.memory, there.seq_id) == point - 1
+    assert gemma.kv.checkpoints.take(there)
+    assert there.checkpoints[-1].position == point
+    assert swa_checkpoints.window_cells(inside[point]) == gemma.n_swa
+    assert inside[point].tobytes() == there.checkpoints[-1].payload.tobytes()
 
 
 def test_a_window_restored_past_its_cells_wrapping_answers_every_token_bit_for_bit(

@@ -14,7 +14,8 @@ import pytest
 
 from inglenook.engine.base.gguf import GGUFInfo, TensorInfo
 from inglenook.engine.runtime.model_loading import (FA_DECODE_GROUPED_HEADS, FA_K_ROWS_AS_STORED, FA_TILES_FROM_32_ROWS,
-                                                     KV_CELLS_BY_POSITION, PATCHED_TILE_ROWS, LoadOptions,
+                                                     KV_CELLS_BY_POSITION, PATCHED_TILE_ROWS, STATE_SEQ_WINDOW_AT,
+                                                     LoadOptions,
                                                      canonical_rows, prefill_alignment)
 from inglenook.engine.runtime.slots import FA_TILE_ROWS, PREFILL_ALIGN
 
@@ -60,10 +61,15 @@ def test_the_patch_halves_the_rule_on_the_cpu_for_full_attention_caches() -> Non
     # results: 32 rows suffice on the CPU.
     assert PATCHED_TILE_ROWS == 32
     assert canonical_rows(LoadOptions(), "f16", True, patches=PATCHED) == PATCHED_TILE_ROWS
-    # A window-sized cache keeps one tile (its last-turn checkpoint and resume cut stay one
-    # cut), with or without cells by position. GPU kernels are not patched.
-    for patches in (PATCHED, PATCHED | {KV_CELLS_BY_POSITION}):
+    # A window-sized cache keeps one tile unless its cells sit by position and its
+    # checkpoints can be taken inside a chunk (else the prompt's end would be two small
+    # chunks). GPU kernels are not patched.
+    for patches in (PATCHED, PATCHED | {KV_CELLS_BY_POSITION}, PATCHED | {STATE_SEQ_WINDOW_AT}):
         assert canonical_rows(LoadOptions(), "f16", True, patches=patches, window_cache=True) == FA_TILE_ROWS
+    window_ready = PATCHED | {KV_CELLS_BY_POSITION, STATE_SEQ_WINDOW_AT}
+    assert canonical_rows(LoadOptions(), "f16", True, patches=window_ready, window_cache=True) == PATCHED_TILE_ROWS
+    assert canonical_rows(LoadOptions(), "f16", True, patches=window_ready, window_cache=True,
+                          offloads=True) == FA_TILE_ROWS
     assert canonical_rows(LoadOptions(), "f16", True, patches=PATCHED, offloads=True) == FA_TILE_ROWS
     assert canonical_rows(LoadOptions(), "q8_0", True, patches=PATCHED) == 2
 
@@ -80,7 +86,8 @@ def _recipe() -> ModuleType:
 def test_the_recipe_names_its_patches_and_upstream_builds_without_them() -> None:
     recipe = _recipe()
     assert set(recipe.recipe(False)["patches"]) == {FA_TILES_FROM_32_ROWS, FA_K_ROWS_AS_STORED,
-                                                    FA_DECODE_GROUPED_HEADS, KV_CELLS_BY_POSITION}
+                                                    FA_DECODE_GROUPED_HEADS, KV_CELLS_BY_POSITION,
+                                                    STATE_SEQ_WINDOW_AT}
     recipe.UPSTREAM["value"] = True
     try:
         assert recipe.recipe(False)["patches"] == {}
