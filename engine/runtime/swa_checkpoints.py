@@ -15,10 +15,11 @@ reads. Upstream llama.cpp copies a sequence's state as it is, so a checkpoint ca
 taken where a chunk ends, and the prompt's end was read as two chunks to make one where its
 last turn starts (``Sequence._resume_cut``). With the recipe's ``state-seq-window-at``
 (``LlamaContext.state_end_at``) a copy can end at an earlier position: the last chunk is
-read whole, and the checkpoints of where it may be resumed are taken after it
-(``after_chunk``), byte for byte what a copy taken at that position holds. A saved state carries its slot's checkpoints in an
-envelope (``pack``/``unpack``): the prefix cache stores it as one opaque payload, counted in
-its budget like the rest.
+read whole, and the checkpoints where it may be resumed are taken after it
+(``after_chunk``), byte for byte what a copy taken at that position holds.
+
+A saved state carries its slot's checkpoints in an envelope (``pack``/``unpack``): the
+prefix cache stores it as one opaque payload, counted in its budget like the rest.
 """
 
 from __future__ import annotations
