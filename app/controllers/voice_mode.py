@@ -106,6 +106,7 @@ class VoiceMode(QObject):
     def _listen(self) -> None:
         self.microphone.clear()
         self.gate.reset()
+        self.barge.reset()  # both gates count from where the recording begins
         self._early = None
         self._set("listening")
 
@@ -193,9 +194,14 @@ class VoiceMode(QObject):
         self.reader.stop()
         if answering:
             self.stop_answer.emit()
-        # What they said since the voice began is the start of the next utterance.
+        # What they said from the barge gate's onset is the start of the next utterance. The
+        # recording is cut to begin there, not cleared: the utterance gate counts its samples
+        # from its reset, and an utterance is cut from the recording at the gate's start, so
+        # the two must begin at the same sample. (Cleared after copying, the gate counted the
+        # copy and the recording did not: the utterance was cut that many samples late, and a
+        # barge-in after a few seconds of answer was heard as 0.3 s and dropped as silence.)
+        self.microphone.keep_from(self.barge.start_sample)
         said = self.microphone.samples().copy()
-        self.microphone.clear()
         self.gate.reset()
         self._set("listening")
         self._heard(said)

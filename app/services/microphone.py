@@ -99,6 +99,12 @@ class Microphone(QObject):
     def clear(self) -> None:
         self._blocks, self._count = [], 0
 
+    def keep_from(self, sample: int) -> None:
+        """Forget what was heard before ``sample`` (counted since ``start`` or ``clear``): the
+        recording then begins there, as if cleared just before it."""
+        kept = self.samples()[sample:].copy()
+        self._blocks, self._count = ([kept] if kept.size else []), int(kept.size)
+
     def start(self, device_id: str = "") -> bool:
         """Listen on ``device_id`` ("" the default); False, after ``failed``, when it cannot."""
         if self._source is not None:

@@ -169,8 +169,12 @@ def test_voice_mode_hears_a_question_speaks_the_answer_and_listens_again(qtbot, 
         wait_answer(qtbot, window, cid)
         stored = window.engine.messages(cid)[1]
         assert stored.status == ("partial" if streaming_then[0] else "complete")
-        # The barged-in question is sent in its turn (the next answer is the same grammar).
+        # The barged-in question is sent in its turn (the next answer is the same grammar), heard
+        # from its start: the recording is cut where the barge gate heard the speech begin.
         qtbot.waitUntil(lambda: len(window.engine.messages(cid)) >= 3, timeout=HEARD_MS)
+        again = window.engine.messages(cid)[2]
+        assert again.role == "user"
+        assert word_error_rate([SENTENCE], [again.content]) <= 0.25, again.content
         # Esc leaves voice mode at once, from any state.
         qtbot.keyClick(window, Qt.Key.Key_Escape)
         assert mode.state == "off" and not window.chat_page.voice_bar.isVisible()
