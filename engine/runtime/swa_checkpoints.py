@@ -80,8 +80,10 @@ class WindowCheckpoints:
 
     @property
     def near_end(self) -> int:
-        """A chunk that ends fewer than this many tokens before its prompt's end ends at one
-        of the prompt's resume cuts (``Sequence._resume_cut``)."""
+        """A chunk that ends fewer than this many tokens before its prompt's end ends where
+        a later prompt may resume: at one of the prompt's resume cuts without
+        ``inside_chunks`` (``Sequence._resume_cut``), or, with it, where prompt reading
+        squeezed between streaming answers happened to stop."""
         return max(self.context.canonical_rows, LAST_TURN_REACH) + self.context.prefill_align
 
     def after_chunk(self, slot: KvSlot, rows: int, remaining: int, boundary: int) -> None:
