@@ -7,6 +7,7 @@ Importing llama_cpp is deferred to the first call, so importing the engine stays
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
 import os
 import threading
@@ -116,6 +117,15 @@ def state_seq_end_at() -> Callable[[int], None] | None:
     function.argtypes = [ctypes.c_int32]
     function.restype = None
     return function
+
+
+@functools.cache
+def logits_row_address() -> Callable[[ctypes.c_void_p, int], int]:
+    """``llama_get_logits_ith`` returning the row's address as an int (0 for none). The
+    binding's own returns a ctypes pointer that numpy must wrap anew for every token; an
+    address lets a sampler keep one view of a buffer llama.cpp writes each step in place."""
+    prototype = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32)
+    return prototype(("llama_get_logits_ith", llama().llama_cpp._lib))
 
 
 def llama_cpp_version() -> tuple[str, str]:

@@ -98,7 +98,7 @@ class WindowCheckpoints:
             start = position - rows
             for point in resume_points(position, self.context.canonical_rows, self.context.prefill_align):
                 # Inside this chunk only: its cells before the chunk's start may be gone.
-                if start < point <= slot.prefilled and all(c.position != point for c in slot.checkpoints):
+                if start < point <= slot.prefilled and not has_checkpoint(slot, point):
                     self.take(slot, point)
             return
         if not self.enabled or remaining == 0 or slot.prefilled != position or position == 0:
@@ -115,7 +115,7 @@ class WindowCheckpoints:
         position = len(slot.kv_tokens)
         if (not self.enabled or position == 0 or slot.prefilled != position
                 or prompt_tokens - position >= self.near_end
-                or any(c.position == position for c in slot.checkpoints)):
+                or has_checkpoint(slot, position)):
             return
         self.take(slot)
 
@@ -124,15 +124,7 @@ class WindowCheckpoints:
         sequence ended at ``position`` (``inside_chunks`` only); False when llama.cpp could not."""
         context = self.context
         at = len(slot.kv_tokens) if position is None else position
-        end_at = context.state_end_at if position is not None else None
-        if position is not None:
-            assert end_at is not None, "checkpoints inside a chunk need state-seq-window-at"
-            end_at(position)
-        try:
-            payload = self._copy(slot.seq_id)
-        finally:
-            if end_at is not None:
-                end_at(-1)
+        payload = self._copy(slot.seq_id, position)
         if payload is None:
             log.warning("llama.cpp could not copy a window checkpoint of %s", context.record.id)
             return False
@@ -145,15 +137,25 @@ class WindowCheckpoints:
         slot.checkpoints = _thinned([*kept, Checkpoint(at, payload)])
         return True
 
-    def _copy(self, seq_id: int) -> np.ndarray | None:
+    def _copy(self, seq_id: int, end: int | None) -> np.ndarray | None:
+        """The window layers' state of ``seq_id``; with ``end``, as if the sequence ended
+        there (the copy's end is set on this thread for the copy only)."""
         lib, ctx = self.context.lib, self.context.ctx
-        size = lib.llama_state_seq_get_size_ext(ctx, seq_id, PARTIAL_ONLY)
-        if size <= 0:
-            return None
-        payload = np.empty(size, dtype=np.uint8)
-        if lib.llama_state_seq_get_data_ext(ctx, _pointer(payload), size, seq_id, PARTIAL_ONLY) != size:
-            return None
-        return payload
+        end_at = self.context.state_end_at if end is not None else None
+        if end is not None:
+            assert end_at is not None, "checkpoints inside a chunk need state-seq-window-at"
+            end_at(end)
+        try:
+            size = lib.llama_state_seq_get_size_ext(ctx, seq_id, PARTIAL_ONLY)
+            if size <= 0:
+                return None
+            payload = np.empty(size, dtype=np.uint8)
+            if lib.llama_state_seq_get_data_ext(ctx, _pointer(payload), size, seq_id, PARTIAL_ONLY) != size:
+                return None
+            return payload
+        finally:
+            if end_at is not None:
+                end_at(-1)
 
     def restore(self, slot: KvSlot, keep: int) -> int:
         """``slot`` was cut to ``keep`` tokens and its window lost: resume it from the latest
@@ -179,6 +181,10 @@ class WindowCheckpoints:
             log.debug("resumed %s from its window checkpoint at %d (cut at %d)", context.record.id, position, keep)
             return position
         return 0
+
+
+def has_checkpoint(slot: KvSlot, position: int) -> bool:
+    return any(c.position == position for c in slot.checkpoints)
 
 
 def resume_points(end: int, least: int, align: int) -> list[int]:

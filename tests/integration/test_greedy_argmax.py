@@ -15,11 +15,13 @@ TEXT = "The kettle sang on the hob while the cat watched the rain run down the w
 
 
 def _biases(logits: np.ndarray) -> list[dict[int, float]]:
-    """No bias; the top token banned; a low-ranked token lifted to the top; several at once."""
+    """No bias; the top token banned; a low-ranked token lifted to the top; several at once;
+    only tokens other than the top one lowered (the argmax of the unbiased row stands)."""
     order = np.argsort(-logits[-1])
     top, low = int(order[0]), int(order[500])
     lift = float(logits[-1][top] - logits[-1][low]) + 0.5
-    return [{}, {top: -100.0}, {low: lift}, {top: -100.0, low: lift, int(order[1]): -3.0}]
+    return [{}, {top: -100.0}, {low: lift}, {top: -100.0, low: lift, int(order[1]): -3.0},
+            {int(order[1]): -100.0, int(order[2]): -0.5}]
 
 
 @pytest.mark.parametrize("model_name", ["smollm2", "gemma"])
@@ -39,8 +41,9 @@ def test_the_argmax_picks_the_chains_token(model_name: str, request: pytest.Fixt
         finally:
             sampler.free()
     # The logits llama.cpp holds are left as the model wrote them (logprobs read them after).
-    again = np.ctypeslib.as_array(lib.llama_get_logits_ith(ctx, len(tokens) - 1), shape=(model.n_vocab,))
-    assert np.array_equal(again, logits[-1])
+    for row in range(len(tokens)):
+        again = np.ctypeslib.as_array(lib.llama_get_logits_ith(ctx, row), shape=(model.n_vocab,))
+        assert np.array_equal(again, logits[row]), row
 
 
 def test_a_sampler_with_state_keeps_the_chain() -> None:
