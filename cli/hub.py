@@ -199,7 +199,8 @@ def cmd_files(args: argparse.Namespace, paths: Paths) -> int:
         hub = downloader_for(engine).hub
         context = args.context or engine.settings.context_size
         # Every answer the model runs at once has its own KV cache of the context size.
-        kv_cells = context * max(1, engine.settings.parallel_sequences)
+        sequences = max(1, engine.settings.parallel_sequences)
+        kv_cells = context * sequences
         kv_type = engine.settings.kv_cache_type
     listing = hub.list_files(args.repo, revision=args.revision)
     if not listing.options:
@@ -211,7 +212,7 @@ def cmd_files(args: argparse.Namespace, paths: Paths) -> int:
     fits: dict[str, Any] = {}
     try:
         shape = hub.shape(listing.repo, listing)
-        fits = fit_options(listing, shape, detect_machine(), kv_cells, kv_type)
+        fits = fit_options(listing, shape, detect_machine(), kv_cells, kv_type, sequences)
     except InglenookError as exc:
         print(f"(no fit estimate: {exc})", file=sys.stderr)
     rows = [("QUANT", "FILE", "SIZE", "BITS/WEIGHT", f"FIT AT {context} TOKENS")]

@@ -389,10 +389,14 @@ class HubClient:
 
 
 def fit_options(
-    listing: RepoListing, shape: ModelShape, machine: MachineMemory, context: int = 4096, kv_type: str = "f16"
+    listing: RepoListing, shape: ModelShape, machine: MachineMemory, context: int = 4096, kv_type: str = "f16",
+    sequences: int = 1,
 ) -> dict[str, FitEstimate]:
-    """A fit estimate for every option of a repo (keyed by ``QuantOption.name``), from one shape."""
-    return {o.name: estimate_fit(shape.with_weights(o.size), machine, context, kv_type) for o in listing.options}
+    """A fit estimate for every option of a repo (keyed by ``QuantOption.name``), from one shape:
+    ``context`` KV cells in all over ``sequences`` answers at once (each its own window cache
+    and window checkpoints)."""
+    return {o.name: estimate_fit(shape.with_weights(o.size), machine, context, kv_type, sequences=sequences)
+            for o in listing.options}
 
 
 def _licence(info: object) -> str | None:

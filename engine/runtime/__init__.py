@@ -18,7 +18,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "fit": (
         "CPU_ONLY", "FITS_GPU", "FitEstimate", "GpuMemory", "MachineMemory", "ModelShape", "PARTIAL",
         "RAM_HEADROOM", "RpcSplit", "TOO_LARGE", "auto_context", "compute_bytes", "detect_machine",
-        "estimate_fit", "kv_cache_bytes", "kv_cache_type_for", "rpc_split",
+        "estimate_fit", "kv_cache_bytes", "kv_cache_type_for", "rpc_split", "window_checkpoint_bytes",
     ),
     "gguf_headers": ("header_of",),
     "model": ("LoadedModel",),
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
         auto_context as auto_context, compute_bytes as compute_bytes, detect_machine as detect_machine,
         estimate_fit as estimate_fit, kv_cache_bytes as kv_cache_bytes,
         kv_cache_type_for as kv_cache_type_for, rpc_split as rpc_split,
+        window_checkpoint_bytes as window_checkpoint_bytes,
     )
     from .gguf_headers import header_of as header_of
     from .model import LoadedModel as LoadedModel

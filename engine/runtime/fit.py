@@ -16,6 +16,14 @@ The estimate adds up what llama.cpp allocates when it loads a model:
     engine's default: per sequence the window plus a micro-batch, padded to 256 cells
     (gemma-3-270m: 1,024 cells however long the context; ``swa_checkpoints``).
 
+``window checkpoints``
+    Copies of the sliding-window layers' last ``n_swa`` positions that each sequence keeps
+    (up to ``swa_checkpoints.MAX_CHECKPOINTS``) so an edit, a regenerate or a saved chat
+    resumes without reading its whole prompt again. They are in system RAM wherever the
+    cache is: ``sequences × 8 × window layers × n_swa × n_head_kv × (head_dim_k +
+    head_dim_v) × bytes_per_element`` at most; gemma-3-270m 7.5 MiB each (60 MiB a
+    sequence), Gemma 3 12B 320 MiB each (2.5 GiB a sequence).
+
 ``compute``
     llama.cpp's scratch buffer for one micro-batch (``n_ubatch`` = 512 tokens). Its peak
     is the larger of the output logits (``n_vocab × n_ubatch × 4`` bytes) and the
@@ -34,7 +42,7 @@ The verdict, for the free memory measured now:
   hold them. ``M`` counts the output layer as llama.cpp does ("offloaded 33/33 layers"),
   so ``N`` is directly usable as ``n_gpu_layers``;
 * **CPU only** — no usable GPU (none found, or this llama.cpp build cannot offload) and
-  weights + KV + compute ≤ usable RAM;
+  weights + KV + compute + window checkpoints ≤ usable RAM;
 * **too large** — none of the above.
 
 VRAM comes from llama.cpp's own backends (the devices a load would use), or, where
@@ -57,6 +65,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..base import GGUFInfo
+from .swa_checkpoints import MAX_CHECKPOINTS
 
 log = logging.getLogger(__name__)
 
@@ -183,6 +192,19 @@ def kv_cache_bytes(shape: ModelShape, n_ctx: int, kv_type: str = "f16", sequence
     return int(cells * shape.n_head_kv * (shape.head_dim_k + shape.head_dim_v) * per_element)
 
 
+def window_checkpoint_bytes(shape: ModelShape, n_ctx: int, kv_type: str = "f16", sequences: int = 1) -> int:
+    """The system RAM ``sequences`` sequences' window checkpoints take at most (``n_ctx``
+    cells in all): each keeps up to ``MAX_CHECKPOINTS`` copies of its window layers' last
+    ``n_swa`` positions, of the cache's type. 0 for a model without window layers."""
+    if not shape.swa_layers or not shape.n_swa:
+        return 0
+    per_element = KV_BYTES_PER_ELEMENT.get(kv_cache_type_for(kv_type, offloads=False).lower(), 2.0)
+    sequences = max(1, sequences)
+    cells = min(shape.n_swa, n_ctx // sequences)
+    per_copy = shape.swa_layers * cells * shape.n_head_kv * (shape.head_dim_k + shape.head_dim_v) * per_element
+    return int(sequences * MAX_CHECKPOINTS * per_copy)
+
+
 # Architectures whose GGUF files leave the sliding-window layers to llama.cpp's default
 # pattern (every n-th layer attends in full): llama.cpp's models/*.cpp ``load_swa_pattern``.
 _SWA_PATTERNS = {"gemma3": 6, "gemma-embedding": 6, "gemma2": 2, "cohere2": 4, "gpt-oss": 2}
@@ -245,10 +267,11 @@ class FitEstimate:
     vram_needed_bytes: int
     ram_needed_bytes: int
     context: int
+    checkpoint_bytes: int = 0  # window checkpoints at most, always in RAM (``window_checkpoint_bytes``)
 
     @property
     def total_bytes(self) -> int:
-        return self.weights_bytes + self.kv_bytes + self.compute_bytes
+        return self.weights_bytes + self.kv_bytes + self.compute_bytes + self.checkpoint_bytes
 
     @property
     def label(self) -> str:
@@ -267,15 +290,17 @@ def estimate_fit(
 ) -> FitEstimate:
     """The verdict for ``shape`` at ``context`` tokens (over ``sequences`` sequences) on
     ``machine`` (see the module docstring)."""
-    kv = kv_cache_bytes(shape, context, kv_cache_type_for(kv_type, offloads=machine.has_gpu), sequences, n_ubatch)
+    cache_type = kv_cache_type_for(kv_type, offloads=machine.has_gpu)
+    kv = kv_cache_bytes(shape, context, cache_type, sequences, n_ubatch)
+    checkpoints = window_checkpoint_bytes(shape, context, cache_type, sequences)
     compute = compute_bytes(shape, context // max(1, sequences), n_ubatch, flash_attention)
     weights = shape.weights_bytes
     total_layers = shape.n_layers + 1
     usable_ram = max(0, machine.ram_available_bytes - RAM_HEADROOM)
-    all_on_cpu = weights + kv + compute
+    all_on_cpu = weights + kv + compute + checkpoints
 
     def result(verdict: str, layers: int, vram: int, ram: int) -> FitEstimate:
-        return FitEstimate(verdict, layers, total_layers, weights, kv, compute, vram, ram, context)
+        return FitEstimate(verdict, layers, total_layers, weights, kv, compute, vram, ram, context, checkpoints)
 
     if machine.has_gpu:
         if machine.unified:
@@ -285,15 +310,16 @@ def estimate_fit(
             return result(TOO_LARGE, 0, all_on_cpu, all_on_cpu)
         usable_vram = max(0, machine.vram_free_bytes - VRAM_HEADROOM)
         full_gpu = weights - shape.input_bytes + kv + compute
-        if full_gpu <= usable_vram and shape.input_bytes <= usable_ram:
-            return result(FITS_GPU, total_layers, full_gpu, shape.input_bytes)
+        if full_gpu <= usable_vram and shape.input_bytes + checkpoints <= usable_ram:
+            return result(FITS_GPU, total_layers, full_gpu, shape.input_bytes + checkpoints)
         kv_layer = kv / max(1, shape.n_layers)
         per_layer = shape.layer_bytes + kv_layer
         layers = int((usable_vram - compute) // per_layer) if per_layer > 0 and usable_vram > compute else 0
         layers = max(0, min(layers, shape.n_layers))
         if layers > 0:
             vram = int(layers * per_layer + compute)
-            ram = int(shape.input_bytes + shape.output_layer_bytes + (shape.n_layers - layers) * per_layer + compute)
+            ram = int(shape.input_bytes + shape.output_layer_bytes + (shape.n_layers - layers) * per_layer + compute
+                      + checkpoints)
             if ram <= usable_ram:
                 return result(PARTIAL, layers, vram, ram)
             return result(TOO_LARGE, layers, vram, ram)
@@ -507,5 +533,6 @@ __all__ = [
     "AUTO_CONTEXT_CAP", "AUTO_CONTEXT_FLOOR", "auto_context",
     "CPU_ONLY", "FITS_GPU", "PARTIAL", "TOO_LARGE", "FitEstimate", "GpuMemory", "MachineMemory", "ModelShape",
     "compute_bytes", "detect_machine", "estimate_fit", "kv_cache_bytes", "parse_nvidia_smi",
+    "window_checkpoint_bytes",
     "RpcSplit", "rpc_split",
 ]

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..base import ModelLoadError, ModelRecord, ModelTooLarge
 from ..runtime import (DRAFT, OFF, LoadOptions, ModelShape, compute_bytes, flash_attention_for, header_of,
-                       kv_cache_bytes)
+                       kv_cache_bytes, window_checkpoint_bytes)
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,8 @@ def budget_from_setting(memory_budget_mb: int) -> int:
 
 def estimate_resident_bytes(record: ModelRecord, options: LoadOptions) -> int:
     """What ``record`` takes once loaded with ``options``: its weights, the KV cache of every
-    sequence at ``options.context_size`` tokens each, and one micro-batch's scratch buffer.
+    sequence at ``options.context_size`` tokens each, one micro-batch's scratch buffer and,
+    for a sliding-window model, the window checkpoints its sequences may keep.
     A header that cannot be read counts as the file's size (the load will say what is wrong)."""
     try:
         shape = ModelShape.from_gguf(header_of(record))
@@ -56,7 +57,8 @@ def estimate_resident_bytes(record: ModelRecord, options: LoadOptions) -> int:
     window = shape if not options.swa_full else replace(shape, swa_layers=0)
     total = (shape.weights_bytes + kv_cache_bytes(window, cells, options.kv_cache_type, options.parallel,
                                                   options.batch_size)
-             + compute_bytes(shape, max(1, options.context_size), options.batch_size, flash_attention_for(options)))
+             + compute_bytes(shape, max(1, options.context_size), options.batch_size, flash_attention_for(options))
+             + window_checkpoint_bytes(window, cells, options.kv_cache_type, options.parallel))
     return total + draft_model_bytes(record, options)
 
 

@@ -18,7 +18,7 @@ from inglenook.engine.base.sampling import SamplingParams
 from inglenook.engine.base.gguf import read_gguf
 from inglenook.engine.lab.backend import NumpyBackend
 from inglenook.engine.runtime.batch import LAST, BatchRow
-from inglenook.engine.runtime.fit import ModelShape, kv_cache_bytes
+from inglenook.engine.runtime.fit import ModelShape, kv_cache_bytes, window_checkpoint_bytes
 from inglenook.engine.runtime.model import LoadedModel
 from inglenook.engine.runtime.model_loading import KV_CELLS_BY_POSITION, STATE_SEQ_WINDOW_AT, LoadOptions
 from inglenook.engine.runtime.native import build_patches
@@ -109,6 +109,11 @@ def test_the_window_layers_load_at_window_size(gemma_path: Path, gemma: LoadedMo
     # The window layers hold the window (and at most a micro-batch more), not the prompt.
     assert lib.llama_memory_seq_pos_min(memory, 0) >= len(prompt) - 1024
     assert gemma.slots[0].checkpoints  # where the prompt's last chunk starts, at least
+    # A checkpoint past the window is the size the fit estimate counts for one (an eighth of
+    # a sequence's), give or take llama.cpp's cell and layer headers.
+    one = window_checkpoint_bytes(shape, 4096) / swa_checkpoints.MAX_CHECKPOINTS
+    past = [len(c.payload) for c in gemma.slots[0].checkpoints if c.position >= 512]
+    assert past and all(one <= size <= one * 1.01 for size in past), (one, past)
 
 
 def test_edits_past_the_window_resume_from_checkpoints_and_answer_as_a_full_prefill(

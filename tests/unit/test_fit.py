@@ -13,7 +13,7 @@ from inglenook.engine.base.gguf import read_gguf
 from inglenook.engine.runtime import fit
 from inglenook.engine.runtime.fit import (
     CPU_ONLY, FITS_GPU, PARTIAL, TOO_LARGE, GpuMemory, MachineMemory, ModelShape, compute_bytes, estimate_fit,
-    kv_cache_bytes, parse_nvidia_smi,
+    kv_cache_bytes, parse_nvidia_smi, window_checkpoint_bytes,
 )
 
 GIB = 1024**3
@@ -112,6 +112,14 @@ def test_shape_from_real_gguf_headers(smollm2_path: Path, gemma_path: Path) -> N
     assert kv_cache_bytes(gemma, 32768) == 111 * MIB
     assert kv_cache_bytes(gemma, 4 * 32768, sequences=4) == 4 * 111 * MIB
     assert estimate_fit(gemma, machine(4), context=2048).verdict == CPU_ONLY
+    # Window checkpoints: 8 a sequence, each 15 window layers × 512 positions × 1 KiB, in RAM.
+    assert window_checkpoint_bytes(smol, 8192) == 0  # no window layers
+    assert window_checkpoint_bytes(gemma, 32768) == 8 * 15 * 512 * 1024 == 60 * MIB
+    assert window_checkpoint_bytes(gemma, 4 * 32768, sequences=4) == 4 * 60 * MIB
+    assert window_checkpoint_bytes(gemma, 256) == 8 * 15 * 256 * 1024  # a context under the window
+    fit = estimate_fit(gemma, machine(4), context=4 * 32768, sequences=4)
+    assert fit.checkpoint_bytes == 240 * MIB
+    assert fit.ram_needed_bytes == fit.total_bytes == fit.weights_bytes + fit.kv_bytes + fit.compute_bytes + 240 * MIB
 
 
 def test_with_weights_scales_to_another_quantization() -> None:

@@ -67,7 +67,7 @@ def load_details(engine: Engine, repo: str) -> RepoDetails:
         shape = hub.shape(repo, listing)
         details.machine = detect_machine()
         details.fits = fit_options(listing, shape, details.machine, context=settings.kv_context,
-                                   kv_type=settings.kv_cache_type)
+                                   kv_type=settings.kv_cache_type, sequences=max(1, settings.parallel_sequences))
     except InglenookError as exc:
         log.info("no fit estimate for %s: %s", repo, exc)
         details.fit_error = exc
@@ -160,6 +160,7 @@ class QuantTable(QTableWidget):
                 "tokens of context: "
                 f"weights {human_size(fit.weights_bytes)}, KV cache {human_size(fit.kv_bytes)}, "
                 f"compute {human_size(fit.compute_bytes)}"
+                + (f", window checkpoints up to {human_size(fit.checkpoint_bytes)}" if fit.checkpoint_bytes else "")
             )
             badge.ensurePolished()
             badge.setMinimumWidth(badge.sizeHint().width())
