@@ -13,8 +13,11 @@ was read and the answer written:
 - ``tg128 dD``: 128 tokens written after a ``D``-token prompt, end-of-text made impossible
   with ``logit_bias`` so every answer is full length; each server's default sampling.
 
-Rounds alternate the servers (each configuration once per round) and medians are reported,
-so machine noise hits both alike. Prints JSON.
+Rounds alternate the servers at each depth (each configuration once per round, which server
+goes first swapping every round) and medians are reported, so machine noise hits both
+alike; each one's best round is reported too (``tok_s_best``, ``ratios_best``: the speed
+with the least outside work in it, on a shared machine whose speed swings from one run to
+the next). Prints JSON.
 
     python benchmarks/server_speed.py --llama-server "$(python scripts/llama_build.py llama-server)" \\
         [--model PATH ...] [--depths 0,4096] [--rounds 3] [--threads N]
@@ -67,22 +70,21 @@ def completion(client: httpx.Client, url: str, model: str, prompt: str, max_toke
     return response.json()
 
 
-def measure_server(url: str, model: str, depths: list[int], bias: dict[str, float], round_no: int,
+def measure_server(url: str, model: str, depth: int, bias: dict[str, float], round_no: int,
                    samples: dict[str, list[float]], name: str) -> None:
     with httpx.Client(timeout=1800.0) as client:
-        for depth in depths:
-            # Each round's own first words: nothing cached from an earlier round shortens it.
-            head = f"Round {round_no} at depth {depth}, {name}. "
-            base = text_of_about(client, url, model, depth, head) if depth else head
-            if depth:
-                completion(client, url, model, base, 1, bias, round_no)  # the depth, cached for the next call
-            more = text_of_about(client, url, model, PP, "") if PP else ""
-            timings = completion(client, url, model, base + more, 1, bias, round_no)["timings"]
-            samples[f"pp{PP} d{depth} | {name}"].append(timings["prompt_n"] / timings["prompt_ms"] * 1000)
-            decode = completion(client, url, model, base + f" Round {round_no} again.", TG, bias, round_no)
-            assert decode["usage"]["completion_tokens"] == TG, decode["usage"]
-            timings = decode["timings"]
-            samples[f"tg{TG} d{depth} | {name}"].append(timings["predicted_n"] / timings["predicted_ms"] * 1000)
+        # Each round's own first words: nothing cached from an earlier round shortens it.
+        head = f"Round {round_no} at depth {depth}, {name}. "
+        base = text_of_about(client, url, model, depth, head) if depth else head
+        if depth:
+            completion(client, url, model, base, 1, bias, round_no)  # the depth, cached for the next call
+        more = text_of_about(client, url, model, PP, "") if PP else ""
+        timings = completion(client, url, model, base + more, 1, bias, round_no)["timings"]
+        samples[f"pp{PP} d{depth} | {name}"].append(timings["prompt_n"] / timings["prompt_ms"] * 1000)
+        decode = completion(client, url, model, base + f" Round {round_no} again.", TG, bias, round_no)
+        assert decode["usage"]["completion_tokens"] == TG, decode["usage"]
+        timings = decode["timings"]
+        samples[f"tg{TG} d{depth} | {name}"].append(timings["predicted_n"] / timings["predicted_ms"] * 1000)
 
 
 def measure_model(path: Path, args: argparse.Namespace) -> dict:
@@ -94,20 +96,28 @@ def measure_model(path: Path, args: argparse.Namespace) -> dict:
         ours, ours_url, ours_model = start_ours(path, home, context, args.threads)
         theirs, theirs_url, theirs_model = start_llama_server(str(args.llama_server), path, context, args.threads)
         try:
+            servers = [(ours_url, ours_model, "ours"), (theirs_url, theirs_model, "llama-server")]
             for round_no in range(args.rounds):
-                measure_server(ours_url, ours_model, depths, bias, round_no, samples, "ours")
-                measure_server(theirs_url, theirs_model, depths, bias, round_no, samples, "llama-server")
+                for depth in depths:
+                    for url, model, name in servers if round_no % 2 == 0 else servers[::-1]:
+                        measure_server(url, model, depth, bias, round_no, samples, name)
         finally:
             for process in (ours, theirs):
                 process.terminate()
                 process.wait(timeout=30)
     medians = {key: round(statistics.median(values), 2) for key, values in samples.items()}
+    best = {key: round(max(values), 2) for key, values in samples.items()}
+    return {"model": path.name, "context": context, "tok_s": medians, "ratios": ours_over_theirs(medians),
+            "tok_s_best": best, "ratios_best": ours_over_theirs(best)}
+
+
+def ours_over_theirs(speeds: dict[str, float]) -> dict[str, float]:
     ratios = {}
-    for key, value in medians.items():
+    for key, value in speeds.items():
         test, name = key.split(" | ")
-        if name == "ours" and medians.get(f"{test} | llama-server"):
-            ratios[f"{test}: ours / llama-server"] = round(value / medians[f"{test} | llama-server"], 3)
-    return {"model": path.name, "context": context, "tok_s": medians, "ratios": ratios}
+        if name == "ours" and speeds.get(f"{test} | llama-server"):
+            ratios[f"{test}: ours / llama-server"] = round(value / speeds[f"{test} | llama-server"], 3)
+    return ratios
 
 
 def main() -> int:

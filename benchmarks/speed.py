@@ -10,7 +10,10 @@ For each model and depth (tokens already in the context), measures:
   default) and, with ``--all-configs``, on over a q8_0 cache.
 Decode is ``tg`` (128 tokens), prompt reading ``pp`` (512 tokens), both after ``depth``
 tokens, like ``llama-bench -d``. Rounds are interleaved (each configuration once per round)
-and medians reported, so machine noise hits all alike. With ``--ubatch`` several
+and medians reported, so machine noise hits all alike; each one's best round is reported
+too (``tok_s_best``, ``ratios_best``): on a shared two-core machine whose speed swings by a
+quarter from one run to the next, the best of several rounds is the speed with the least
+outside work in it (``timeit`` reports its minimum for the same reason). With ``--ubatch`` several
 micro-batch sizes are measured for prompt reading, ours and llama-bench's alike. Prints JSON.
 
     python benchmarks/speed.py --llama-bench "$(python scripts/llama_build.py llama-bench)" \
@@ -127,7 +130,9 @@ def measure_model(path: Path, args: argparse.Namespace) -> dict:
         for model in models.values():
             model.close()
     medians = {key: round(statistics.median(values), 2) for key, values in samples.items()}
-    return {"model": path.name, "tok_s": medians, "ratios": ratios(medians)}
+    best = {key: round(max(values), 2) for key, values in samples.items()}
+    return {"model": path.name, "tok_s": medians, "ratios": ratios(medians), "tok_s_best": best,
+            "ratios_best": ratios(best)}
 
 
 def ratios(medians: dict[str, float]) -> dict[str, float]:
