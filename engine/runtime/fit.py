@@ -18,7 +18,7 @@ The estimate adds up what llama.cpp allocates when it loads a model:
 
 ``window checkpoints``
     Copies of the sliding-window layers' last ``n_swa`` positions that each sequence keeps
-    (up to ``swa_checkpoints.MAX_CHECKPOINTS``) so an edit, a regenerate or a saved chat
+    (up to ``slots.MAX_CHECKPOINTS``) so an edit, a regenerate or a saved chat
     resumes without reading its whole prompt again. They are in system RAM wherever the
     cache is: ``sequences × 8 × window layers × n_swa × n_head_kv × (head_dim_k +
     head_dim_v) × bytes_per_element`` at most; gemma-3-270m 7.5 MiB each (60 MiB a
@@ -65,7 +65,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..base import GGUFInfo
-from .swa_checkpoints import MAX_CHECKPOINTS
+from .slots import MAX_CHECKPOINTS
 
 log = logging.getLogger(__name__)
 

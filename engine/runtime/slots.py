@@ -30,6 +30,11 @@ FA_TILE_ROWS = 64
 PREFILL_ALIGN = 32
 
 
+# How many window checkpoints a slot keeps (``swa_checkpoints._thinned`` drops the rest); the
+# fit estimate counts that many a sequence (``fit.window_checkpoint_bytes``).
+MAX_CHECKPOINTS = 8
+
+
 @dataclass(frozen=True)
 class Checkpoint:
     """The sliding-window layers' part of a sequence's state when it held ``position``

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .slots import Checkpoint, KvSlot
+from .slots import MAX_CHECKPOINTS, Checkpoint, KvSlot
 
 if TYPE_CHECKING:
     from .model_loading import LlamaContext
@@ -39,11 +39,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("inglenook.engine.runtime.model")
 
 PARTIAL_ONLY = 1  # LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY (llama.h): the window layers' part alone
-# Tokens between the checkpoints taken while a long prompt is read, and how many a slot
-# keeps: gemma-3-270m's window part is ~15 MB, so eight cost about what 4,096 positions of
-# its full-size window cache did. A cut between two of them reads up to SPACING tokens again.
+# Tokens between the checkpoints taken while a long prompt is read (a slot keeps
+# ``slots.MAX_CHECKPOINTS``: gemma-3-270m's window part is 7.5 MiB, so eight cost about what
+# 4,096 positions of its full-size window cache did). A cut between two of them reads up to
+# SPACING tokens again.
 SPACING = 2048
-MAX_CHECKPOINTS = 8
 # Besides where a prompt's last few tokens start (a regenerate resumes there), a checkpoint
 # this many tokens before its end, on an aligned position: an edit of the last question or
 # a branch from it cuts back that far, and a window model cannot cut back at all without a
