@@ -181,15 +181,20 @@ def kv_cache_type_for(setting: str, offloads: bool) -> str:
     return "f16"
 
 
+def _bytes_per_layer_cell(shape: ModelShape, kv_type: str) -> float:
+    """One cell of one layer's K and V, of the cache type ``kv_type`` resolves to."""
+    per_element = KV_BYTES_PER_ELEMENT.get(kv_cache_type_for(kv_type, offloads=False).lower(), 2.0)
+    return shape.n_head_kv * (shape.head_dim_k + shape.head_dim_v) * per_element
+
+
 def kv_cache_bytes(shape: ModelShape, n_ctx: int, kv_type: str = "f16", sequences: int = 1,
                    n_ubatch: int = DEFAULT_UBATCH) -> int:
     """The KV cache of ``n_ctx`` cells in all, over ``sequences`` sequences (one stream each)."""
-    per_element = KV_BYTES_PER_ELEMENT.get(kv_cache_type_for(kv_type, offloads=False).lower(), 2.0)
     sequences = max(1, sequences)
     # llama.cpp's window cache per stream: the window and a micro-batch, padded to 256 cells.
     window = min(n_ctx // sequences, -(-(shape.n_swa + n_ubatch) // 256) * 256) * sequences
     cells = (shape.n_layers - shape.swa_layers) * n_ctx + shape.swa_layers * window
-    return int(cells * shape.n_head_kv * (shape.head_dim_k + shape.head_dim_v) * per_element)
+    return int(cells * _bytes_per_layer_cell(shape, kv_type))
 
 
 def window_checkpoint_bytes(shape: ModelShape, n_ctx: int, kv_type: str = "f16", sequences: int = 1) -> int:
@@ -198,11 +203,9 @@ def window_checkpoint_bytes(shape: ModelShape, n_ctx: int, kv_type: str = "f16",
     ``n_swa`` positions, of the cache's type. 0 for a model without window layers."""
     if not shape.swa_layers or not shape.n_swa:
         return 0
-    per_element = KV_BYTES_PER_ELEMENT.get(kv_cache_type_for(kv_type, offloads=False).lower(), 2.0)
     sequences = max(1, sequences)
     cells = min(shape.n_swa, n_ctx // sequences)
-    per_copy = shape.swa_layers * cells * shape.n_head_kv * (shape.head_dim_k + shape.head_dim_v) * per_element
-    return int(sequences * MAX_CHECKPOINTS * per_copy)
+    return int(sequences * MAX_CHECKPOINTS * shape.swa_layers * cells * _bytes_per_layer_cell(shape, kv_type))
 
 
 # Architectures whose GGUF files leave the sliding-window layers to llama.cpp's default
