@@ -62,3 +62,16 @@ def test_doctor_reports_versions_variant_and_a_self_test(home: Path) -> None:
     assert test["tokens"] > 5 and test["tokens_per_s"] > 0
     text = inglenook("doctor", "--no-self-test", home=home).stdout
     assert "variant chosen:" in text and "llama.cpp commit:" in text
+
+
+def test_once_the_engine_runs_numpy_no_longer_asks_for_huge_pages() -> None:
+    """Window checkpoints and saved states are multi-MiB numpy copies on the token path; with
+    numpy's huge-page advice a fault in one could wait tens of ms for the kernel."""
+    import numpy as np
+
+    from inglenook.engine.runtime.native import llama
+
+    llama()
+    core = getattr(np, "_core", None) or np.core  # numpy 2, numpy 1
+    previous = core.multiarray._set_madvise_hugepage(False)  # returns the setting it replaces
+    assert previous is False
