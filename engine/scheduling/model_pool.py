@@ -65,11 +65,13 @@ def estimate_resident_bytes(record: ModelRecord, options: LoadOptions) -> int:
 def draft_model_bytes(record: ModelRecord, options: LoadOptions) -> int:
     """The draft model loaded beside ``record`` (speculative "draft"): its own context with
     a sequence per target sequence. Its weights count unless it is the same file, whose
-    pages the two mappings share."""
+    pages the two mappings share. It loads with full-size window layers (``swa_full``, as
+    ``LoadedModel._load_draft`` does: a rejected draft is cut back without checkpoints), so
+    a sliding-window draft's KV counts at full size and it keeps no window checkpoints."""
     draft = options.draft_model
     if options.speculative != DRAFT or draft is None:
         return 0
-    alone = estimate_resident_bytes(draft, replace(options, speculative=OFF, draft_model=None))
+    alone = estimate_resident_bytes(draft, replace(options, speculative=OFF, draft_model=None, swa_full=True))
     if draft.fingerprint and draft.fingerprint == record.fingerprint:
         try:
             alone -= ModelShape.from_gguf(header_of(draft)).weights_bytes

@@ -140,11 +140,15 @@ def test_the_server_answers_while_a_model_loads(engine: Engine) -> None:
 def test_a_draft_model_counts_in_the_memory_estimate(engine: Engine) -> None:
     gemma = engine.registry.resolve(gemma_id(engine))
     starter = engine.registry.resolve(STARTER)
-    plain = dataclasses.replace(engine.load_options(), context_size=1024, parallel=2)
+    plain = dataclasses.replace(engine.load_options(), context_size=4096, parallel=2)
     alone = estimate_resident_bytes(starter, plain)
     other = dataclasses.replace(plain, speculative="draft", draft_model=gemma)
     itself = dataclasses.replace(plain, speculative="draft", draft_model=starter)
-    gemma_alone = estimate_resident_bytes(gemma, plain)
+    # A draft model loads with full-size window layers (LoadedModel._load_draft): gemma-3's
+    # sliding-window layers count at 4,096 cells a sequence, and it keeps no checkpoints
+    # (which, 8 a sequence at most, would weigh more here than the cells they save).
+    gemma_alone = estimate_resident_bytes(gemma, dataclasses.replace(plain, swa_full=True))
+    assert gemma_alone != estimate_resident_bytes(gemma, plain)
     assert estimate_resident_bytes(starter, other) == alone + gemma_alone
     # The same file drafting for itself: its pages are shared, its own KV and scratch are not.
     assert alone < estimate_resident_bytes(starter, itself) < 2 * alone
