@@ -16,7 +16,7 @@ import numpy as np
 
 from .model_loading import LlamaContext
 from .slots import Checkpoint, KvSlot
-from .swa_checkpoints import WindowCheckpoints, pack, packed_size, unpack
+from .swa_checkpoints import WindowCheckpoints, pack, packed_size, thinned, unpack
 
 log = logging.getLogger("inglenook.engine.runtime.model")
 
@@ -207,8 +207,10 @@ class KvStates:
             return self.clear(slot)
         slot.kv_tokens = list(tokens)
         slot.prefilled = len(tokens)  # saved states hold prefilled tokens only
-        # Copies: the payload may be a buffer the prefix cache hands out again.
-        slot.checkpoints = [Checkpoint(c.position, c.payload.copy()) for c in checkpoints if 0 < c.position <= len(tokens)]
+        # Copies: the payload may be a buffer the prefix cache hands out again. A state saved
+        # from a longer context may carry more than this one keeps.
+        kept = thinned([c for c in checkpoints if 0 < c.position <= len(tokens)], self.checkpoints.limit)
+        slot.checkpoints = [Checkpoint(c.position, c.payload.copy()) for c in kept]
         keep = self._truncate(slot, min(keep, len(tokens)))
         if keep == 0:
             return 0

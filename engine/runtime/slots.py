@@ -30,8 +30,11 @@ FA_TILE_ROWS = 64
 PREFILL_ALIGN = 32
 
 
-# How many window checkpoints a slot keeps (``swa_checkpoints._thinned`` drops the rest); the
-# fit estimate counts that many a sequence (``fit.window_checkpoint_bytes``).
+# How many window checkpoints a slot keeps (``swa_checkpoints.thinned`` drops the rest):
+# as many as its context pays for (``fit.checkpoints_per_sequence``, which the fit estimate
+# counts too), within these bounds. The fewest are the two a prompt's end takes (a
+# regenerate, an edit of the last question).
+MIN_CHECKPOINTS = 2
 MAX_CHECKPOINTS = 8
 
 

@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .slots import MAX_CHECKPOINTS, Checkpoint, KvSlot
+from .fit import checkpoints_per_sequence
+from .slots import MIN_CHECKPOINTS, Checkpoint, KvSlot
 
 if TYPE_CHECKING:
     from .model_loading import LlamaContext
@@ -39,10 +40,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("inglenook.engine.runtime.model")
 
 PARTIAL_ONLY = 1  # LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY (llama.h): the window layers' part alone
-# Tokens between the checkpoints taken while a long prompt is read (a slot keeps
-# ``slots.MAX_CHECKPOINTS``: gemma-3-270m's window part is 7.5 MiB, so eight cost about what
-# 4,096 positions of its full-size window cache did). A cut between two of them reads up to
-# SPACING tokens again.
+# Tokens between the checkpoints taken while a long prompt is read (a slot keeps as many
+# as its context pays for, ``WindowCheckpoints.limit``: gemma-3-270m's window part is
+# 7.5 MiB, so its eight at 8,192 tokens cost what 4,096 positions of a full-size window
+# cache would). A cut between two of them reads up to SPACING tokens again.
 SPACING = 2048
 # Besides where a prompt's last few tokens start (a regenerate resumes there), a checkpoint
 # this many tokens before its end, on an aligned position: an edit of the last question or
@@ -67,6 +68,13 @@ class WindowCheckpoints:
 
     def __init__(self, context: "LlamaContext") -> None:
         self.context = context
+
+    @property
+    def limit(self) -> int:
+        """How many checkpoints a slot keeps: as many as the cells the window-sized cache
+        saves pay for (``fit.checkpoints_per_sequence``; the fit estimate counts the same)."""
+        context = self.context
+        return checkpoints_per_sequence(context.n_swa, context.n_ctx, context.options.batch_size)
 
     @property
     def enabled(self) -> bool:
@@ -134,7 +142,7 @@ class WindowCheckpoints:
             log.debug("no window checkpoint of %s at %d inside its last chunk", context.record.id, position)
             return False
         kept = [c for c in slot.checkpoints if c.position < at]
-        slot.checkpoints = _thinned([*kept, Checkpoint(at, payload)])
+        slot.checkpoints = thinned([*kept, Checkpoint(at, payload)], self.limit)
         return True
 
     def _copy(self, seq_id: int, end: int | None) -> np.ndarray | None:
@@ -214,12 +222,14 @@ def window_cells(payload: np.ndarray) -> int:
     return 0
 
 
-def _thinned(checkpoints: list[Checkpoint]) -> list[Checkpoint]:
-    """At most ``MAX_CHECKPOINTS``, the newest always kept: drop the one whose neighbours
-    lie closest together, so that the survivors stay spread over the whole sequence."""
-    while len(checkpoints) > MAX_CHECKPOINTS:
+def thinned(checkpoints: list[Checkpoint], limit: int) -> list[Checkpoint]:
+    """At most ``limit`` (``MIN_CHECKPOINTS`` or more), the newest two always kept (where
+    the last prompt ends: a regenerate and an edit of its last question resume there); of
+    the others, drop the one whose neighbours lie closest together, so that the survivors
+    stay spread over the whole sequence."""
+    while len(checkpoints) > max(limit, MIN_CHECKPOINTS):
         gaps = [checkpoints[i + 1].position - (checkpoints[i - 1].position if i else 0)
-                for i in range(len(checkpoints) - 1)]
+                for i in range(len(checkpoints) - MIN_CHECKPOINTS)]
         del checkpoints[gaps.index(min(gaps))]
     return checkpoints
 

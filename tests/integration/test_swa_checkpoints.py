@@ -18,7 +18,7 @@ from inglenook.engine.base.sampling import SamplingParams
 from inglenook.engine.base.gguf import read_gguf
 from inglenook.engine.lab.backend import NumpyBackend
 from inglenook.engine.runtime.batch import LAST, BatchRow
-from inglenook.engine.runtime.fit import ModelShape, kv_cache_bytes, window_checkpoint_bytes
+from inglenook.engine.runtime.fit import ModelShape, checkpoints_per_sequence, kv_cache_bytes, window_checkpoint_bytes
 from inglenook.engine.runtime.model import LoadedModel
 from inglenook.engine.runtime.model_loading import KV_CELLS_BY_POSITION, STATE_SEQ_WINDOW_AT, LoadOptions
 from inglenook.engine.runtime.native import build_patches
@@ -42,7 +42,10 @@ def log_lines(n: int, tag: str = "") -> str:
 
 @pytest.fixture(scope="module")
 def gemma(gemma_path: Path):
-    model = LoadedModel(record_for(gemma_path, GEMMA), LoadOptions(context_size=2048, gpu_layers=GPU_LAYERS))
+    # 4,096 tokens a sequence, though no prompt here is half that long: a sequence keeps as
+    # many checkpoints as its context pays for (fit.checkpoints_per_sequence: 6 here, 2 at
+    # 2,048), and the edits below resume from older ones than the last prompt's end.
+    model = LoadedModel(record_for(gemma_path, GEMMA), LoadOptions(context_size=4096, gpu_layers=GPU_LAYERS))
     yield model
     model.close()
 
@@ -111,7 +114,7 @@ def test_the_window_layers_load_at_window_size(gemma_path: Path, gemma: LoadedMo
     assert gemma.slots[0].checkpoints  # where the prompt's last chunk starts, at least
     # A checkpoint past the window is the size the fit estimate counts for one (an eighth of
     # a sequence's), give or take llama.cpp's cell and layer headers.
-    one = window_checkpoint_bytes(shape, 4096) / swa_checkpoints.MAX_CHECKPOINTS
+    one = window_checkpoint_bytes(shape, 4096) / checkpoints_per_sequence(512, 4096)
     past = [len(c.payload) for c in gemma.slots[0].checkpoints if c.position >= 512]
     assert past and all(one <= size <= one * 1.01 for size in past), (one, past)
 
@@ -293,7 +296,7 @@ def test_rejected_drafts_past_the_window_leave_the_window_cache_as_a_full_prefil
     # so the window of the next position is never lost. Past the 1,024 cells the cache
     # must still predict as a full prefill does.
     model = LoadedModel(record_for(gemma_path, GEMMA),
-                        LoadOptions(context_size=2048, gpu_layers=GPU_LAYERS, speculative="lookup"))
+                        LoadOptions(context_size=2048, gpu_layers=GPU_LAYERS, speculative="lookup", every_logit=True))
     try:
         assert model.context.window_cache and model.speculative_mode == "lookup"
         model.row_cost = RowCost(per_row=0.0, base=0.0, fixed=True)  # drafts always pay

@@ -388,11 +388,17 @@ def test_a_window_state_envelope_round_trips_and_a_damaged_one_is_refused(tmp_pa
 
 
 def test_window_checkpoints_are_thinned_evenly_keeping_the_newest() -> None:
-    from inglenook.engine.runtime.slots import Checkpoint
-    from inglenook.engine.runtime.swa_checkpoints import MAX_CHECKPOINTS, _thinned
+    from inglenook.engine.runtime.slots import MAX_CHECKPOINTS, MIN_CHECKPOINTS, Checkpoint
+    from inglenook.engine.runtime.swa_checkpoints import thinned as thin
 
-    positions = [c.position for c in _thinned([Checkpoint(p, None) for p in range(512, 512 * 14, 512)] +
-                                               [Checkpoint(512 * 14 + 64, None)])]
-    assert len(positions) == MAX_CHECKPOINTS and positions[-1] == 512 * 14 + 64
+    def thinned(positions: list[int], limit: int) -> list[int]:
+        return [c.position for c in thin([Checkpoint(p, None) for p in positions], limit)]
+
+    positions = thinned([*range(512, 512 * 14, 512), 512 * 14 + 64], MAX_CHECKPOINTS)
+    assert len(positions) == MAX_CHECKPOINTS and positions[-2:] == [512 * 13, 512 * 14 + 64]
     gaps = [b - a for a, b in zip(positions, positions[1:])]
     assert max(gaps) <= 3 * min(gaps)  # spread over the sequence, not only its newest part
+    # A context that pays for two keeps the last prompt's end pair (an edit of its last
+    # question, a regenerate), however close together, over older ones further apart.
+    assert thinned([512, 1024, 1504, 1536, 2496, 2528], MIN_CHECKPOINTS) == [2496, 2528]
+    assert thinned([512, 1024, 2496, 2528], 0) == [2496, 2528]  # never fewer than the pair
