@@ -228,7 +228,7 @@ def kv_quality(model_id: str, path: Path, eval_tokens: int) -> dict:
     record = record_for(path, model_id)
     results: dict[str, dict] = {}
     for kv in ("f16", "q8_0"):
-        model = LoadedModel(record, LoadOptions(context_size=1024, kv_cache_type=kv))
+        model = LoadedModel(record, LoadOptions(context_size=1024, kv_cache_type=kv, every_logit=True))
         try:
             text = " ".join(
                 f"Lesson {i}: bakers who study {t} learn to weigh, wait and watch the dough." for i, t in enumerate(TOPICS * 4)

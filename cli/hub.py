@@ -202,6 +202,7 @@ def cmd_files(args: argparse.Namespace, paths: Paths) -> int:
         sequences = max(1, engine.settings.parallel_sequences)
         kv_cells = context * sequences
         kv_type = engine.settings.kv_cache_type
+        speculative = engine.settings.speculative
     listing = hub.list_files(args.repo, revision=args.revision)
     if not listing.options:
         from inglenook.cli.speech_pull import print_speech_files  # noqa: PLC0415 — speech repos only
@@ -212,7 +213,7 @@ def cmd_files(args: argparse.Namespace, paths: Paths) -> int:
     fits: dict[str, Any] = {}
     try:
         shape = hub.shape(listing.repo, listing)
-        fits = fit_options(listing, shape, detect_machine(), kv_cells, kv_type, sequences)
+        fits = fit_options(listing, shape, detect_machine(), kv_cells, kv_type, sequences, speculative)
     except InglenookError as exc:
         print(f"(no fit estimate: {exc})", file=sys.stderr)
     rows = [("QUANT", "FILE", "SIZE", "BITS/WEIGHT", f"FIT AT {context} TOKENS")]

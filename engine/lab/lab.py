@@ -159,6 +159,7 @@ class QuantLab:
         options = LoadOptions(
             context_size=context, threads=base.threads, gpu_layers=base.gpu_layers,
             kv_cache_type=base.kv_cache_type, batch_size=min(512, context),
+            every_logit=True,  # perplexity and KL read the logits after every position
         )
         return LoadedModel(record, options)
 

@@ -39,7 +39,7 @@ from huggingface_hub.errors import (
 from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
 from ..base import DownloadError, GGUFInfo, ModelLoadError, is_projector_name, parse_gguf_header
-from ..runtime import FitEstimate, MachineMemory, ModelShape, estimate_fit
+from ..runtime import FitEstimate, LoadOptions, MachineMemory, ModelShape, estimate_fit, output_rows
 
 log = logging.getLogger(__name__)
 
@@ -390,12 +390,15 @@ class HubClient:
 
 def fit_options(
     listing: RepoListing, shape: ModelShape, machine: MachineMemory, context: int = 4096, kv_type: str = "f16",
-    sequences: int = 1,
+    sequences: int = 1, speculative: str = "off",
 ) -> dict[str, FitEstimate]:
     """A fit estimate for every option of a repo (keyed by ``QuantOption.name``), from one shape:
     ``context`` KV cells in all over ``sequences`` answers at once (each its own window cache
-    and window checkpoints)."""
-    return {o.name: estimate_fit(shape.with_weights(o.size), machine, context, kv_type, sequences=sequences)
+    and window checkpoints), loaded for chat with the ``speculative`` setting (the logits
+    rows a step asks for, ``output_rows``)."""
+    outputs = output_rows(LoadOptions(speculative=speculative), sequences)
+    return {o.name: estimate_fit(shape.with_weights(o.size), machine, context, kv_type, sequences=sequences,
+                                 outputs=outputs)
             for o in listing.options}
 
 

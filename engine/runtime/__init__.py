@@ -22,7 +22,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ),
     "gguf_headers": ("header_of",),
     "model": ("LoadedModel",),
-    "model_loading": ("LoadOptions", "ProgressCallback", "flash_attention_for"),
+    "model_loading": ("LoadOptions", "ProgressCallback", "flash_attention_for", "output_rows"),
     "native": ("backend_report", "llama", "llama_cpp_version", "physical_cores", "supports_gpu_offload"),
     "slots": ("DECODE", "KvSlot"),
     "speculative": ("DRAFT", "OFF"),
@@ -47,7 +47,10 @@ if TYPE_CHECKING:
     )
     from .gguf_headers import header_of as header_of
     from .model import LoadedModel as LoadedModel
-    from .model_loading import LoadOptions as LoadOptions, ProgressCallback as ProgressCallback, flash_attention_for as flash_attention_for
+    from .model_loading import (
+        LoadOptions as LoadOptions, ProgressCallback as ProgressCallback, flash_attention_for as flash_attention_for,
+        output_rows as output_rows,
+    )
     from .native import (
         backend_report as backend_report, llama as llama, llama_cpp_version as llama_cpp_version,
         physical_cores as physical_cores, supports_gpu_offload as supports_gpu_offload,

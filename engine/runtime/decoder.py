@@ -81,6 +81,11 @@ class Decoder:
         ``chunk_size`` at a time into a KV cache the caller has cleared: shape
         (len(tokens), n_vocab); an empty array when cancelled."""
         context = self.context
+        if context.output_rows is not None:
+            # llama.cpp sized this context's buffers for a chat step's rows, and stops the
+            # process (an assertion) on a batch that asks for more.
+            raise ValueError(f"{context.record.id} was loaded for chat; logits after every position need "
+                             "LoadOptions(every_logit=True)")
         out = np.empty((len(tokens), context.n_vocab), dtype=np.float32)
         for start in range(0, len(tokens), chunk_size):
             if cancel is not None and cancel.is_set():

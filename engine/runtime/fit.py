@@ -18,18 +18,22 @@ The estimate adds up what llama.cpp allocates when it loads a model:
 
 ``window checkpoints``
     Copies of the sliding-window layers' last ``n_swa`` positions that each sequence keeps
-    (up to ``slots.MAX_CHECKPOINTS``) so an edit, a regenerate or a saved chat
-    resumes without reading its whole prompt again. They are in system RAM wherever the
-    cache is: ``sequences × 8 × window layers × n_swa × n_head_kv × (head_dim_k +
-    head_dim_v) × bytes_per_element`` at most; gemma-3-270m 7.5 MiB each (60 MiB a
-    sequence), Gemma 3 12B 320 MiB each (2.5 GiB a sequence).
+    so an edit, a regenerate or a saved chat resumes without reading its whole prompt
+    again. They are in system RAM wherever the cache is: ``sequences × k × window layers ×
+    n_swa × n_head_kv × (head_dim_k + head_dim_v) × bytes_per_element`` at most, where
+    ``k`` (``checkpoints_per_sequence``) is as many as the window layers' cells saved by
+    window-sized caches pay for, 2 to 8. gemma-3-270m: 7.5 MiB each, 8 a sequence at 8,192
+    tokens (60 MiB), 2 at 2,048; Gemma 3 12B: 320 MiB each, 6 a sequence at 8,192 tokens
+    (1.9 GiB), 8 from 9,728 on (2.5 GiB).
 
 ``compute``
     llama.cpp's scratch buffer for one micro-batch (``n_ubatch`` = 512 tokens). Its peak
-    is the larger of the output logits (``n_vocab × n_ubatch × 4`` bytes) and the
-    attention scores (``n_head × n_ctx × n_ubatch × 4`` bytes), plus 64 MiB for the
-    rest of the graph. For Llama-3-8B at 8192 tokens that is 576 MiB; llama.cpp
-    reports about 560 MiB.
+    is the larger of the output logits (``n_vocab × rows × 4`` bytes) and the attention
+    scores (``n_head × n_ctx × n_ubatch × 4`` bytes), plus 64 MiB for the rest of the
+    graph. ``rows`` is what a decode may ask logits for: every row of the micro-batch for
+    the lab's measures, one a sequence (and a draft's) for chat
+    (``model_loading.output_rows``). For Llama-3-8B at 8192 tokens without flash
+    attention that is 576 MiB (the scores); llama.cpp reports about 560 MiB.
 
 Headroom: 256 MiB of free VRAM is left for the driver and 512 MiB of available RAM for
 the rest of the system.
@@ -65,7 +69,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..base import GGUFInfo
-from .slots import MAX_CHECKPOINTS
+from .slots import MAX_CHECKPOINTS, MIN_CHECKPOINTS
 
 log = logging.getLogger(__name__)
 
@@ -191,21 +195,39 @@ def kv_cache_bytes(shape: ModelShape, n_ctx: int, kv_type: str = "f16", sequence
                    n_ubatch: int = DEFAULT_UBATCH) -> int:
     """The KV cache of ``n_ctx`` cells in all, over ``sequences`` sequences (one stream each)."""
     sequences = max(1, sequences)
-    # llama.cpp's window cache per stream: the window and a micro-batch, padded to 256 cells.
-    window = min(n_ctx // sequences, -(-(shape.n_swa + n_ubatch) // 256) * 256) * sequences
+    window = window_cells_per_sequence(shape.n_swa, n_ctx // sequences, n_ubatch) * sequences
     cells = (shape.n_layers - shape.swa_layers) * n_ctx + shape.swa_layers * window
     return int(cells * _bytes_per_layer_cell(shape, kv_type))
 
 
-def window_checkpoint_bytes(shape: ModelShape, n_ctx: int, kv_type: str = "f16", sequences: int = 1) -> int:
+def window_cells_per_sequence(n_swa: int, n_ctx_per_sequence: int, n_ubatch: int = DEFAULT_UBATCH) -> int:
+    """The cells llama.cpp gives a sliding-window layer per stream with ``swa_full`` off:
+    the window and a micro-batch, padded to 256 cells, at most the context."""
+    return min(n_ctx_per_sequence, -(-(n_swa + n_ubatch) // 256) * 256)
+
+
+def checkpoints_per_sequence(n_swa: int, n_ctx_per_sequence: int, n_ubatch: int = DEFAULT_UBATCH) -> int:
+    """How many window checkpoints a sequence keeps: as many as the window layers' cells
+    that window-sized caches save (the context less ``window_cells_per_sequence``) pay
+    for, each checkpoint holding ``n_swa`` of them, so that the window cache and its
+    checkpoints never weigh more than a full-size window cache would. At least
+    ``MIN_CHECKPOINTS`` (the two a prompt's end takes), at most ``MAX_CHECKPOINTS``."""
+    saved = n_ctx_per_sequence - window_cells_per_sequence(n_swa, n_ctx_per_sequence, n_ubatch)
+    return max(MIN_CHECKPOINTS, min(MAX_CHECKPOINTS, saved // max(1, n_swa)))
+
+
+def window_checkpoint_bytes(shape: ModelShape, n_ctx: int, kv_type: str = "f16", sequences: int = 1,
+                            n_ubatch: int = DEFAULT_UBATCH) -> int:
     """The system RAM ``sequences`` sequences' window checkpoints take at most (``n_ctx``
-    cells in all): each keeps up to ``MAX_CHECKPOINTS`` copies of its window layers' last
-    ``n_swa`` positions, of the cache's type. 0 for a model without window layers."""
+    cells in all): each keeps ``checkpoints_per_sequence`` copies of its window layers'
+    last ``n_swa`` positions, of the cache's type. 0 for a model without window layers."""
     if not shape.swa_layers or not shape.n_swa:
         return 0
     sequences = max(1, sequences)
-    cells = min(shape.n_swa, n_ctx // sequences)
-    return int(sequences * MAX_CHECKPOINTS * shape.swa_layers * cells * _bytes_per_layer_cell(shape, kv_type))
+    per_sequence = n_ctx // sequences
+    cells = min(shape.n_swa, per_sequence)
+    kept = checkpoints_per_sequence(shape.n_swa, per_sequence, n_ubatch)
+    return int(sequences * kept * shape.swa_layers * cells * _bytes_per_layer_cell(shape, kv_type))
 
 
 # Architectures whose GGUF files leave the sliding-window layers to llama.cpp's default
@@ -224,12 +246,15 @@ def sliding_window_layers(info: GGUFInfo, n_layers: int) -> int:
     return n_layers - n_layers // every if every > 1 else 0
 
 
-def compute_bytes(shape: ModelShape, n_ctx: int, n_ubatch: int = DEFAULT_UBATCH, flash_attention: bool = True) -> int:
+def compute_bytes(shape: ModelShape, n_ctx: int, n_ubatch: int = DEFAULT_UBATCH, flash_attention: bool = True,
+                  outputs: int | None = None) -> int:
     """llama.cpp's compute buffer for a micro-batch of ``n_ubatch`` rows of one sequence
     attending over ``n_ctx`` cells (one sequence's stream): the output logits, or without
     flash attention the attention scores if larger (flash attention never holds them whole;
-    gemma-3-270m at 32,768 tokens: 514.5 MiB reported by llama.cpp, almost all logits)."""
-    logits = shape.n_vocab * n_ubatch * 4
+    gemma-3-270m at 32,768 tokens: 514.5 MiB reported by llama.cpp, almost all logits).
+    ``outputs``: the most logits rows a decode asks for (a chat context's
+    ``model_loading.output_rows``); None for every row of the micro-batch."""
+    logits = shape.n_vocab * (n_ubatch if outputs is None else min(n_ubatch, outputs)) * 4
     scores = 0 if flash_attention else shape.n_head * n_ctx * n_ubatch * 4
     return max(logits, scores) + GRAPH_EXTRA
 
@@ -289,14 +314,14 @@ class FitEstimate:
 
 def estimate_fit(
     shape: ModelShape, machine: MachineMemory, context: int = 4096, kv_type: str = "f16",
-    n_ubatch: int = DEFAULT_UBATCH, sequences: int = 1, flash_attention: bool = True,
+    n_ubatch: int = DEFAULT_UBATCH, sequences: int = 1, flash_attention: bool = True, outputs: int | None = None,
 ) -> FitEstimate:
     """The verdict for ``shape`` at ``context`` tokens (over ``sequences`` sequences) on
-    ``machine`` (see the module docstring)."""
+    ``machine`` (see the module docstring); ``outputs`` as ``compute_bytes`` has it."""
     cache_type = kv_cache_type_for(kv_type, offloads=machine.has_gpu)
     kv = kv_cache_bytes(shape, context, cache_type, sequences, n_ubatch)
-    checkpoints = window_checkpoint_bytes(shape, context, cache_type, sequences)
-    compute = compute_bytes(shape, context // max(1, sequences), n_ubatch, flash_attention)
+    checkpoints = window_checkpoint_bytes(shape, context, cache_type, sequences, n_ubatch)
+    compute = compute_bytes(shape, context // max(1, sequences), n_ubatch, flash_attention, outputs)
     weights = shape.weights_bytes
     total_layers = shape.n_layers + 1
     usable_ram = max(0, machine.ram_available_bytes - RAM_HEADROOM)
@@ -391,7 +416,7 @@ FALLBACK_TRAINED_CONTEXT = 4096  # a header without context_length
 
 def auto_context(
     shape: ModelShape, machine: MachineMemory, trained_context: int | None, parallel: int = 1,
-    kv_type: str = "f16", n_ubatch: int = DEFAULT_UBATCH,
+    kv_type: str = "f16", n_ubatch: int = DEFAULT_UBATCH, outputs: int | None = None,
 ) -> int:
     """Tokens of context per sequence for a model loaded with no context setting.
 
@@ -408,7 +433,7 @@ def auto_context(
 
     def estimate(per_sequence: int) -> FitEstimate:
         return estimate_fit(shape, machine, context=per_sequence * sequences, kv_type=kv_type, n_ubatch=n_ubatch,
-                            sequences=sequences)
+                            sequences=sequences, outputs=outputs)
 
     on_gpu = machine.has_gpu and estimate(AUTO_CONTEXT_FLOOR).verdict == FITS_GPU
     kv_budget = min(KV_RAM_SHARE * max(0, machine.ram_available_bytes - RAM_HEADROOM),

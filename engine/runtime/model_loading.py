@@ -70,6 +70,12 @@ class LoadOptions:
     # (``swa_checkpoints``); True keeps a cache of the full context for them instead
     # (the draft model does: it is cut back anywhere, every step).
     swa_full: bool = False
+    # True: every row of a micro-batch may ask for its logits (the lab's perplexity and KL
+    # measures, ``LoadedModel.logits_for``). False, for chat: a step asks for one row a
+    # sequence and a draft's (``output_rows``), and llama.cpp sizes its compute buffer for
+    # those: gemma-3-270m's fell from 514.5 MiB (512 rows of its 262,144-token vocabulary)
+    # to the size of its graph.
+    every_logit: bool = False
 
 
 def context_per_sequence(wanted: int, trained: int, explicit: bool, model_id: str) -> tuple[int, str]:
@@ -130,6 +136,7 @@ class LlamaContext:
     kv_cache_type: str  # the K/V element type this context runs ("auto" resolved)
     flash_attention: bool
     canonical_rows: int  # the fewest prompt rows a chunk needs for exact KV (``canonical_rows``)
+    output_rows: int | None  # the most logits rows a decode may ask for; None: every row (``output_rows``)
     # Where reused prompt chunks may end without adapters (``prefill_alignment``); see ``prefill_align``.
     row_alignment: int
     offload_note: str = ""  # why fewer layers than planned run on the GPU, or ""
@@ -316,6 +323,7 @@ def _context_on(lib: Any, record: ModelRecord, info: GGUFInfo, options: LoadOpti
         progress_cb=progress_cb, n_vocab=n_vocab, n_ctx=n_ctx, n_ctx_train=n_ctx_train, n_layer=n_layer,
         n_swa=n_swa, window_cache=window_cache, threads=plan.threads, gpu_layers=gpu_layers, kv_cache_type=plan.kv_cache_type,
         flash_attention=plan.flash_attention, canonical_rows=plan.canonical_rows, context_note=plan.context_note,
+        output_rows=output_rows(options, len(slots)),
         row_alignment=plan.row_alignment,
         chat_template=chat_template, add_bos=bool(lib.llama_vocab_get_add_bos(vocab)), speculative_mode=mode,
         vocabulary=vocabulary, adapters=adapters,
@@ -357,6 +365,9 @@ def _context_plan(lib: Any, record: ModelRecord, info: GGUFInfo, options: LoadOp
     ctx_params.n_batch = batch_capacity
     ctx_params.n_ubatch = n_ubatch
     ctx_params.n_seq_max = sequences
+    outputs = output_rows(options, sequences)
+    if outputs is not None:
+        ctx_params.n_outputs_max = outputs  # llama.cpp's default, 0, is every row of a batch
     # One KV stream per sequence, each of the full context, rather than llama.cpp's
     # unified pool: in unified mode the same prompt gave different logits depending on
     # which cells its sequence landed in (SmolLM2, first-token logprob -0.152 in one
@@ -399,7 +410,7 @@ def planned_gpu_layers(record: ModelRecord, info: GGUFInfo, options: LoadOptions
     # Every sequence has a KV stream of the full context (see _open).
     estimate = estimate_fit(ModelShape.from_gguf(info), machine, context=options.context_size * sequences,
                             kv_type=options.kv_cache_type, n_ubatch=options.batch_size, sequences=sequences,
-                            flash_attention=flash_attention_for(options))
+                            flash_attention=flash_attention_for(options), outputs=output_rows(options, sequences))
     log.info("fit estimate for %s: %s", record.id, estimate.label)
     return estimate.gpu_layers
 
@@ -505,6 +516,16 @@ def prefill_alignment(info: GGUFInfo, *, offloads: bool) -> int:
         if len(tensor.shape) >= 2 and tensor.name not in NO_KV_TENSORS and tensor.ggml_type not in ROW_BY_ROW_WEIGHT_TYPES:
             return PREFILL_ALIGN
     return 1
+
+
+def output_rows(options: LoadOptions, sequences: int) -> int | None:
+    """The most logits rows one decode of this context asks for: a row a sequence, and a
+    draft's rows when drafts are verified (``LoadedModel.step``; a prompt chunk asks for
+    its last row only). None for every row of a micro-batch: ``every_logit`` contexts,
+    and embeddings, which pool every row."""
+    if options.embeddings or options.every_logit:
+        return None
+    return sequences * (1 + draft_room(options))
 
 
 def draft_room(options: LoadOptions) -> int:

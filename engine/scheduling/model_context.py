@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from ..base import InglenookError, ModelRecord
 from ..runtime import (
     RAM_HEADROOM, LoadOptions, LoadedModel, MachineMemory, ModelShape, ProgressCallback, auto_context,
-    detect_machine, header_of, kv_cache_type_for,
+    detect_machine, header_of, kv_cache_type_for, output_rows,
 )
 from ..store import AUTO_CONTEXT, Settings
 from .model_pool import estimate_resident_bytes
@@ -35,6 +35,7 @@ def context_for(record: ModelRecord, settings: Settings, options: LoadOptions,
     chosen = auto_context(
         ModelShape.from_gguf(info), machine or detect_machine(), info.context_length,
         parallel=options.parallel, kv_type=options.kv_cache_type, n_ubatch=options.batch_size,
+        outputs=output_rows(options, max(1, options.parallel)),
     )
     log.info("context for %s: %d tokens per sequence (auto; trained for %s)", record.id, chosen, info.context_length)
     return chosen

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..base import ModelLoadError, ModelRecord, ModelTooLarge
 from ..runtime import (DRAFT, OFF, LoadOptions, ModelShape, compute_bytes, flash_attention_for, header_of,
-                       kv_cache_bytes, window_checkpoint_bytes)
+                       kv_cache_bytes, output_rows, window_checkpoint_bytes)
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +57,10 @@ def estimate_resident_bytes(record: ModelRecord, options: LoadOptions) -> int:
     window = shape if not options.swa_full else replace(shape, swa_layers=0)
     total = (shape.weights_bytes + kv_cache_bytes(window, cells, options.kv_cache_type, options.parallel,
                                                   options.batch_size)
-             + compute_bytes(shape, max(1, options.context_size), options.batch_size, flash_attention_for(options))
-             + window_checkpoint_bytes(window, cells, options.kv_cache_type, options.parallel))
+             + compute_bytes(shape, max(1, options.context_size), options.batch_size, flash_attention_for(options),
+                             output_rows(options, max(1, options.parallel)))
+             + window_checkpoint_bytes(window, cells, options.kv_cache_type, options.parallel,
+                                       options.batch_size))
     return total + draft_model_bytes(record, options)
 
 

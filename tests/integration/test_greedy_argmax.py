@@ -4,12 +4,36 @@ position, with and without a logit bias, on both test models' real logits."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from inglenook.engine.base.sampling import SamplingParams
 from inglenook.engine.runtime.model import LoadedModel
+from inglenook.engine.runtime.model_loading import LoadOptions
 from inglenook.engine.runtime.native_sampler import NativeSampler, _plain_greedy
+
+from .conftest import GPU_LAYERS, record_for
+
+
+# The logits after every position of a text are read here: contexts loaded for that
+# (every_logit), in place of the chat contexts conftest.py loads.
+@pytest.fixture(scope="module")
+def smollm2(smollm2_path: Path) -> Iterator[LoadedModel]:
+    model = LoadedModel(record_for(smollm2_path, "smollm2-135m-instruct:q4_1"),
+                        LoadOptions(context_size=1024, gpu_layers=GPU_LAYERS, every_logit=True))
+    yield model
+    model.close()
+
+
+@pytest.fixture(scope="module")
+def gemma(gemma_path: Path) -> Iterator[LoadedModel]:
+    model = LoadedModel(record_for(gemma_path, "gemma-3-270m:q4_k_m"),
+                        LoadOptions(context_size=1024, gpu_layers=GPU_LAYERS, every_logit=True))
+    yield model
+    model.close()
 
 TEXT = "The kettle sang on the hob while the cat watched the rain run down the window."
 

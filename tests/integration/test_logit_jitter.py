@@ -22,7 +22,7 @@ PROMPT = "The capital of France is Paris. The capital of Italy is"
 
 
 def load(path: Path) -> LoadedModel:
-    return LoadedModel(record_for(path, "smollm2-135m-instruct:q4_1"), LoadOptions(context_size=512, parallel=2))
+    return LoadedModel(record_for(path, "smollm2-135m-instruct:q4_1"), LoadOptions(context_size=512, parallel=2, every_logit=True))
 
 
 def test_no_variable_means_no_jitter(smollm2_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

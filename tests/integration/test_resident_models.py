@@ -16,9 +16,12 @@ import pytest
 from inglenook.engine.api.server import ApiServer
 from inglenook.engine.base.errors import ModelTooLarge
 from inglenook.engine.base.generation_events import Chunk, Finished
+from inglenook.engine.base.gguf import read_gguf
 from inglenook.engine.base.jobs import GenerateJob, JobHandle
 from inglenook.engine.base.sampling import SamplingParams
 from inglenook.engine.core.engine import Engine
+from inglenook.engine.runtime.fit import ModelShape
+from inglenook.engine.runtime.speculative import MAX_DRAFT
 from inglenook.engine.scheduling.model_context import context_for
 from inglenook.engine.scheduling.model_pool import MIB, estimate_resident_bytes
 from tests.integration.test_cli import STARTER
@@ -140,17 +143,20 @@ def test_the_server_answers_while_a_model_loads(engine: Engine) -> None:
 def test_a_draft_model_counts_in_the_memory_estimate(engine: Engine) -> None:
     gemma = engine.registry.resolve(gemma_id(engine))
     starter = engine.registry.resolve(STARTER)
-    plain = dataclasses.replace(engine.load_options(), context_size=4096, parallel=2)
-    alone = estimate_resident_bytes(starter, plain)
+    plain = dataclasses.replace(engine.load_options(), context_size=8192, parallel=2)
     other = dataclasses.replace(plain, speculative="draft", draft_model=gemma)
+    # The model itself, verifying drafts: its compute buffer holds each sequence's draft
+    # rows' logits too (model_loading.output_rows), 2 × 16 more than without.
+    alone = estimate_resident_bytes(starter, dataclasses.replace(plain, speculative="lookup"))
+    shape = ModelShape.from_gguf(read_gguf(starter.path))
+    assert alone - estimate_resident_bytes(starter, plain) == 2 * MAX_DRAFT * shape.n_vocab * 4
     itself = dataclasses.replace(plain, speculative="draft", draft_model=starter)
     # A draft model loads with full-size window layers (LoadedModel._load_draft): gemma-3's
-    # sliding-window layers count at 4,096 cells a sequence, and it keeps no checkpoints
-    # (which, 8 a sequence at most, would weigh more here than the cells they save).
+    # sliding-window layers count at 8,192 cells a sequence, and it keeps no checkpoints
+    # (window-sized, with its 8 checkpoints, it would take 5,120 cells' worth).
     gemma_alone = estimate_resident_bytes(gemma, dataclasses.replace(plain, swa_full=True))
-    assert gemma_alone != estimate_resident_bytes(gemma, plain)
+    assert gemma_alone > estimate_resident_bytes(gemma, plain)
+    # Drafting with a model is drafting by lookup (no model) and the draft model beside it.
     assert estimate_resident_bytes(starter, other) == alone + gemma_alone
     # The same file drafting for itself: its pages are shared, its own KV and scratch are not.
     assert alone < estimate_resident_bytes(starter, itself) < 2 * alone
-    # Lookup drafts need no model.
-    assert estimate_resident_bytes(starter, dataclasses.replace(other, speculative="lookup")) == alone

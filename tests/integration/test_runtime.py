@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 import pytest
@@ -157,11 +158,19 @@ def test_gemma_prefix_reuse_gives_the_logits_of_a_full_prefill(gemma: LoadedMode
 
 def test_logits_for_every_position_match_generation(smollm2: LoadedModel) -> None:
     tokens = smollm2.tokenize("The sun rises in the east and sets in the")
-    logits = smollm2.logits_for(tokens)
-    assert logits.shape == (len(tokens), smollm2.n_vocab)
-    greedy_next = int(logits[-1].argmax())
-    _, _, chunks = run(smollm2, tokens, SamplingParams(temperature=0.0, max_tokens=1), reuse_kv=False)
-    assert chunks[0].token_ids[0] == greedy_next
+    # A chat context's buffers hold a step's rows only (llama.cpp would abort on more): it
+    # says so instead of decoding.
+    with pytest.raises(ValueError, match="every_logit"):
+        smollm2.logits_for(tokens)
+    model = LoadedModel(smollm2.record, dataclasses.replace(smollm2.options, every_logit=True))
+    try:
+        logits = model.logits_for(tokens)
+        assert logits.shape == (len(tokens), model.n_vocab)
+        greedy_next = int(logits[-1].argmax())
+        _, _, chunks = run(model, tokens, SamplingParams(temperature=0.0, max_tokens=1), reuse_kv=False)
+        assert chunks[0].token_ids[0] == greedy_next
+    finally:
+        model.close()
 
 
 def test_grammar_constrains_output_even_when_the_model_wants_otherwise(smollm2: LoadedModel) -> None:

@@ -198,8 +198,9 @@ def test_a_sliding_window_model_drafts_and_its_cache_survives_rejected_drafts(ge
     # gemma-3 attends through a 512-token window in most layers, and llama.cpp reuses cells
     # that fall out of it. Drafts move positions on and rejected ones are removed: after a
     # generation well past the window, the cache must still predict as a full prefill does.
+    # every_logit: the full prefill below reads the logits after every position.
     model = LoadedModel(record_for(gemma_path, "gemma-3-270m:q4_k_m"),
-                        LoadOptions(context_size=1024, gpu_layers=GPU_LAYERS, speculative="lookup"))
+                        LoadOptions(context_size=1024, gpu_layers=GPU_LAYERS, speculative="lookup", every_logit=True))
     try:
         assert model.n_swa == 512 and model.speculative_mode == "lookup"
         model.row_cost = FREE_ROWS

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import stat
 import sys
@@ -13,7 +14,7 @@ from inglenook.engine.base.gguf import read_gguf
 from inglenook.engine.runtime import fit
 from inglenook.engine.runtime.fit import (
     CPU_ONLY, FITS_GPU, PARTIAL, TOO_LARGE, GpuMemory, MachineMemory, ModelShape, compute_bytes, estimate_fit,
-    kv_cache_bytes, parse_nvidia_smi, window_checkpoint_bytes,
+    checkpoints_per_sequence, kv_cache_bytes, parse_nvidia_smi, window_checkpoint_bytes,
 )
 
 GIB = 1024**3
@@ -51,6 +52,9 @@ def test_compute_buffer_is_near_what_llama_cpp_reports() -> None:
     # attention (the default) they always do: the scores are never held whole.
     assert compute_bytes(LLAMA3_8B_Q4_K_M, 512, flash_attention=False) == 128_256 * 512 * 4 + 64 * MIB
     assert compute_bytes(LLAMA3_8B_Q4_K_M, 8192) == 128_256 * 512 * 4 + 64 * MIB
+    # A chat context asks for the logits of a row a sequence (and a draft's), not 512.
+    assert compute_bytes(LLAMA3_8B_Q4_K_M, 8192, outputs=4) == 128_256 * 4 * 4 + 64 * MIB
+    assert compute_bytes(LLAMA3_8B_Q4_K_M, 8192, outputs=4096) == 128_256 * 512 * 4 + 64 * MIB
 
 
 def test_llama3_8b_on_a_24_gib_gpu_fits() -> None:
@@ -112,11 +116,22 @@ def test_shape_from_real_gguf_headers(smollm2_path: Path, gemma_path: Path) -> N
     assert kv_cache_bytes(gemma, 32768) == 111 * MIB
     assert kv_cache_bytes(gemma, 4 * 32768, sequences=4) == 4 * 111 * MIB
     assert estimate_fit(gemma, machine(4), context=2048).verdict == CPU_ONLY
-    # Window checkpoints: 8 a sequence, each 15 window layers × 512 positions × 1 KiB, in RAM.
+    # Window checkpoints, each 15 window layers × 512 positions × 1 KiB, in RAM: as many a
+    # sequence as the window cache saves room for (its context less 1,024 cells, 512 a
+    # checkpoint), 2 to 8.
     assert window_checkpoint_bytes(smol, 8192) == 0  # no window layers
     assert window_checkpoint_bytes(gemma, 32768) == 8 * 15 * 512 * 1024 == 60 * MIB
     assert window_checkpoint_bytes(gemma, 4 * 32768, sequences=4) == 4 * 60 * MIB
-    assert window_checkpoint_bytes(gemma, 256) == 8 * 15 * 256 * 1024  # a context under the window
+    assert [checkpoints_per_sequence(512, n) for n in (256, 1024, 2048, 3072, 4096, 5120, 8192)] == [2, 2, 2, 4, 6, 8, 8]
+    assert window_checkpoint_bytes(gemma, 4096) == 6 * 15 * 512 * 1024
+    # A 1,024-token window (Gemma 3 12B; its window cache is 1,536 cells a sequence).
+    assert [checkpoints_per_sequence(1024, n) for n in (4096, 8192, 9728, 131072)] == [2, 6, 8, 8]
+    assert window_checkpoint_bytes(gemma, 256) == 2 * 15 * 256 * 1024  # a context under the window
+    # Never more than the full-size window cache would have taken, from 2 checkpoints' room up.
+    for per_sequence in (3072, 4096, 6144, 8192, 32768):
+        full = kv_cache_bytes(dataclasses.replace(gemma, swa_layers=0), 2 * per_sequence, sequences=2)
+        window = kv_cache_bytes(gemma, 2 * per_sequence, sequences=2)
+        assert window + window_checkpoint_bytes(gemma, 2 * per_sequence, sequences=2) <= full
     fit = estimate_fit(gemma, machine(4), context=4 * 32768, sequences=4)
     assert fit.checkpoint_bytes == 240 * MIB
     assert fit.ram_needed_bytes == fit.total_bytes == fit.weights_bytes + fit.kv_bytes + fit.compute_bytes + 240 * MIB

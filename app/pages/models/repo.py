@@ -67,7 +67,8 @@ def load_details(engine: Engine, repo: str) -> RepoDetails:
         shape = hub.shape(repo, listing)
         details.machine = detect_machine()
         details.fits = fit_options(listing, shape, details.machine, context=settings.kv_context,
-                                   kv_type=settings.kv_cache_type, sequences=max(1, settings.parallel_sequences))
+                                   kv_type=settings.kv_cache_type, sequences=max(1, settings.parallel_sequences),
+                                   speculative=settings.speculative)
     except InglenookError as exc:
         log.info("no fit estimate for %s: %s", repo, exc)
         details.fit_error = exc
