@@ -250,10 +250,11 @@ def compute_bytes(shape: ModelShape, n_ctx: int, n_ubatch: int = DEFAULT_UBATCH,
                   outputs: int | None = None) -> int:
     """llama.cpp's compute buffer for a micro-batch of ``n_ubatch`` rows of one sequence
     attending over ``n_ctx`` cells (one sequence's stream): the output logits, or without
-    flash attention the attention scores if larger (flash attention never holds them whole;
-    gemma-3-270m at 32,768 tokens: 514.5 MiB reported by llama.cpp, almost all logits).
+    flash attention the attention scores if larger (flash attention never holds them whole).
     ``outputs``: the most logits rows a decode asks for (a chat context's
-    ``model_loading.output_rows``); None for every row of the micro-batch."""
+    ``model_loading.output_rows``); None for every row of the micro-batch. gemma-3-270m at
+    32,768 tokens × 4 sequences, as llama.cpp reports it: 514.5 MiB with every row's
+    logits, 50.8 MiB with a row a sequence."""
     logits = shape.n_vocab * (n_ubatch if outputs is None else min(n_ubatch, outputs)) * 4
     scores = 0 if flash_attention else shape.n_head * n_ctx * n_ubatch * 4
     return max(logits, scores) + GRAPH_EXTRA

@@ -73,8 +73,8 @@ class LoadOptions:
     # True: every row of a micro-batch may ask for its logits (the lab's perplexity and KL
     # measures, ``LoadedModel.logits_for``). False, for chat: a step asks for one row a
     # sequence and a draft's (``output_rows``), and llama.cpp sizes its compute buffer for
-    # those: gemma-3-270m's fell from 514.5 MiB (512 rows of its 262,144-token vocabulary)
-    # to the size of its graph.
+    # those: gemma-3-270m's, at 32,768 tokens × 4 sequences, fell from 514.5 MiB (the
+    # logits of 512 rows over its 262,144-token vocabulary) to 50.8 MiB.
     every_logit: bool = False
 
 

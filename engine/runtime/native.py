@@ -60,7 +60,7 @@ def _without_huge_page_advice() -> None:
 
     The engine's big arrays are copies on the token path: window checkpoints (gemma-3-270m:
     7.5 MiB, taken before a prompt's first token), their copies from a saved state, sequence
-    states for the prompt cache. Where the kernel's THP ``defrag`` is ``madvise`` (Debian's
+    states for the prompt cache. Where the kernel's THP ``defrag`` is ``madvise`` (its
     default), a fault in an advised region waits for the kernel to assemble a huge page:
     checkpoint copies here took 1 ms at the median but up to 45-55 ms with the advice, 6 ms at
     most without. The kernel still hands out huge pages it has ready (THP ``enabled``).
