@@ -20,20 +20,21 @@ from .conftest import GPU_LAYERS, record_for
 
 # The logits after every position of a text are read here: contexts loaded for that
 # (every_logit), in place of the chat contexts conftest.py loads.
-@pytest.fixture(scope="module")
-def smollm2(smollm2_path: Path) -> Iterator[LoadedModel]:
-    model = LoadedModel(record_for(smollm2_path, "smollm2-135m-instruct:q4_1"),
+def every_logit_model(path: Path, model_id: str) -> Iterator[LoadedModel]:
+    model = LoadedModel(record_for(path, model_id),
                         LoadOptions(context_size=1024, gpu_layers=GPU_LAYERS, every_logit=True))
     yield model
     model.close()
+
+
+@pytest.fixture(scope="module")
+def smollm2(smollm2_path: Path) -> Iterator[LoadedModel]:
+    yield from every_logit_model(smollm2_path, "smollm2-135m-instruct:q4_1")
 
 
 @pytest.fixture(scope="module")
 def gemma(gemma_path: Path) -> Iterator[LoadedModel]:
-    model = LoadedModel(record_for(gemma_path, "gemma-3-270m:q4_k_m"),
-                        LoadOptions(context_size=1024, gpu_layers=GPU_LAYERS, every_logit=True))
-    yield model
-    model.close()
+    yield from every_logit_model(gemma_path, "gemma-3-270m:q4_k_m")
 
 TEXT = "The kettle sang on the hob while the cat watched the rain run down the window."
 
