@@ -17,7 +17,8 @@ Rounds alternate the servers at each depth (each configuration once per round, w
 goes first swapping every round) and medians are reported, so machine noise hits both
 alike; each one's best round is reported too (``tok_s_best``, ``ratios_best``: the speed
 with the least outside work in it, on a shared machine whose speed swings from one run to
-the next). Prints JSON.
+the next), and ``ratios_paired``, the median of each round's own ratio (``paired.py``).
+Prints JSON.
 
     python benchmarks/server_speed.py --llama-server "$(python scripts/llama_build.py llama-server)" \\
         [--model PATH ...] [--depths 0,4096] [--rounds 3] [--threads N]
@@ -36,6 +37,7 @@ from pathlib import Path
 import httpx
 from kv_quality import default_models  # benchmarks/ is on sys.path when run as a script
 from lengths import start_llama_server, start_ours
+from paired import paired_ratio
 
 from inglenook.engine.base.gguf import read_gguf
 from inglenook.engine.runtime.native import physical_cores
@@ -108,7 +110,7 @@ def measure_model(path: Path, args: argparse.Namespace) -> dict:
     medians = {key: round(statistics.median(values), 2) for key, values in samples.items()}
     best = {key: round(max(values), 2) for key, values in samples.items()}
     return {"model": path.name, "context": context, "tok_s": medians, "ratios": ours_over_theirs(medians),
-            "tok_s_best": best, "ratios_best": ours_over_theirs(best)}
+            "tok_s_best": best, "ratios_best": ours_over_theirs(best), "ratios_paired": paired_ratios(samples)}
 
 
 def ours_over_theirs(speeds: dict[str, float]) -> dict[str, float]:
@@ -118,6 +120,17 @@ def ours_over_theirs(speeds: dict[str, float]) -> dict[str, float]:
         if name == "ours" and speeds.get(f"{test} | llama-server"):
             ratios[f"{test}: ours / llama-server"] = round(value / speeds[f"{test} | llama-server"], 3)
     return ratios
+
+
+def paired_ratios(samples: dict[str, list[float]]) -> dict[str, float]:
+    """Ours ÷ llama-server in the same round, median over rounds (``paired.py``)."""
+    out: dict[str, float] = {}
+    for key, values in samples.items():
+        test, name = key.split(" | ")
+        theirs = samples.get(f"{test} | llama-server")
+        if name == "ours" and theirs and (ratio := paired_ratio(values, [theirs])) is not None:
+            out[f"{test}: ours / llama-server"] = ratio
+    return out
 
 
 def main() -> int:

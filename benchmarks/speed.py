@@ -13,7 +13,9 @@ tokens, like ``llama-bench -d``. Rounds are interleaved (each configuration once
 and medians reported, so machine noise hits all alike; each one's best round is reported
 too (``tok_s_best``, ``ratios_best``): on a shared two-core machine whose speed swings by a
 quarter from one run to the next, the best of several rounds is the speed with the least
-outside work in it (``timeit`` reports its minimum for the same reason). With ``--ubatch`` several
+outside work in it (``timeit`` reports its minimum for the same reason). ``ratios_paired`` is
+the median of each round's own ratio (``paired.py``): a slow stretch that hits one round hits
+both sides of it. With ``--ubatch`` several
 micro-batch sizes are measured for prompt reading, ours and llama-bench's alike. Prints JSON.
 
     python benchmarks/speed.py --llama-bench "$(python scripts/llama_build.py llama-bench)" \
@@ -32,6 +34,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from kv_quality import default_models  # benchmarks/ is on sys.path when run as a script
+from paired import paired_ratio
 from inglenook.engine.base.generation_events import Finished
 from inglenook.engine.base.gguf import read_gguf
 from inglenook.engine.base.model_record import ModelRecord
@@ -132,7 +135,7 @@ def measure_model(path: Path, args: argparse.Namespace) -> dict:
     medians = {key: round(statistics.median(values), 2) for key, values in samples.items()}
     best = {key: round(max(values), 2) for key, values in samples.items()}
     return {"model": path.name, "tok_s": medians, "ratios": ratios(medians), "tok_s_best": best,
-            "ratios_best": ratios(best)}
+            "ratios_best": ratios(best), "ratios_paired": paired_ratios(samples)}
 
 
 def ratios(medians: dict[str, float]) -> dict[str, float]:
@@ -144,6 +147,17 @@ def ratios(medians: dict[str, float]) -> dict[str, float]:
         best = max((v for k, v in medians.items() if k.startswith(test + " | llama-bench")), default=None)
         if ours and best:
             out[f"{test}: ours / best llama-bench"] = round(ours / best, 3)
+    return out
+
+
+def paired_ratios(samples: dict[str, list[float]]) -> dict[str, float]:
+    """Ours (default) ÷ the best llama-bench configuration of the same round, median over rounds."""
+    out: dict[str, float] = {}
+    for test in sorted({key.split(" | ")[0] for key in samples}):
+        ours = samples.get(f"{test} | {next(iter(OURS))}")
+        theirs = [v for k, v in samples.items() if k.startswith(test + " | llama-bench")]
+        if ours and theirs and (ratio := paired_ratio(ours, theirs)) is not None:
+            out[f"{test}: ours / best llama-bench"] = ratio
     return out
 
 

@@ -14,7 +14,8 @@ The estimate adds up what llama.cpp allocates when it loads a model:
     32 × 8192 × 8 × 256 × 2 bytes = 1 GiB. Sliding-window layers (Gemma 3: five of every
     six) are counted at what llama.cpp allocates for them with ``swa_full`` off, the
     engine's default: per sequence the window plus a micro-batch, padded to 256 cells
-    (gemma-3-270m: 1,024 cells however long the context; ``swa_checkpoints``).
+    (gemma-3-270m: 1,024 cells however long the context; ``swa_checkpoints``). Llama 4's
+    chunked layers (three of every four, chunks of 8,192) are counted the same way.
 
 ``window checkpoints``
     Copies of the sliding-window layers' last ``n_swa`` positions that each sequence keeps
@@ -121,7 +122,7 @@ class ModelShape:
         # No output.weight in a known tensor list: the output reuses the input embedding.
         output = sizes.get("output.weight", 0) + sizes.get("output_norm.weight", 0) if sizes else None
         data_bytes = info.file_size - info.data_offset
-        n_swa = _as_int(info.arch_value("attention.sliding_window")) or 0
+        n_swa = sliding_window_size(info)
         return cls(
             weights_bytes=data_bytes if data_bytes > 0 else info.file_size,
             n_layers=n_layers, n_embd=n_embd, n_head=n_head, n_head_kv=n_head_kv,
@@ -232,7 +233,27 @@ def window_checkpoint_bytes(shape: ModelShape, n_ctx: int, kv_type: str = "f16",
 
 # Architectures whose GGUF files leave the sliding-window layers to llama.cpp's default
 # pattern (every n-th layer attends in full): llama.cpp's models/*.cpp ``load_swa_pattern``.
-_SWA_PATTERNS = {"gemma3": 6, "gemma-embedding": 6, "gemma2": 2, "cohere2": 4, "gpt-oss": 2}
+_SWA_PATTERNS = {"gemma3": 6, "gemma-embedding": 6, "gemma2": 2, "cohere2": 4, "gpt-oss": 2, "llama4": 4}
+# Architectures whose window layers attend within fixed chunks (position p sees from
+# p - p % n_swa on, llama.cpp's LLAMA_SWA_TYPE_CHUNKED) rather than over the last n_swa
+# positions: Llama 4 and MobileLLM-R1, at a chunk of 8,192 that llama.cpp's loader sets
+# whatever the file says (models/llama4.cpp).
+CHUNKED_WINDOW_ARCHITECTURES = frozenset({"llama4"})
+LLAMA4_CHUNK = 8192
+
+
+def sliding_window_size(info: GGUFInfo) -> int:
+    """The window (or chunk) llama.cpp gives a model's window layers, as its loader reads the
+    header: the ``sliding_window`` key, except where the loader decides otherwise. Phi-3's
+    files carry a window llama.cpp ignores (all its layers attend in full), and Llama 4's
+    files usually carry none while it attends in chunks of 8,192 (0 in the key turns them
+    off). The loaded model's own figure is ``llama_model_n_swa``, which the runtime uses."""
+    value = _as_int(info.arch_value("attention.sliding_window"))
+    if info.architecture == "phi3":
+        return 0
+    if info.architecture in CHUNKED_WINDOW_ARCHITECTURES:
+        return 0 if value == 0 else LLAMA4_CHUNK
+    return value or 0
 
 
 def sliding_window_layers(info: GGUFInfo, n_layers: int) -> int:

@@ -16,7 +16,7 @@ import numpy as np
 
 from .model_loading import LlamaContext
 from .slots import Checkpoint, KvSlot
-from .swa_checkpoints import WindowCheckpoints, pack, packed_size, thinned, unpack
+from .swa_checkpoints import WindowCheckpoints, pack, packed_size, thinned, unpack, window_needed_from
 
 log = logging.getLogger("inglenook.engine.runtime.model")
 
@@ -99,15 +99,16 @@ class KvStates:
     def _window_intact(self, slot: KvSlot, next_pos: int) -> bool:
         """Whether the sliding-window layers still hold every position ``next_pos`` attends to.
 
-        A restored state carries only the last ``n_swa`` positions of those layers, so after
-        trimming it the window of the next token can reach positions that are gone; decoding
-        on would silently attend to nothing there. (llama.cpp's server checks the same.)
+        A restored state carries only the last ``n_swa`` positions of those layers (with
+        chunks, those of the last chunk), so after trimming it the window of the next token
+        can reach positions that are gone; decoding on would silently attend to nothing
+        there. (llama.cpp's server checks the same.)
         """
         context = self.context
         if context.n_swa <= 0 or next_pos == 0:
             return True
         oldest = context.lib.llama_memory_seq_pos_min(context.memory, slot.seq_id)
-        return oldest <= max(0, next_pos - context.n_swa)
+        return oldest <= window_needed_from(next_pos, context.n_swa, context.window_chunked)
 
     # -- sequence state (the prefix cache's payload) --------------------------------
 

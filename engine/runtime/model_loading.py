@@ -21,7 +21,8 @@ from typing import Any
 
 from ..base import GGUFInfo, ModelLoadError, ModelRecord, check_vocabulary
 from ..text import ChatTemplate
-from .fit import AUTO_KV_CACHE, ModelShape, detect_machine, estimate_fit, kv_cache_type_for
+from .fit import (AUTO_KV_CACHE, CHUNKED_WINDOW_ARCHITECTURES, ModelShape, detect_machine, estimate_fit,
+                  kv_cache_type_for, sliding_window_size)
 from .gguf_headers import checked_header
 from .decode_abort import DecodeAbort
 from .logit_jitter import LogitJitter
@@ -129,6 +130,7 @@ class LlamaContext:
     n_ctx_train: int
     n_layer: int
     n_swa: int  # sliding-window layers see only the last n_swa positions (0: none)
+    window_chunked: bool  # ... or only those since the last multiple of n_swa (Llama 4's chunks)
     # Those layers keep only the window (swa_full off): cuts resume from window checkpoints.
     window_cache: bool
     threads: int
@@ -297,8 +299,13 @@ def _context_on(lib: Any, record: ModelRecord, info: GGUFInfo, options: LoadOpti
     vocabulary = Vocabulary(lib, vocab, n_vocab)
     n_ctx_train = lib.llama_model_n_ctx_train(model)
     n_layer = lib.llama_model_n_layer(model)
-    # Sliding-window attention: layers that only see the last n_swa positions.
-    n_swa = int(info.arch_value("attention.sliding_window") or 0)
+    # Sliding-window attention: layers that only see the last n_swa positions (or, in
+    # chunks, the positions since the last multiple of n_swa). llama.cpp's own figure, not
+    # the header's: its loader ignores Phi-3's window and sets Llama 4's chunk itself.
+    n_swa = max(0, int(lib.llama_model_n_swa(model)))
+    if n_swa != sliding_window_size(info):
+        log.debug("%s: llama.cpp runs a window of %d, the estimate read %d", record.id, n_swa,
+                  sliding_window_size(info))
 
     window_cache = n_swa > 0 and not options.swa_full
     plan = _context_plan(lib, record, info, options, len(slots), gpu_layers, n_ctx_train, window_cache)
@@ -321,7 +328,8 @@ def _context_on(lib: Any, record: ModelRecord, info: GGUFInfo, options: LoadOpti
         record=record, options=options, info=info, slots=slots,
         lib=lib, model=model, ctx=ctx, vocab=vocab, memory=memory, batch=batch, batch_capacity=batch_capacity,
         progress_cb=progress_cb, n_vocab=n_vocab, n_ctx=n_ctx, n_ctx_train=n_ctx_train, n_layer=n_layer,
-        n_swa=n_swa, window_cache=window_cache, threads=plan.threads, gpu_layers=gpu_layers, kv_cache_type=plan.kv_cache_type,
+        n_swa=n_swa, window_chunked=info.architecture in CHUNKED_WINDOW_ARCHITECTURES, window_cache=window_cache,
+        threads=plan.threads, gpu_layers=gpu_layers, kv_cache_type=plan.kv_cache_type,
         flash_attention=plan.flash_attention, canonical_rows=plan.canonical_rows, context_note=plan.context_note,
         output_rows=output_rows(options, len(slots)),
         row_alignment=plan.row_alignment,

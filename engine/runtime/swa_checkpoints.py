@@ -136,9 +136,10 @@ class WindowCheckpoints:
         if payload is None:
             log.warning("llama.cpp could not copy a window checkpoint of %s", context.record.id)
             return False
-        if position is not None and window_cells(payload) != min(position, context.n_swa):
-            # Not the cells a copy taken at ``position`` holds (a window of another shape than
-            # the last n_swa positions, or cells the chunk wrote over): resumes go further back.
+        if position is not None and window_cells(payload) != position - window_start(
+                position - 1, context.n_swa, context.window_chunked):
+            # Not the cells a copy taken at ``position`` holds (the window the position before
+            # it sees: some were written over by the chunk): resumes go further back.
             log.debug("no window checkpoint of %s at %d inside its last chunk", context.record.id, position)
             return False
         kept = [c for c in slot.checkpoints if c.position < at]
@@ -202,6 +203,27 @@ def resume_points(end: int, least: int, align: int) -> list[int]:
     ``KvStates.reusable_length``)."""
     points = {end - back - (end - back) % align for back in (LAST_TURN_REACH, least)}
     return sorted(point for point in points if point > 0)
+
+
+def window_start(position: int, n_swa: int, chunked: bool) -> int:
+    """The first position a token at ``position`` attends to in the window layers: the last
+    ``n_swa`` positions with a sliding window, those since the last multiple of ``n_swa``
+    with chunks (Llama 4). A checkpoint taken when a sequence ends at ``p`` holds the cells
+    from ``window_start(p - 1)`` to ``p``, what llama.cpp keeps unmasked for its last token."""
+    if chunked:
+        return position - position % n_swa
+    return max(0, position - n_swa + 1)
+
+
+def window_needed_from(next_pos: int, n_swa: int, chunked: bool) -> int:
+    """The oldest position the window layers must still hold for the sequence to go on at
+    ``next_pos``. With a sliding window one further back than the token there attends to,
+    as llama.cpp's server asks: the window of a checkpoint at ``next_pos`` then passes. With
+    chunks, the chunk's start (``next_pos`` itself when a new chunk begins there: its first
+    token attends to nothing before it)."""
+    if chunked:
+        return window_start(next_pos, n_swa, chunked)
+    return max(0, next_pos - n_swa)
 
 
 _STATE_SEQ_MAGIC = 0xAF143CD8  # what llama.cpp's sequence-state copies begin with, then the sequence id

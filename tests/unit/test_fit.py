@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from inglenook.engine.base.gguf import read_gguf
+from inglenook.engine.base.gguf import GGUFInfo, read_gguf
 from inglenook.engine.runtime import fit
 from inglenook.engine.runtime.fit import (
     CPU_ONLY, FITS_GPU, PARTIAL, TOO_LARGE, GpuMemory, MachineMemory, ModelShape, compute_bytes, estimate_fit,
@@ -168,3 +168,24 @@ def test_detect_machine_reads_nvidia_smi(monkeypatch: pytest.MonkeyPatch, tmp_pa
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ.get('PATH', '')}")
     found = fit.detect_machine(check_backend=False)
     assert found.gpus == (GpuMemory("NVIDIA H200", 143771 * MIB, 140000 * MIB),)
+
+
+def header(architecture: str, **values: object) -> GGUFInfo:
+    metadata = {"general.architecture": architecture, f"{architecture}.block_count": 48,
+                **{f"{architecture}.{key.replace('__', '.')}": value for key, value in values.items()}}
+    return GGUFInfo(path=Path("model.gguf"), version=3, file_size=0, metadata=metadata, tensors=[], data_offset=0)
+
+
+def test_the_window_is_what_llama_cpp_loads_not_only_what_the_header_says() -> None:
+    # The header's window where llama.cpp uses it (gemma-3: 1,024 for 12B, 5 of 6 layers).
+    gemma = ModelShape.from_gguf(header("gemma3", attention__sliding_window=1024))
+    assert (gemma.n_swa, gemma.swa_layers) == (1024, 40)
+    # Phi-3's files carry a window llama.cpp ignores: every layer is counted in full.
+    phi3 = ModelShape.from_gguf(header("phi3", attention__sliding_window=2047))
+    assert (phi3.n_swa, phi3.swa_layers) == (0, 0)
+    # Llama 4's carry none, and it attends in chunks of 8,192 in 3 of every 4 layers; a 0 in
+    # the key turns the chunks off.
+    llama4 = ModelShape.from_gguf(header("llama4"))
+    assert (llama4.n_swa, llama4.swa_layers) == (fit.LLAMA4_CHUNK, 36)
+    assert fit.sliding_window_size(header("llama4", attention__sliding_window=0)) == 0
+    assert "llama4" in fit.CHUNKED_WINDOW_ARCHITECTURES and "gemma3" not in fit.CHUNKED_WINDOW_ARCHITECTURES

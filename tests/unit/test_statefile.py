@@ -402,3 +402,21 @@ def test_window_checkpoints_are_thinned_evenly_keeping_the_newest() -> None:
     # question, a regenerate), however close together, over older ones further apart.
     assert thinned([512, 1024, 1504, 1536, 2496, 2528], MIN_CHECKPOINTS) == [2496, 2528]
     assert thinned([512, 1024, 2496, 2528], 0) == [2496, 2528]  # never fewer than the pair
+
+
+def test_window_start_for_sliding_windows_and_chunks() -> None:
+    from inglenook.engine.runtime.swa_checkpoints import window_needed_from, window_start
+
+    # A sliding window of 512: position 1,000 attends to 489..1,000; a checkpoint taken when
+    # a sequence ends at 1,000 holds 512 cells; going on at 1,000 needs 488 on (one more, as
+    # llama.cpp's server asks), the first cell such a checkpoint holds.
+    assert window_start(1000, 512, chunked=False) == 489
+    assert 1000 - window_start(999, 512, chunked=False) == 512
+    assert window_needed_from(1000, 512, chunked=False) == 488
+    assert window_start(100, 512, chunked=False) == window_needed_from(100, 512, chunked=False) == 0
+    # Chunks of 8,192: position 9,000 attends to 8,192..9,000; a new chunk's first token to
+    # itself only, so a sequence goes on at 8,192 with nothing before it in those layers.
+    assert window_start(9000, 8192, chunked=True) == window_needed_from(9000, 8192, chunked=True) == 8192
+    assert window_needed_from(8192, 8192, chunked=True) == 8192
+    assert 8192 - window_start(8191, 8192, chunked=True) == 8192
+    assert 8200 - window_start(8199, 8192, chunked=True) == 8
