@@ -303,9 +303,8 @@ def _context_on(lib: Any, record: ModelRecord, info: GGUFInfo, options: LoadOpti
     # chunks, the positions since the last multiple of n_swa). llama.cpp's own figure, not
     # the header's: its loader ignores Phi-3's window and sets Llama 4's chunk itself.
     n_swa = max(0, int(lib.llama_model_n_swa(model)))
-    if n_swa != sliding_window_size(info):
-        log.debug("%s: llama.cpp runs a window of %d, the estimate read %d", record.id, n_swa,
-                  sliding_window_size(info))
+    if n_swa != (estimated := sliding_window_size(info)):
+        log.debug("%s: llama.cpp runs a window of %d, the estimate read %d", record.id, n_swa, estimated)
 
     window_cache = n_swa > 0 and not options.swa_full
     plan = _context_plan(lib, record, info, options, len(slots), gpu_layers, n_ctx_train, window_cache)
