@@ -8,6 +8,8 @@ its own (``LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY``; the full-attention layers keep 
 position and are cut like any tail), so the engine keeps such copies at positions where a
 later prompt may resume (``WindowCheckpoints.after_chunk``) and a cut that loses the window
 goes back to the nearest one at or before it and reads the rest again (``restore``).
+Llama 4's window layers attend within chunks of ``n_swa`` positions instead: the cells a
+cut needs, and those a checkpoint holds, start at its chunk's start (``window_start``).
 
 Checkpoints are taken only where the sequence's KV is canonical (an aligned position at or
 before ``KvSlot.prefilled``), so resuming from one reads the same chunks a full prefill
