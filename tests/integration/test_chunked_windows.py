@@ -15,7 +15,6 @@ import logging
 from pathlib import Path
 
 import pytest
-from inglenook.engine.base.generation_events import Chunk, Finished
 from inglenook.engine.base.gguf import read_gguf
 from inglenook.engine.base.sampling import SamplingParams
 from inglenook.engine.runtime.fit import ModelShape, kv_cache_bytes, window_checkpoint_bytes
@@ -27,6 +26,7 @@ from inglenook.engine.store.cache import MIB, PrefixCache
 from ..llama4_writer import CHUNK, write_llama4
 from ..prefix_rule import least_read_again
 from .conftest import GPU_LAYERS, record_for
+from .greedy_answers import answer, fresh
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=16, seed=3)
 CONTEXT = 12288  # a chunk and a half: room for prompts that cross the first chunk's end
@@ -57,22 +57,6 @@ def words(model: LoadedModel, count: int, tag: str = "") -> list[int]:
     return tokens[:count]
 
 
-def answer(model: LoadedModel, prompt: list[int], reuse: bool = True) -> tuple[list[int], Finished]:
-    ids: list[int] = []
-    finished = None
-    for event in model.generate(prompt, GREEDY, reuse_kv=reuse):
-        if isinstance(event, Chunk):
-            ids += event.token_ids
-        elif isinstance(event, Finished):
-            finished = event
-    assert finished is not None
-    return ids, finished
-
-
-def fresh(model: LoadedModel, prompt: list[int]) -> list[int]:
-    return answer(model, prompt, reuse=False)[0]
-
-
 def test_llama4_window_layers_load_in_chunks_at_window_size(llama4_path: Path,
                                                              caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.DEBUG, logger="inglenook.llama"):
@@ -94,24 +78,24 @@ def test_llama4_window_layers_load_in_chunks_at_window_size(llama4_path: Path,
 
 def test_an_edit_back_into_an_earlier_chunk_answers_as_a_full_prefill(llama4: LoadedModel) -> None:
     prompt = words(llama4, 10_000)
-    answer(llama4, prompt, reuse=False)
+    answer(llama4, prompt, reuse=False, sampling=GREEDY)
     # The ring of 8,704 cells now holds positions 1,296 on: the first chunk's start is gone,
     # and position 8,000 attends back to it.
     edited = prompt[:8000] + words(llama4, 40, tag="b")
-    got, finished = answer(llama4, edited)
+    got, finished = answer(llama4, edited, sampling=GREEDY)
     assert finished.usage.cached_tokens <= 8000
-    assert got == fresh(llama4, edited)
+    assert got == fresh(llama4, edited, GREEDY)
 
 
 def test_an_edit_inside_the_last_chunk_keeps_the_cache(llama4: LoadedModel) -> None:
     prompt = words(llama4, 10_000)
-    answer(llama4, prompt, reuse=False)
+    answer(llama4, prompt, reuse=False, sampling=GREEDY)
     # Position 9,500 attends back to 8,192 only, still in the ring: nothing is read again
     # before the cut (less the canonical tail every resume reads).
     edited = prompt[:9500] + words(llama4, 40, tag="c")
-    got, finished = answer(llama4, edited)
+    got, finished = answer(llama4, edited, sampling=GREEDY)
     assert finished.usage.cached_tokens >= 9500 - 2 * least_read_again(window_cache=True)
-    assert got == fresh(llama4, edited)
+    assert got == fresh(llama4, edited, GREEDY)
 
 
 def test_a_restart_resumes_across_a_chunk_end_from_its_checkpoint(llama4_path: Path, tmp_path: Path) -> None:
@@ -121,7 +105,7 @@ def test_a_restart_resumes_across_a_chunk_end_from_its_checkpoint(llama4_path: P
         # The prompt ends 16 tokens into the second chunk; a regenerate resumes before it
         # (reading the prompt's last rows again, ``least_read_again``).
         prompt = words(model, CHUNK + 16)
-        ids, _ = answer(model, prompt, reuse=False)
+        ids, _ = answer(model, prompt, reuse=False, sampling=GREEDY)
         ends = [c.position for c in model.slots[0].checkpoints]
         assert any(position < CHUNK for position in ends), ends
         # A checkpoint before the chunk's end holds the first chunk up to it.
@@ -139,9 +123,9 @@ def test_a_restart_resumes_across_a_chunk_end_from_its_checkpoint(llama4_path: P
         # regenerate resumes from the checkpoint the state carries, not from the start.
         restored = cache.restore(model.slot_view(model.slots[0]), prompt, conversation_id=1)
         assert len(prompt) - 128 < restored < CHUNK
-        again, finished = answer(model, prompt)
+        again, finished = answer(model, prompt, sampling=GREEDY)
         assert finished.usage.cached_tokens == restored
-        assert again == ids == fresh(model, prompt)
+        assert again == ids == fresh(model, prompt, GREEDY)
     finally:
         model.close()
         cache.close()

@@ -30,8 +30,8 @@ from inglenook.engine.store.cache import MIB, PrefixCache
 
 from ..prefix_rule import least_read_again, served
 from .conftest import GPU_LAYERS, record_for
+from .greedy_answers import answer, fresh
 
-GREEDY = SamplingParams(temperature=0.0, max_tokens=12, seed=3)
 GEMMA = "gemma-3-270m:q4_k_m"
 
 
@@ -48,23 +48,6 @@ def gemma(gemma_path: Path):
     model = LoadedModel(record_for(gemma_path, GEMMA), LoadOptions(context_size=4096, gpu_layers=GPU_LAYERS))
     yield model
     model.close()
-
-
-def answer(model: LoadedModel, prompt: list[int], reuse: bool = True,
-           sampling: SamplingParams = GREEDY) -> tuple[list[int], Finished]:
-    ids: list[int] = []
-    finished = None
-    for event in model.generate(prompt, sampling, reuse_kv=reuse):
-        if isinstance(event, Chunk):
-            ids += event.token_ids
-        elif isinstance(event, Finished):
-            finished = event
-    assert finished is not None
-    return ids, finished
-
-
-def fresh(model: LoadedModel, prompt: list[int]) -> list[int]:
-    return answer(model, prompt, reuse=False)[0]
 
 
 # Greedy, with every answer token's top log-probabilities: a log-softmax over all logits, so
