@@ -14,8 +14,9 @@ and medians reported, so machine noise hits all alike; each one's best round is 
 too (``tok_s_best``, ``ratios_best``): on a shared two-core machine whose speed swings by a
 quarter from one run to the next, the best of several rounds is the speed with the least
 outside work in it (``timeit`` reports its minimum for the same reason). ``ratios_paired`` is
-the median of each round's own ratio (``paired.py``): a slow stretch that hits one round hits
-both sides of it. With ``--ubatch`` several
+the median of each round's own ratio against llama-bench's best configuration (``paired.py``):
+a slow stretch that hits one round hits both sides of it. Ours and llama-bench take turns
+going first. With ``--ubatch`` several
 micro-batch sizes are measured for prompt reading, ours and llama-bench's alike. Prints JSON.
 
     python benchmarks/speed.py --llama-bench "$(python scripts/llama_build.py llama-bench)" \
@@ -116,19 +117,12 @@ def measure_model(path: Path, args: argparse.Namespace) -> dict:
     try:
         for model in models.values():  # warm-up: compute buffers, page faults of the weights
             ours_decode(model, 0, 4)
-        for _ in range(args.rounds):
+        for round_no in range(args.rounds):
             for depth in depths:
-                for (name, ub), model in models.items():
-                    if ub == ubatches[0]:
-                        samples[f"tg{args.tg} d{depth} | {name}"].append(ours_decode(model, depth, args.tg))
-                    samples[f"pp{args.pp} d{depth} ub{ub} | {name}"].append(ours_prefill(model, depth, args.pp))
-                if args.llama_bench:
-                    for name, (kv, fa) in THEIRS.items():
-                        samples[f"tg{args.tg} d{depth} | {name}"].append(
-                            llama_bench(args.llama_bench, path, args.threads, kv, fa, depth, 0, args.tg, ubatches[0]))
-                        for ub in ubatches:
-                            samples[f"pp{args.pp} d{depth} ub{ub} | {name}"].append(
-                                llama_bench(args.llama_bench, path, args.threads, kv, fa, depth, args.pp, 0, ub))
+                sides = [lambda: measure_ours(models, ubatches, depth, args, samples),
+                         lambda: measure_theirs(path, ubatches, depth, args, samples)]
+                for side in sides if round_no % 2 == 0 else sides[::-1]:  # neither always goes first
+                    side()
     finally:
         for model in models.values():
             model.close()
@@ -136,6 +130,26 @@ def measure_model(path: Path, args: argparse.Namespace) -> dict:
     best = {key: round(max(values), 2) for key, values in samples.items()}
     return {"model": path.name, "tok_s": medians, "ratios": ratios(medians), "tok_s_best": best,
             "ratios_best": ratios(best), "ratios_paired": paired_ratios(samples)}
+
+
+def measure_ours(models: dict[tuple[str, int], LoadedModel], ubatches: list[int], depth: int,
+                 args: argparse.Namespace, samples: dict[str, list[float]]) -> None:
+    for (name, ub), model in models.items():
+        if ub == ubatches[0]:
+            samples[f"tg{args.tg} d{depth} | {name}"].append(ours_decode(model, depth, args.tg))
+        samples[f"pp{args.pp} d{depth} ub{ub} | {name}"].append(ours_prefill(model, depth, args.pp))
+
+
+def measure_theirs(path: Path, ubatches: list[int], depth: int, args: argparse.Namespace,
+                   samples: dict[str, list[float]]) -> None:
+    if not args.llama_bench:
+        return
+    for name, (kv, fa) in THEIRS.items():
+        samples[f"tg{args.tg} d{depth} | {name}"].append(
+            llama_bench(args.llama_bench, path, args.threads, kv, fa, depth, 0, args.tg, ubatches[0]))
+        for ub in ubatches:
+            samples[f"pp{args.pp} d{depth} ub{ub} | {name}"].append(
+                llama_bench(args.llama_bench, path, args.threads, kv, fa, depth, args.pp, 0, ub))
 
 
 def ratios(medians: dict[str, float]) -> dict[str, float]:
@@ -151,7 +165,8 @@ def ratios(medians: dict[str, float]) -> dict[str, float]:
 
 
 def paired_ratios(samples: dict[str, list[float]]) -> dict[str, float]:
-    """Ours (default) ÷ the best llama-bench configuration of the same round, median over rounds."""
+    """Ours (default) ÷ the best llama-bench configuration (by median) in the same round, median
+    over rounds (``paired.py``)."""
     out: dict[str, float] = {}
     for test in sorted({key.split(" | ")[0] for key in samples}):
         ours = samples.get(f"{test} | {next(iter(OURS))}")
