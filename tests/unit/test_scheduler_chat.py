@@ -400,6 +400,47 @@ def test_runs_read_every_event_on_the_loop_without_worker_threads(scheduler: Sch
     assert not [t.name for t in threading.enumerate() if t.ident not in before and "AnyIO" in t.name]
 
 
+@pytest.mark.parametrize("whole", [True, False], ids=["drained", "streamed"])
+def test_a_drained_answer_wakes_the_loop_at_its_end_not_per_chunk(scheduler: Scheduler, whole: bool,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A non-streaming request reads its answer whole: the scheduler's thread announces only
+    its admission and its end, so the loop does not wake (and take CPU from the decode) once
+    a token; a stream is still woken for every chunk."""
+    import asyncio
+
+    from inglenook.engine.api.shared import runs as runs_module
+    from inglenook.engine.api.shared.runs import Run, RunSet
+
+    monkeypatch.setattr(FakeModel, "step_delay_s", 0.01)  # each word its own step, as a real decode gives it
+    wakes = 0
+
+    async def read() -> tuple[str, int]:
+        nonlocal wakes
+        waker = runs_module.loop_waker()
+        original = waker._fire
+
+        def counted() -> None:
+            nonlocal wakes
+            wakes += 1
+            original()
+
+        waker._fire = counted  # type: ignore[method-assign]
+        run = Run(scheduler.submit(GenerateJob("m:q4_0", text="q")), RunSet())
+        await run.until_admitted()  # as run_plan does for a stream; the drain switches after it
+        if whole:
+            await run.drain()
+        else:
+            [chunk async for chunk in run.chunks()]
+        return run.text, run.usage.completion_tokens
+
+    text, tokens = asyncio.run(read())
+    assert text == FakeModel.reply and tokens == len(FakeModel.reply.split(" "))
+    if whole:
+        assert wakes <= 3  # admission, then the end (Finished and the job's close)
+    else:
+        assert wakes >= tokens
+
+
 def test_one_loop_wake_up_serves_every_event_of_a_step() -> None:
     import asyncio
 

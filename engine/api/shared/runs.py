@@ -119,6 +119,7 @@ class Run:
         self.text_parts: list[str] = []
         self.logprobs: list[TokenLogprob] = []
         self._ready: asyncio.Event | None = None
+        self._whole = False  # read as a whole answer (``drain``): woken at its end, not per chunk
         self._primed: list[Any] = []  # an event read ahead (by until_admitted or reading), read next
         self.progress: PromptProgress | None = None  # how far the prompt's reading has come
         self._registry = registry
@@ -141,7 +142,7 @@ class Run:
         try:
             if self._ready is None:
                 self._ready = asyncio.Event()
-                self.handle.set_waker(loop_waker().waker_for(self._ready))
+                self.handle.set_waker(loop_waker().waker_for(self._ready), on_chunks=not self._whole)
             while True:
                 item = self.handle.poll()
                 if item is EMPTY:
@@ -221,6 +222,12 @@ class Run:
             self.reasoning.done()
 
     async def drain(self) -> None:
+        """Read the whole answer. Its chunks wait in the job's queue until its end instead
+        of waking the loop one by one (``JobHandle.set_waker``)."""
+        if not self._whole:
+            self._whole = True
+            if self._ready is not None:  # already waiting for events (``until_admitted``)
+                self.handle.set_waker(loop_waker().waker_for(self._ready), on_chunks=False)
         async for _ in self.chunks():
             pass
 
