@@ -411,7 +411,7 @@ def test_a_drained_answer_wakes_the_loop_at_its_end_not_per_chunk(scheduler: Sch
     from inglenook.engine.api.shared import runs as runs_module
     from inglenook.engine.api.shared.runs import Run, RunSet
 
-    monkeypatch.setattr(FakeModel, "step_delay_s", 0.01)  # each word its own step, as a real decode gives it
+    monkeypatch.setattr(FakeModel, "step_delay_s", 0.02)  # each word its own step, as a real decode gives it
     wakes = 0
 
     async def read() -> tuple[str, int]:
@@ -435,10 +435,13 @@ def test_a_drained_answer_wakes_the_loop_at_its_end_not_per_chunk(scheduler: Sch
 
     text, tokens = asyncio.run(read())
     assert text == FakeModel.reply and tokens == len(FakeModel.reply.split(" "))
+    # Drained: the admission, the drain's own look at what is queued, then the end (Finished
+    # and the job's close, one wake-up or two). Streamed: about one a word; words that land
+    # while the loop is still busy share one, so only "more than the drained bound" is sure.
     if whole:
-        assert wakes <= 3  # admission, then the end (Finished and the job's close)
+        assert wakes <= 4
     else:
-        assert wakes >= tokens
+        assert wakes > 4
 
 
 def test_one_loop_wake_up_serves_every_event_of_a_step() -> None:
