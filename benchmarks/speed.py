@@ -48,8 +48,9 @@ OURS = {"ours (auto: f16, fa on)": {}}
 THEIRS = {"llama-bench f16 fa off": ("f16", "0"), "llama-bench f16 fa on": ("f16", "1")}
 MORE_OURS = {"ours (q8_0, fa on)": {"kv_cache_type": "q8_0"},
              "ours (old default: f16, fa off)": {"kv_cache_type": "f16", "flash_attention": False},
-             # Sliding-window layers at the full context, as before window-sized caches (and
-             # as llama-bench allocates them); the same as the default for other models.
+             # Sliding-window layers at the full context, as before window-sized caches
+             # (llama-bench keeps window-sized ones: it sets swa_full off); the same as the
+             # default for other models.
              "ours (swa_full: full-size window cache)": {"swa_full": True}}
 MORE_THEIRS = {"llama-bench q8_0 fa on": ("q8_0", "1")}
 
