@@ -3,6 +3,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -18,6 +19,9 @@ from inglenook.engine.runtime.model_loading import LoadOptions
 from inglenook.engine.scheduling.scheduler import Scheduler
 from inglenook.engine.store.store import Store
 from tests.fakes import FakeModel, FakeSequence
+
+if TYPE_CHECKING:
+    from inglenook.engine.api.shared.runs import LoopWaker
 
 
 def _record(model_id: str) -> ModelRecord:
@@ -400,6 +404,17 @@ def test_runs_read_every_event_on_the_loop_without_worker_threads(scheduler: Sch
     assert not [t.name for t in threading.enumerate() if t.ident not in before and "AnyIO" in t.name]
 
 
+def count_fires(waker: "LoopWaker", count: list[int]) -> None:
+    """Count in ``count[0]`` each callback ``waker`` runs on its loop (one per wake-up)."""
+    original = waker._fire
+
+    def counted() -> None:
+        count[0] += 1
+        original()
+
+    waker._fire = counted  # type: ignore[method-assign]
+
+
 @pytest.mark.parametrize("whole", [True, False], ids=["drained", "streamed"])
 def test_a_drained_answer_wakes_the_loop_at_its_end_not_per_chunk(scheduler: Scheduler, whole: bool,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
@@ -412,19 +427,11 @@ def test_a_drained_answer_wakes_the_loop_at_its_end_not_per_chunk(scheduler: Sch
     from inglenook.engine.api.shared.runs import Run, RunSet
 
     monkeypatch.setattr(FakeModel, "step_delay_s", 0.02)  # each word its own step, as a real decode gives it
-    wakes = 0
+    fires: list[int] = []
 
     async def read() -> tuple[str, int]:
-        nonlocal wakes
-        waker = runs_module.loop_waker()
-        original = waker._fire
-
-        def counted() -> None:
-            nonlocal wakes
-            wakes += 1
-            original()
-
-        waker._fire = counted  # type: ignore[method-assign]
+        fires.append(0)
+        count_fires(runs_module.loop_waker(), fires)
         run = Run(scheduler.submit(GenerateJob("m:q4_0", text="q")), RunSet())
         await run.until_admitted()  # as run_plan does for a stream; the drain switches after it
         if whole:
@@ -434,6 +441,7 @@ def test_a_drained_answer_wakes_the_loop_at_its_end_not_per_chunk(scheduler: Sch
         return run.text, run.usage.completion_tokens
 
     text, tokens = asyncio.run(read())
+    wakes = fires[0]
     assert text == FakeModel.reply and tokens == len(FakeModel.reply.split(" "))
     # Drained: the admission, the drain's own look at what is queued, then the end (Finished
     # and the job's close, one wake-up or two). Streamed: about one a word; words that land
@@ -451,21 +459,14 @@ def test_one_loop_wake_up_serves_every_event_of_a_step() -> None:
 
     async def main() -> tuple[list[bool], int]:
         waker = LoopWaker(asyncio.get_running_loop())
-        fired = 0
-        original = waker._fire
-
-        def counted() -> None:
-            nonlocal fired
-            fired += 1
-            original()
-
-        waker._fire = counted  # type: ignore[method-assign]
+        fired = [0]
+        count_fires(waker, fired)
         events = [asyncio.Event() for _ in range(3)]
         wakes = [waker.waker_for(event) for event in events]
         worker = threading.Thread(target=lambda: [wake() for wake in wakes])  # the scheduler's thread
         worker.start()
         worker.join()
         await asyncio.wait_for(asyncio.gather(*(event.wait() for event in events)), 5)
-        return [event.is_set() for event in events], fired
+        return [event.is_set() for event in events], fired[0]
 
     assert asyncio.run(main()) == ([True, True, True], 1)
