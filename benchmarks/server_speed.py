@@ -13,8 +13,9 @@ was read and the answer written:
 - ``tg128 dD``: 128 tokens written after a ``D``-token prompt, end-of-text made impossible
   with ``logit_bias`` so every answer is full length; each server's default sampling.
 
-Rounds alternate the servers at each depth (each configuration once per round, which server
-goes first swapping every round) and medians are reported, so machine noise hits both
+Rounds alternate the servers at each depth (each configuration once per round: both servers
+get the depth, then read the prompt one after the other, then write the answer in the other
+order; which server goes first swaps every round) and medians are reported, so machine noise hits both
 alike; each one's best round is reported too (``tok_s_best``, ``ratios_best``: the speed
 with the least outside work in it, on a shared machine whose speed swings from one run to
 the next), and ``ratios_paired``, the median of each round's own ratio (``paired.py``).
@@ -72,21 +73,45 @@ def completion(client: httpx.Client, url: str, model: str, prompt: str, max_toke
     return response.json()
 
 
-def measure_server(url: str, model: str, depth: int, bias: dict[str, float], round_no: int,
-                   samples: dict[str, list[float]], name: str) -> None:
-    with httpx.Client(timeout=1800.0) as client:
-        # Each round's own first words: nothing cached from an earlier round shortens it.
-        head = f"Round {round_no} at depth {depth}, {name}. "
-        base = text_of_about(client, url, model, depth, head) if depth else head
-        if depth:
-            completion(client, url, model, base, 1, bias, round_no)  # the depth, cached for the next call
-        more = text_of_about(client, url, model, PP, "") if PP else ""
-        timings = completion(client, url, model, base + more, 1, bias, round_no)["timings"]
-        samples[f"pp{PP} d{depth} | {name}"].append(timings["prompt_n"] / timings["prompt_ms"] * 1000)
-        decode = completion(client, url, model, base + f" Round {round_no} again.", TG, bias, round_no)
-        assert decode["usage"]["completion_tokens"] == TG, decode["usage"]
-        timings = decode["timings"]
-        samples[f"tg{TG} d{depth} | {name}"].append(timings["predicted_n"] / timings["predicted_ms"] * 1000)
+def fill_depth(client: httpx.Client, url: str, model: str, depth: int, bias: dict[str, float], round_no: int,
+               name: str) -> str:
+    """A ``depth``-token prompt, sent once so the server's prefix cache holds it; the prompt."""
+    # Each round's own first words: nothing cached from an earlier round shortens it.
+    head = f"Round {round_no} at depth {depth}, {name}. "
+    if not depth:
+        return head
+    base = text_of_about(client, url, model, depth, head)
+    completion(client, url, model, base, 1, bias, round_no)
+    return base
+
+
+def measure_pp(client: httpx.Client, url: str, model: str, base: str, depth: int, bias: dict[str, float],
+               round_no: int, samples: dict[str, list[float]], name: str) -> None:
+    more = text_of_about(client, url, model, PP, "")
+    timings = completion(client, url, model, base + more, 1, bias, round_no)["timings"]
+    samples[f"pp{PP} d{depth} | {name}"].append(timings["prompt_n"] / timings["prompt_ms"] * 1000)
+
+
+def measure_tg(client: httpx.Client, url: str, model: str, base: str, depth: int, bias: dict[str, float],
+               round_no: int, samples: dict[str, list[float]], name: str) -> None:
+    decode = completion(client, url, model, base + f" Round {round_no} again.", TG, bias, round_no)
+    assert decode["usage"]["completion_tokens"] == TG, decode["usage"]
+    timings = decode["timings"]
+    samples[f"tg{TG} d{depth} | {name}"].append(timings["predicted_n"] / timings["predicted_ms"] * 1000)
+
+
+def measure_depth(client: httpx.Client, servers: list[tuple[str, str, str]], depth: int, bias: dict[str, float],
+                  round_no: int, samples: dict[str, list[float]]) -> None:
+    """One round at ``depth``: both servers get the depth first, then each test runs on both
+    back to back, A B for prompt reading and B A for decode (the first server alternating
+    from round to round), so the two sides of a pair are seconds apart and a steady drift
+    falls on both alike."""
+    order = servers if round_no % 2 == 0 else servers[::-1]
+    bases = {name: fill_depth(client, url, model, depth, bias, round_no, name) for url, model, name in order}
+    for url, model, name in order:
+        measure_pp(client, url, model, bases[name], depth, bias, round_no, samples, name)
+    for url, model, name in order[::-1]:
+        measure_tg(client, url, model, bases[name], depth, bias, round_no, samples, name)
 
 
 def measure_model(path: Path, args: argparse.Namespace) -> dict:
@@ -99,10 +124,10 @@ def measure_model(path: Path, args: argparse.Namespace) -> dict:
         theirs, theirs_url, theirs_model = start_llama_server(str(args.llama_server), path, context, args.threads)
         try:
             servers = [(ours_url, ours_model, "ours"), (theirs_url, theirs_model, "llama-server")]
-            for round_no in range(args.rounds):
-                for depth in depths:
-                    for url, model, name in servers if round_no % 2 == 0 else servers[::-1]:
-                        measure_server(url, model, depth, bias, round_no, samples, name)
+            with httpx.Client(timeout=1800.0) as client:
+                for round_no in range(args.rounds):
+                    for depth in depths:
+                        measure_depth(client, servers, depth, bias, round_no, samples)
         finally:
             for process in (ours, theirs):
                 process.terminate()

@@ -15,8 +15,11 @@ too (``tok_s_best``, ``ratios_best``): on a shared two-core machine whose speed 
 quarter from one run to the next, the best of several rounds is the speed with the least
 outside work in it (``timeit`` reports its minimum for the same reason). ``ratios_paired`` is
 the median of each round's own ratio against llama-bench's best configuration (``paired.py``):
-a slow stretch that hits one round hits both sides of it. Ours and llama-bench take turns
-going first. With ``--ubatch`` several
+a slow stretch that hits one round hits both sides of it. Within a round each test (say tg128
+at depth 4,096) runs all its configurations back to back, ours between llama-bench's two, so
+that the two sides of a pair are measured one right after the other, not minutes apart (at
+depth 4,096 every run reads the depth first); the order reverses every other test and every
+other round. With ``--ubatch`` several
 micro-batch sizes are measured for prompt reading, ours and llama-bench's alike. Prints JSON.
 
     python benchmarks/speed.py --llama-bench "$(python scripts/llama_build.py llama-bench)" \
@@ -32,6 +35,7 @@ import statistics
 import subprocess
 import sys
 from collections import defaultdict
+from functools import partial
 from pathlib import Path
 
 from kv_quality import default_models  # benchmarks/ is on sys.path when run as a script
@@ -118,11 +122,13 @@ def measure_model(path: Path, args: argparse.Namespace) -> dict:
     try:
         for model in models.values():  # warm-up: compute buffers, page faults of the weights
             ours_decode(model, 0, 4)
+        tests = [(depth, kind, ub) for depth in depths for kind, ub in [("tg", ubatches[0])] +
+                 [("pp", ub) for ub in ubatches]]
         for round_no in range(args.rounds):
-            for depth in depths:
-                sides = [lambda: measure_ours(models, ubatches, depth, args, samples),
-                         lambda: measure_theirs(path, ubatches, depth, args, samples)]
-                for side in sides if round_no % 2 == 0 else sides[::-1]:  # neither always goes first
+            for index, (depth, kind, ub) in enumerate(tests):
+                sides = test_sides(models, path, depth, kind, ub, args, samples)
+                # Reversed every other test and every other round: neither side always goes first.
+                for side in sides if (round_no + index) % 2 == 0 else sides[::-1]:
                     side()
     finally:
         for model in models.values():
@@ -133,24 +139,24 @@ def measure_model(path: Path, args: argparse.Namespace) -> dict:
             "ratios_best": ratios(best), "ratios_paired": paired_ratios(samples)}
 
 
-def measure_ours(models: dict[tuple[str, int], LoadedModel], ubatches: list[int], depth: int,
-                 args: argparse.Namespace, samples: dict[str, list[float]]) -> None:
-    for (name, ub), model in models.items():
-        if ub == ubatches[0]:
-            samples[f"tg{args.tg} d{depth} | {name}"].append(ours_decode(model, depth, args.tg))
-        samples[f"pp{args.pp} d{depth} ub{ub} | {name}"].append(ours_prefill(model, depth, args.pp))
+def test_sides(models: dict[tuple[str, int], LoadedModel], path: Path, depth: int, kind: str, ub: int,
+               args: argparse.Namespace, samples: dict[str, list[float]]) -> list[partial[None]]:
+    """One measurement per configuration of one test (``kind`` "tg" or "pp" at ``depth``, micro-batch
+    ``ub``), to be run back to back: ours between llama-bench's configurations, so that ours is
+    next to each of the two default ones whichever way round the list is run."""
+    name = f"tg{args.tg} d{depth}" if kind == "tg" else f"pp{args.pp} d{depth} ub{ub}"
 
+    def ours(config: str, model: LoadedModel) -> None:
+        speed = ours_decode(model, depth, args.tg) if kind == "tg" else ours_prefill(model, depth, args.pp)
+        samples[f"{name} | {config}"].append(speed)
 
-def measure_theirs(path: Path, ubatches: list[int], depth: int, args: argparse.Namespace,
-                   samples: dict[str, list[float]]) -> None:
-    if not args.llama_bench:
-        return
-    for name, (kv, fa) in THEIRS.items():
-        samples[f"tg{args.tg} d{depth} | {name}"].append(
-            llama_bench(args.llama_bench, path, args.threads, kv, fa, depth, 0, args.tg, ubatches[0]))
-        for ub in ubatches:
-            samples[f"pp{args.pp} d{depth} ub{ub} | {name}"].append(
-                llama_bench(args.llama_bench, path, args.threads, kv, fa, depth, args.pp, 0, ub))
+    def theirs(config: str, kv: str, fa: str) -> None:
+        pp, tg = (0, args.tg) if kind == "tg" else (args.pp, 0)
+        samples[f"{name} | {config}"].append(llama_bench(args.llama_bench, path, args.threads, kv, fa, depth, pp, tg, ub))
+
+    mine = [partial(ours, config, model) for (config, model_ub), model in models.items() if model_ub == ub]
+    others = [partial(theirs, config, kv, fa) for config, (kv, fa) in THEIRS.items()] if args.llama_bench else []
+    return others[:1] + mine + others[1:]
 
 
 def ratios(medians: dict[str, float]) -> dict[str, float]:
