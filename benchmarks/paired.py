@@ -24,12 +24,28 @@ def best_configuration(theirs: list[list[float]]) -> list[float]:
     return max(theirs, key=statistics.median)
 
 
-def paired_ratio(ours: list[float], theirs: list[list[float]]) -> float | None:
-    """The median over rounds of ``ours[r] / best[r]``, ``best`` being the configuration of
-    ``theirs`` with the highest median (``best_configuration``). None without a round."""
+def per_round_ratios(ours: list[float], theirs: list[list[float]]) -> list[float]:
+    """``ours[r] / best[r]`` for every round, ``best`` being the configuration of ``theirs``
+    with the highest median (``best_configuration``); empty without a round."""
     complete = [t for t in theirs if t]
     if not ours or not complete:
-        return None
+        return []
     best = best_configuration(complete)
-    per_round = [mine / other for mine, other in zip(ours, best) if other > 0]
+    return [mine / other for mine, other in zip(ours, best) if other > 0]
+
+
+def paired_ratio(ours: list[float], theirs: list[list[float]]) -> float | None:
+    """The median over rounds of ``per_round_ratios``. None without a round."""
+    per_round = per_round_ratios(ours, theirs)
     return round(statistics.median(per_round), 3) if per_round else None
+
+
+def paired_quartiles(ours: list[float], theirs: list[list[float]]) -> list[float] | None:
+    """The first and third quartiles of ``per_round_ratios``: how far one round's ratio strays
+    from the median, which says how much a run of this many rounds can be trusted. None with
+    fewer than two rounds."""
+    per_round = per_round_ratios(ours, theirs)
+    if len(per_round) < 2:
+        return None
+    first, _, third = statistics.quantiles(per_round, n=4)
+    return [round(first, 3), round(third, 3)]

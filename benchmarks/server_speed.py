@@ -33,12 +33,14 @@ import statistics
 import sys
 import tempfile
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 from kv_quality import default_models  # benchmarks/ is on sys.path when run as a script
 from lengths import start_llama_server, start_ours
-from paired import paired_ratio
+from paired import paired_quartiles, paired_ratio
 
 from inglenook.engine.base.gguf import read_gguf
 from inglenook.engine.runtime.native import physical_cores
@@ -135,7 +137,9 @@ def measure_model(path: Path, args: argparse.Namespace) -> dict:
     medians = {key: round(statistics.median(values), 2) for key, values in samples.items()}
     best = {key: round(max(values), 2) for key, values in samples.items()}
     return {"model": path.name, "context": context, "tok_s": medians, "ratios": ours_over_theirs(medians),
-            "tok_s_best": best, "ratios_best": ours_over_theirs(best), "ratios_paired": paired_ratios(samples)}
+            "tok_s_best": best, "ratios_best": ours_over_theirs(best), "ratios_paired": paired_ratios(samples),
+            "ratios_paired_quartiles": paired_ratios(samples, paired_quartiles),
+            "tok_s_rounds": {key: [round(v, 2) for v in values] for key, values in samples.items()}}
 
 
 def ours_over_theirs(speeds: dict[str, float]) -> dict[str, float]:
@@ -147,14 +151,16 @@ def ours_over_theirs(speeds: dict[str, float]) -> dict[str, float]:
     return ratios
 
 
-def paired_ratios(samples: dict[str, list[float]]) -> dict[str, float]:
-    """Ours ÷ llama-server in the same round, median over rounds (``paired.py``)."""
-    out: dict[str, float] = {}
+def paired_ratios(samples: dict[str, list[float]],
+                  summary: Callable[[list[float], list[list[float]]], Any] = paired_ratio) -> dict[str, Any]:
+    """Ours ÷ llama-server in the same round: the median over rounds, or another ``summary``
+    of the rounds' ratios (``paired.py``)."""
+    out: dict[str, Any] = {}
     for key, values in samples.items():
         test, name = key.split(" | ")
         theirs = samples.get(f"{test} | llama-server")
-        if name == "ours" and theirs and (ratio := paired_ratio(values, [theirs])) is not None:
-            out[f"{test}: ours / llama-server"] = ratio
+        if name == "ours" and theirs and (value := summary(values, [theirs])) is not None:
+            out[f"{test}: ours / llama-server"] = value
     return out
 
 

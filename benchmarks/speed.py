@@ -35,11 +35,13 @@ import statistics
 import subprocess
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from kv_quality import default_models  # benchmarks/ is on sys.path when run as a script
-from paired import paired_ratio
+from paired import paired_quartiles, paired_ratio
 from inglenook.engine.base.generation_events import Finished
 from inglenook.engine.base.gguf import read_gguf
 from inglenook.engine.base.model_record import ModelRecord
@@ -48,14 +50,15 @@ from inglenook.engine.runtime.model import LoadedModel
 from inglenook.engine.runtime.model_loading import LoadOptions
 from inglenook.engine.runtime.native import backend_report, llama, physical_cores
 
-OURS = {"ours (auto: f16, fa on)": {}}
+OURS: dict[str, dict[str, object]] = {"ours (auto: f16, fa on)": {}}
 THEIRS = {"llama-bench f16 fa off": ("f16", "0"), "llama-bench f16 fa on": ("f16", "1")}
-MORE_OURS = {"ours (q8_0, fa on)": {"kv_cache_type": "q8_0"},
-             "ours (old default: f16, fa off)": {"kv_cache_type": "f16", "flash_attention": False},
-             # Sliding-window layers at the full context, as before window-sized caches
-             # (llama-bench keeps window-sized ones: it sets swa_full off); the same as the
-             # default for other models.
-             "ours (swa_full: full-size window cache)": {"swa_full": True}}
+MORE_OURS: dict[str, dict[str, object]] = {
+    "ours (q8_0, fa on)": {"kv_cache_type": "q8_0"},
+    "ours (old default: f16, fa off)": {"kv_cache_type": "f16", "flash_attention": False},
+    # Sliding-window layers at the full context, as before window-sized caches
+    # (llama-bench keeps window-sized ones: it sets swa_full off); the same as the
+    # default for other models.
+    "ours (swa_full: full-size window cache)": {"swa_full": True}}
 MORE_THEIRS = {"llama-bench q8_0 fa on": ("q8_0", "1")}
 
 
@@ -136,7 +139,9 @@ def measure_model(path: Path, args: argparse.Namespace) -> dict:
     medians = {key: round(statistics.median(values), 2) for key, values in samples.items()}
     best = {key: round(max(values), 2) for key, values in samples.items()}
     return {"model": path.name, "tok_s": medians, "ratios": ratios(medians), "tok_s_best": best,
-            "ratios_best": ratios(best), "ratios_paired": paired_ratios(samples)}
+            "ratios_best": ratios(best), "ratios_paired": paired_ratios(samples),
+            "ratios_paired_quartiles": paired_ratios(samples, paired_quartiles),
+            "tok_s_rounds": {key: [round(v, 2) for v in values] for key, values in samples.items()}}
 
 
 def test_sides(models: dict[tuple[str, int], LoadedModel], path: Path, depth: int, kind: str, ub: int,
@@ -171,15 +176,16 @@ def ratios(medians: dict[str, float]) -> dict[str, float]:
     return out
 
 
-def paired_ratios(samples: dict[str, list[float]]) -> dict[str, float]:
-    """Ours (default) ÷ the best llama-bench configuration (by median) in the same round, median
-    over rounds (``paired.py``)."""
-    out: dict[str, float] = {}
+def paired_ratios(samples: dict[str, list[float]],
+                  summary: Callable[[list[float], list[list[float]]], Any] = paired_ratio) -> dict[str, Any]:
+    """Ours (default) ÷ the best llama-bench configuration (by median) in the same round: the
+    median over rounds, or another ``summary`` of the rounds' ratios (``paired.py``)."""
+    out: dict[str, Any] = {}
     for test in sorted({key.split(" | ")[0] for key in samples}):
         ours = samples.get(f"{test} | {next(iter(OURS))}")
         theirs = [v for k, v in samples.items() if k.startswith(test + " | llama-bench")]
-        if ours and theirs and (ratio := paired_ratio(ours, theirs)) is not None:
-            out[f"{test}: ours / best llama-bench"] = ratio
+        if ours and theirs and (value := summary(ours, theirs)) is not None:
+            out[f"{test}: ours / best llama-bench"] = value
     return out
 
 
