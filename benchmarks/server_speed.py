@@ -13,13 +13,14 @@ was read and the answer written:
 - ``tg128 dD``: 128 tokens written after a ``D``-token prompt, end-of-text made impossible
   with ``logit_bias`` so every answer is full length; each server's default sampling.
 
-Rounds alternate the servers at each depth (each configuration once per round: both servers
-get the depth, then read the prompt one after the other, then write the answer in the other
-order; which server goes first swaps every round) and medians are reported, so machine noise hits both
-alike; each one's best round is reported too (``tok_s_best``, ``ratios_best``: the speed
-with the least outside work in it, on a shared machine whose speed swings from one run to
-the next), and ``ratios_paired``, the median of each round's own ratio (``paired.py``).
-Prints JSON.
+Rounds alternate the servers at each depth (each configuration once per round: both servers get
+the depth, then read the prompt one after the other, then write the answer in the other order;
+which server goes first swaps every round) and medians are reported, so machine noise hits both
+alike; each one's best round is reported too (``tok_s_best``, ``ratios_best``: the speed with
+the least outside work in it, on a shared machine whose speed swings from one run to the next),
+and ``ratios_paired``, the median of each round's own ratio (``paired.py``), with the first and
+third quartiles of those ratios (``ratios_paired_quartiles``) and every round's speed
+(``tok_s_rounds``): how far single rounds strayed. Prints JSON.
 
     python benchmarks/server_speed.py --llama-server "$(python scripts/llama_build.py llama-server)" \\
         [--model PATH ...] [--depths 0,4096] [--rounds 3] [--threads N]

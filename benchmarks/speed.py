@@ -20,7 +20,9 @@ at depth 4,096) runs all its configurations back to back, ours between llama-ben
 that the two sides of a pair are measured one right after the other, not minutes apart (at
 depth 4,096 every run reads the depth first); the order reverses every other test and every
 other round. With ``--ubatch`` several
-micro-batch sizes are measured for prompt reading, ours and llama-bench's alike. Prints JSON.
+micro-batch sizes are measured for prompt reading, ours and llama-bench's alike.
+``ratios_paired_quartiles`` (the first and third quartiles of the per-round ratios) and
+``tok_s_rounds`` (every round's speed) say how far single rounds strayed. Prints JSON.
 
     python benchmarks/speed.py --llama-bench "$(python scripts/llama_build.py llama-bench)" \
         [--model PATH ...] [--depths 0,4096] [--rounds 3] [--ubatch 512] [--all-configs]
