@@ -25,7 +25,8 @@ micro-batch sizes are measured for prompt reading, ours and llama-bench's alike.
 ``tok_s_rounds`` (every round's speed) say how far single rounds strayed. Prints JSON.
 
     python benchmarks/speed.py --llama-bench "$(python scripts/llama_build.py llama-bench)" \
-        [--model PATH ...] [--depths 0,4096] [--rounds 3] [--ubatch 512] [--all-configs]
+        [--model PATH ...] [--depths 0,4096] [--rounds 3] [--ubatch 512] [--all-configs] \
+        [--tg 0 | --pp 0] [--llama-bench-fa on|off]
 """
 
 from __future__ import annotations
@@ -127,8 +128,8 @@ def measure_model(path: Path, args: argparse.Namespace) -> dict:
     try:
         for model in models.values():  # warm-up: compute buffers, page faults of the weights
             ours_decode(model, 0, 4)
-        tests = [(depth, kind, ub) for depth in depths for kind, ub in [("tg", ubatches[0])] +
-                 [("pp", ub) for ub in ubatches]]
+        kinds = ([("tg", ubatches[0])] if args.tg else []) + ([("pp", ub) for ub in ubatches] if args.pp else [])
+        tests = [(depth, kind, ub) for depth in depths for kind, ub in kinds]
         for round_no in range(args.rounds):
             for index, (depth, kind, ub) in enumerate(tests):
                 sides = test_sides(models, path, depth, kind, ub, args, samples)
@@ -196,16 +197,22 @@ def main() -> int:
     parser.add_argument("--model", type=Path, action="append")
     parser.add_argument("--depths", default="0,4096")
     parser.add_argument("--ubatch", default="512", help="micro-batch sizes for prompt reading, e.g. 256,512,1024,2048")
-    parser.add_argument("--pp", type=int, default=512)
-    parser.add_argument("--tg", type=int, default=128)
+    parser.add_argument("--pp", type=int, default=512, help="prompt tokens read per pp test; 0: no pp test")
+    parser.add_argument("--tg", type=int, default=128, help="tokens written per tg test; 0: no tg test")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=physical_cores())
     parser.add_argument("--llama-bench", type=Path)
     parser.add_argument("--all-configs", action="store_true", help="also q8_0 caches and flash attention off (ours)")
+    parser.add_argument("--llama-bench-fa", choices=("both", "on", "off"), default="both",
+                        help="llama-bench's flash attention: both configurations, or one (a long cell where the "
+                             "other has lost every run, at half the time)")
     args = parser.parse_args()
     if args.all_configs:
         OURS.update(MORE_OURS)
         THEIRS.update(MORE_THEIRS)
+    if args.llama_bench_fa != "both":
+        for name in [name for name, (_, fa) in THEIRS.items() if fa != ("1" if args.llama_bench_fa == "on" else "0")]:
+            del THEIRS[name]
     logging.basicConfig(level=logging.WARNING)
     llama()  # llama.cpp's log into logging before anything loads
     results = [measure_model(path, args) for path in args.model or default_models()]
