@@ -49,3 +49,17 @@ def paired_quartiles(ours: list[float], theirs: list[list[float]]) -> list[float
         return None
     first, _, third = statistics.quantiles(per_round, n=4)
     return [round(first, 3), round(third, 3)]
+
+
+Pairs = dict[str, tuple[list[float], list[list[float]]]]  # label -> (ours per round, theirs per configuration)
+
+
+def paired_fields(pairs: Pairs, samples: dict[str, list[float]]) -> dict[str, object]:
+    """The JSON fields both speed benchmarks report from their rounds: ``ratios_paired`` (the
+    median of each round's own ratio), ``ratios_paired_quartiles`` and ``tok_s_rounds`` (every
+    round's speed), which say how far single rounds strayed."""
+    medians = {label: paired_ratio(ours, theirs) for label, (ours, theirs) in pairs.items()}
+    quartiles = {label: paired_quartiles(ours, theirs) for label, (ours, theirs) in pairs.items()}
+    return {"ratios_paired": {label: value for label, value in medians.items() if value is not None},
+            "ratios_paired_quartiles": {label: value for label, value in quartiles.items() if value is not None},
+            "tok_s_rounds": {key: [round(v, 2) for v in values] for key, values in samples.items()}}

@@ -34,14 +34,12 @@ import statistics
 import sys
 import tempfile
 from collections import defaultdict
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import httpx
 from kv_quality import default_models  # benchmarks/ is on sys.path when run as a script
 from lengths import start_llama_server, start_ours
-from paired import paired_quartiles, paired_ratio
+from paired import Pairs, paired_fields
 
 from inglenook.engine.base.gguf import read_gguf
 from inglenook.engine.runtime.native import physical_cores
@@ -138,9 +136,7 @@ def measure_model(path: Path, args: argparse.Namespace) -> dict:
     medians = {key: round(statistics.median(values), 2) for key, values in samples.items()}
     best = {key: round(max(values), 2) for key, values in samples.items()}
     return {"model": path.name, "context": context, "tok_s": medians, "ratios": ours_over_theirs(medians),
-            "tok_s_best": best, "ratios_best": ours_over_theirs(best), "ratios_paired": paired_ratios(samples),
-            "ratios_paired_quartiles": paired_ratios(samples, paired_quartiles),
-            "tok_s_rounds": {key: [round(v, 2) for v in values] for key, values in samples.items()}}
+            "tok_s_best": best, "ratios_best": ours_over_theirs(best), **paired_fields(pairs(samples), samples)}
 
 
 def ours_over_theirs(speeds: dict[str, float]) -> dict[str, float]:
@@ -152,16 +148,14 @@ def ours_over_theirs(speeds: dict[str, float]) -> dict[str, float]:
     return ratios
 
 
-def paired_ratios(samples: dict[str, list[float]],
-                  summary: Callable[[list[float], list[list[float]]], Any] = paired_ratio) -> dict[str, Any]:
-    """Ours ÷ llama-server in the same round: the median over rounds, or another ``summary``
-    of the rounds' ratios (``paired.py``)."""
-    out: dict[str, Any] = {}
+def pairs(samples: dict[str, list[float]]) -> Pairs:
+    """Per test, ours beside llama-server, round by round (``paired.py``)."""
+    out: Pairs = {}
     for key, values in samples.items():
         test, name = key.split(" | ")
         theirs = samples.get(f"{test} | llama-server")
-        if name == "ours" and theirs and (value := summary(values, [theirs])) is not None:
-            out[f"{test}: ours / llama-server"] = value
+        if name == "ours" and theirs:
+            out[f"{test}: ours / llama-server"] = (values, [theirs])
     return out
 
 

@@ -38,13 +38,11 @@ import statistics
 import subprocess
 import sys
 from collections import defaultdict
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 from kv_quality import default_models  # benchmarks/ is on sys.path when run as a script
-from paired import paired_quartiles, paired_ratio
+from paired import Pairs, paired_fields
 from inglenook.engine.base.generation_events import Finished
 from inglenook.engine.base.gguf import read_gguf
 from inglenook.engine.base.model_record import ModelRecord
@@ -142,9 +140,7 @@ def measure_model(path: Path, args: argparse.Namespace) -> dict:
     medians = {key: round(statistics.median(values), 2) for key, values in samples.items()}
     best = {key: round(max(values), 2) for key, values in samples.items()}
     return {"model": path.name, "tok_s": medians, "ratios": ratios(medians), "tok_s_best": best,
-            "ratios_best": ratios(best), "ratios_paired": paired_ratios(samples),
-            "ratios_paired_quartiles": paired_ratios(samples, paired_quartiles),
-            "tok_s_rounds": {key: [round(v, 2) for v in values] for key, values in samples.items()}}
+            "ratios_best": ratios(best), **paired_fields(pairs(samples), samples)}
 
 
 def test_sides(models: dict[tuple[str, int], LoadedModel], path: Path, depth: int, kind: str, ub: int,
@@ -179,16 +175,15 @@ def ratios(medians: dict[str, float]) -> dict[str, float]:
     return out
 
 
-def paired_ratios(samples: dict[str, list[float]],
-                  summary: Callable[[list[float], list[list[float]]], Any] = paired_ratio) -> dict[str, Any]:
-    """Ours (default) ÷ the best llama-bench configuration (by median) in the same round: the
-    median over rounds, or another ``summary`` of the rounds' ratios (``paired.py``)."""
-    out: dict[str, Any] = {}
+def pairs(samples: dict[str, list[float]]) -> Pairs:
+    """Per test, ours (default) beside llama-bench's configurations, round by round (``paired.py``
+    pairs ours with the best of them by median)."""
+    out: Pairs = {}
     for test in sorted({key.split(" | ")[0] for key in samples}):
         ours = samples.get(f"{test} | {next(iter(OURS))}")
         theirs = [v for k, v in samples.items() if k.startswith(test + " | llama-bench")]
-        if ours and theirs and (value := summary(ours, theirs)) is not None:
-            out[f"{test}: ours / best llama-bench"] = value
+        if ours and theirs:
+            out[f"{test}: ours / best llama-bench"] = (ours, theirs)
     return out
 
 
@@ -211,7 +206,8 @@ def main() -> int:
         OURS.update(MORE_OURS)
         THEIRS.update(MORE_THEIRS)
     if args.llama_bench_fa != "both":
-        for name in [name for name, (_, fa) in THEIRS.items() if fa != ("1" if args.llama_bench_fa == "on" else "0")]:
+        wanted = "1" if args.llama_bench_fa == "on" else "0"
+        for name in [name for name, (_, fa) in THEIRS.items() if fa != wanted]:
             del THEIRS[name]
     logging.basicConfig(level=logging.WARNING)
     llama()  # llama.cpp's log into logging before anything loads
