@@ -60,9 +60,15 @@ def count_tokens(client: httpx.Client, url: str, model: str, text: str) -> int:
     return int(client.post(f"{url}/completions", json=body).json()["usage"]["prompt_tokens"])
 
 
+# Tokens per FILLER sentence, per server and model: measured once, not before every request.
+_FILLER_TOKENS: dict[tuple[str, str], float] = {}
+
+
 def text_of_about(client: httpx.Client, url: str, model: str, tokens: int, head: str) -> str:
     """``head`` then filler, cut to about ``tokens`` tokens (measured, not guessed)."""
-    unit = count_tokens(client, url, model, FILLER * 20) / 20
+    unit = _FILLER_TOKENS.get((url, model))
+    if unit is None:
+        unit = _FILLER_TOKENS[(url, model)] = count_tokens(client, url, model, FILLER * 20) / 20
     return head + FILLER * max(1, round(tokens / unit))
 
 
