@@ -61,6 +61,8 @@ def count_tokens(client: httpx.Client, url: str, model: str, text: str) -> int:
 
 
 # Tokens per FILLER sentence, per server and model: measured once, not before every request.
+# Cleared for each model file: llama-server always calls its model "model", and a later
+# server may get an earlier one's port.
 _FILLER_TOKENS: dict[tuple[str, str], float] = {}
 
 
@@ -125,6 +127,7 @@ def measure_model(path: Path, args: argparse.Namespace) -> dict:
     depths = [int(d) for d in args.depths.split(",")]
     context = max(depths) + PP + TG + 256
     bias = end_tokens(path)
+    _FILLER_TOKENS.clear()
     samples: dict[str, list[float]] = defaultdict(list)
     with tempfile.TemporaryDirectory() as home:
         ours, ours_url, ours_model = start_ours(path, home, context, args.threads)
